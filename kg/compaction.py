@@ -1,0 +1,387 @@
+"""Compaction: the archive, resurrection, orphan and deletion passes (contract section 5). Pure.
+
+Rules this file owns (M = max_tokens; the estimate is model.estimate_tokens):
+
+- Percentile of a value among n values: (r - 1) / (n - 1), r its rank from lowest (1) to
+  highest, ties taking the mean of their ranks; 0.5 when n == 1.
+- Grace: a node is past its grace period when now - _created_ts >= grace_s (creation only;
+  a node without _created_ts counts as created at 0, i.e. long past grace — the store
+  fills the field when it loads an older file).
+- Score of a node within a set S: 0.33 x pct(recency) + 0.66 x pct(connectedness), both
+  percentiles over S. recency = model.recency (max of last write and last read).
+  connectedness = 0.66 x in-degree + 0.33 x out-degree over the edges whose other end is an
+  active node or not a node of this graph at all (a file path), read from the current
+  states. A self-loop on an active node counts once in and once out.
+- Pass 1, archive: only when the estimate exceeds M. Score every active node past grace
+  (S = those nodes); archive lowest score first, ties older recency first then id
+  ascending, until the estimate is at most 0.8 x M or no such node is left. Scores are
+  computed once at the start of the pass; the estimate is kept up to date after every
+  archive (the node's own tokens, and each of its edges that no longer has an active or
+  file-path end). Edges stay.
+- Pass 1b, resurrection: only when pass 1 archived something. Re-score with S = every
+  archived (not orphaned) node plus every active node past grace, connectedness from the
+  states pass 1 left. Pair the best-scoring node archived before this compaction (ties:
+  newer recency first, then id ascending) with the worst-scoring node pass 1 archived
+  (ties: older recency first, then id ascending). If the first outscores the second by at
+  least 0.05 (compared exactly, in rational arithmetic, so a gap of exactly 0.05 swaps),
+  they swap places: the first is restored to active and the second stays archived, as
+  pass 1 left it — relative to the graph before compaction, the two traded states. The
+  swap is refused, and the pass stops, when restoring the first would take the estimate
+  above M. The pass also stops at the first pair that misses the 0.05 gap (later pairs
+  can only be closer). Each node swaps at most once: both leave their pools. Scores are
+  NOT recomputed between swaps; a restore changes other nodes' connectedness, but the
+  pass judges every pair by the scores taken at its start.
+- Pass 2, orphan: each archived (not orphaned) node costs 5 tokens; while that exceeds
+  0.30 x M, orphan (_orphaned_ts = now, _archived stays true) the archived node with the
+  fewest edges to active nodes (either direction; file-path ends and edges to archived or
+  orphaned nodes do not count), ties older recency first, then id ascending. Orphaning
+  does not change the estimate.
+- Deletion: an orphaned node with now - max(_orphaned_ts, _read_ts, _write_ts) >=
+  orphan_grace_s is deleted together with every edge that has it as an end.
+- Reads and puts (contract 3): reading an archived or orphaned node by id makes it active
+  and refreshes its recency (_read_ts = now); reading an ARCHIVED node also brings its
+  orphaned neighbours (joined by an edge in either direction) back to archived (chain
+  rescue; their recency is not refreshed, they were not read). Reading an active node only
+  refreshes _read_ts. A put revives an archived or orphaned node to active.
+
+Everything here is deterministic for a given graph, clock and settings: every ordering is
+total (score, recency, id) and dict order never decides anything. compact() builds one
+adjacency index per call and keeps the estimate incrementally, so a pass costs
+O((n + e) log n). Thresholds are compared in integers (5 x estimate <= 4 x M, 50 x count >
+3 x M) so float rounding cannot move a boundary.
+"""
+
+from dataclasses import dataclass, field
+
+from .model import (ACTIVE, ARCHIVED, ORPHANED, EDGE_TOKENS, estimate_tokens, is_active,
+                    node_state, node_tokens, recency)
+
+DAY = 86400.0
+ORPHAN_COST = 5              # tokens an archived node costs in kg_read (its id line)
+ARCHIVE_TARGET = (4, 5)      # pass 1 stops at estimate <= 4/5 of max_tokens
+ORPHAN_SHARE = (3, 10)       # archived nodes may cost at most 3/10 of max_tokens
+RESURRECT_GAP = (5, 100)     # pass 1b swaps when the score gap is >= 5/100
+W_RECENCY = (33, 100)        # score weights; 0.66 = 2 x 0.33, which the exact keys rely on
+W_CONNECTEDNESS = (66, 100)
+
+
+@dataclass(frozen=True)
+class Settings:
+    max_tokens: int = 5000
+    grace_s: float = 7 * DAY
+    orphan_grace_s: float = 365 * DAY
+
+    @classmethod
+    def from_days(cls, max_tokens=5000, grace_days=7, orphan_grace_days=365):
+        """The contract's configuration is in days (KG_GRACE_PERIOD_DAYS, KG_ORPHAN_GRACE_DAYS)."""
+        return cls(int(max_tokens), float(grace_days) * DAY, float(orphan_grace_days) * DAY)
+
+
+@dataclass
+class Result:
+    """What one compact() call did, pass by pass, in the order it did it.
+
+    A node archived by pass 1 and orphaned by pass 2 of the same call is listed in both.
+    `estimate_before` / `estimate_after` are the graph's token estimate around the call,
+    so a store that caches the estimate can take the new value without recounting.
+    """
+
+    archived: list = field(default_factory=list)
+    restored: list = field(default_factory=list)
+    orphaned: list = field(default_factory=list)
+    deleted: list = field(default_factory=list)
+    deleted_edges: list = field(default_factory=list)
+    estimate_before: int = 0
+    estimate_after: int = 0
+
+    @property
+    def changed(self):
+        return bool(self.archived or self.restored or self.orphaned or self.deleted
+                    or self.deleted_edges)
+
+    @property
+    def changed_ids(self):
+        """Ids of the nodes whose state or existence changed."""
+        return set(self.archived) | set(self.restored) | set(self.orphaned) | set(self.deleted)
+
+
+# ---- percentiles and scores ----
+
+def _double_ranks(values):
+    """2 x (mean rank - 1) for each value, an integer: positions i..j (0-based) tied give i + j."""
+    n = len(values)
+    order = sorted(range(n), key=values.__getitem__)
+    out = [0] * n
+    i = 0
+    while i < n:
+        j = i
+        v = values[order[i]]
+        while j + 1 < n and values[order[j + 1]] == v:
+            j += 1
+        for k in range(i, j + 1):
+            out[order[k]] = i + j
+        i = j + 1
+    return out
+
+
+def percentiles(values):
+    """Contract 5: (r - 1) / (n - 1), ties at their mean rank, 0.5 for a single value."""
+    n = len(values)
+    if n == 1:
+        return [0.5]
+    return [r2 / (2.0 * (n - 1)) for r2 in _double_ranks(values)]
+
+
+def past_grace(node, now, settings):
+    return now - (node.get("_created_ts") or 0) >= settings.grace_s
+
+
+class _Graph:
+    """One compact() call's working view: adjacency index, cached states, running estimate."""
+
+    def __init__(self, nodes, edges):
+        self.nodes = nodes
+        self.edges = edges
+        self.state = {nid: node_state(n) for nid, n in nodes.items()}
+        self.recency = {nid: recency(n) for nid, n in nodes.items()}
+        # node id -> [(edge key, other end, counts as out, counts as in)]
+        adj = {}
+        for key, e in edges.items():
+            f, t = e["from"], e["to"]
+            if f == t:
+                if f in nodes:
+                    adj.setdefault(f, []).append((key, f, True, True))
+                continue
+            if f in nodes:
+                adj.setdefault(f, []).append((key, t, True, False))
+            if t in nodes:
+                adj.setdefault(t, []).append((key, f, False, True))
+        self.adj = adj
+        self.estimate = estimate_tokens(nodes, edges)
+
+    def live(self, end):
+        """An edge end that makes the edge count: an active node or not a node at all."""
+        st = self.state.get(end)
+        return st is None or st == ACTIVE
+
+    def connectedness2(self, nid):
+        """2 x connectedness / 0.33 = 2 x in-degree + out-degree, an integer."""
+        c = 0
+        for _key, other, out, inn in self.adj.get(nid, ()):
+            if self.live(other):
+                c += (2 if inn else 0) + (1 if out else 0)
+        return c
+
+    def active_degree(self, nid):
+        return sum(1 for _k, other, _o, _i in self.adj.get(nid, ())
+                   if self.state.get(other) == ACTIVE and other != nid)
+
+    def score_keys(self, ids):
+        """Integer keys K with score = 0.33 x K / (2 (n - 1)) (0.495 when n == 1)."""
+        rr = _double_ranks([self.recency[v] for v in ids])
+        rc = _double_ranks([self.connectedness2(v) for v in ids])
+        return {v: rr[i] + 2 * rc[i] for i, v in enumerate(ids)}
+
+    def archive(self, nid):
+        """Active -> archived, keeping the estimate: its tokens, and each edge left with no live end."""
+        node = self.nodes[nid]
+        delta = -node_tokens(node)
+        for _key, other, _o, _i in self.adj.get(nid, ()):
+            if other == nid or not self.live(other):
+                delta -= EDGE_TOKENS
+        node["_archived"] = True
+        node["_orphaned_ts"] = None
+        self.state[nid] = ARCHIVED
+        self.estimate += delta
+
+    def restore_delta(self, nid):
+        delta = node_tokens(self.nodes[nid])
+        for _key, other, _o, _i in self.adj.get(nid, ()):
+            if other == nid or not self.live(other):
+                delta += EDGE_TOKENS
+        return delta
+
+    def restore(self, nid, delta):
+        node = self.nodes[nid]
+        node["_archived"] = False
+        node["_orphaned_ts"] = None
+        self.state[nid] = ACTIVE
+        self.estimate += delta
+
+    def orphan(self, nid, now):
+        self.nodes[nid]["_archived"] = True
+        self.nodes[nid]["_orphaned_ts"] = now
+        self.state[nid] = ORPHANED
+
+
+def scores(nodes, edges, ids):
+    """The contract's score of each of `ids`, percentiles over `ids`, as floats (for display
+    and tests; the passes compare the exact integer keys behind these)."""
+    ids = list(ids)
+    if not ids:
+        return {}
+    g = _Graph(nodes, edges)
+    if len(ids) == 1:
+        return {ids[0]: 0.33 * 0.5 + 0.66 * 0.5}
+    keys = g.score_keys(ids)
+    return {v: 0.33 * keys[v] / (2.0 * (len(ids) - 1)) for v in ids}
+
+
+# ---- the passes ----
+
+def _archive_pass(g, now, settings, result):
+    m = settings.max_tokens
+    if g.estimate <= m:
+        return
+    eligible = [v for v, st in g.state.items() if st == ACTIVE and past_grace(g.nodes[v], now, settings)]
+    if not eligible:
+        return
+    keys = g.score_keys(eligible)
+    rec = g.recency
+    eligible.sort(key=lambda v: (keys[v], rec[v], v))
+    num, den = ARCHIVE_TARGET
+    for v in eligible:
+        if den * g.estimate <= num * m:
+            break
+        g.archive(v)
+        result.archived.append(v)
+
+
+def _resurrect_pass(g, now, settings, result, archived_before):
+    if not result.archived or not archived_before:
+        return
+    pool = [v for v, st in g.state.items()
+            if st == ARCHIVED or (st == ACTIVE and past_grace(g.nodes[v], now, settings))]
+    before = [v for v in pool if v in archived_before]
+    if not before:
+        return
+    n = len(pool)
+    keys = g.score_keys(pool)
+    rec = g.recency
+    before.sort(key=lambda v: (-keys[v], rec[v], v))
+    this_pass = sorted(result.archived, key=lambda v: (keys[v], rec[v], v))
+    # score gap = 0.33 (Kb - Kw) / (2 (n - 1)) >= 5/100  <=>  33 x 100 (Kb - Kw) >= 5 x 100 x 2 (n - 1)
+    gap_num, gap_den = RESURRECT_GAP
+    w_num, w_den = W_RECENCY
+    for b, w in zip(before, this_pass):
+        if w_num * gap_den * (keys[b] - keys[w]) < gap_num * w_den * 2 * (n - 1):
+            break
+        delta = g.restore_delta(b)
+        if g.estimate + delta > settings.max_tokens:
+            break
+        g.restore(b, delta)
+        result.restored.append(b)
+        # w stays archived: pass 1 already archived it, so the two have now traded places.
+
+
+def _orphan_pass(g, now, settings, result):
+    archived = [v for v, st in g.state.items() if st == ARCHIVED]
+    num, den = ORPHAN_SHARE
+    m = settings.max_tokens
+    count = len(archived)
+    if den * ORPHAN_COST * count <= num * m:
+        return
+    deg = {v: g.active_degree(v) for v in archived}
+    rec = g.recency
+    archived.sort(key=lambda v: (deg[v], rec[v], v))
+    for v in archived:
+        if den * ORPHAN_COST * count <= num * m:
+            break
+        g.orphan(v, now)
+        result.orphaned.append(v)
+        count -= 1
+
+
+def _unrecalled_since(node):
+    return max(node.get("_orphaned_ts") or 0, node.get("_read_ts") or 0, node.get("_write_ts") or 0)
+
+
+def _delete_pass(g, now, settings, result):
+    doomed = sorted(v for v, st in g.state.items()
+                    if st == ORPHANED and now - _unrecalled_since(g.nodes[v]) >= settings.orphan_grace_s)
+    if not doomed:
+        return
+    keys = set()
+    for v in doomed:
+        for key, _other, _o, _i in g.adj.get(v, ()):
+            keys.add(key)
+    for key in sorted(keys):
+        e = g.edges[key]
+        if g.live(e["from"]) or g.live(e["to"]):
+            g.estimate -= EDGE_TOKENS
+        del g.edges[key]
+        result.deleted_edges.append(key)
+    for v in doomed:
+        del g.nodes[v]
+        del g.state[v]
+    result.deleted.extend(doomed)
+
+
+def compact(nodes, edges, now, settings=Settings()):
+    """Run pass 1, 1b, 2 and deletion on one graph, mutating `nodes` and `edges` in place."""
+    g = _Graph(nodes, edges)
+    result = Result(estimate_before=g.estimate)
+    archived_before = {v for v, st in g.state.items() if st == ARCHIVED}
+    _archive_pass(g, now, settings, result)
+    _resurrect_pass(g, now, settings, result, archived_before)
+    _orphan_pass(g, now, settings, result)
+    _delete_pass(g, now, settings, result)
+    result.estimate_after = g.estimate
+    return result
+
+
+def needs_compaction(estimate, archived_count, settings=Settings()):
+    """The cheap check after a write: would pass 1 or pass 2 do anything? (Deletion depends on
+    the clock alone and is left to the maintenance passes, which always run compact().)"""
+    m = settings.max_tokens
+    num, den = ORPHAN_SHARE
+    return estimate > m or den * ORPHAN_COST * archived_count > num * m
+
+
+# ---- state changes caused by reads and puts (contract 3) ----
+
+def _neighbour_ids(edges, node_id):
+    out = set()
+    for e in edges.values():
+        if e["from"] == node_id:
+            out.add(e["to"])
+        elif e["to"] == node_id:
+            out.add(e["from"])
+    return out
+
+
+def promote_on_read(nodes, edges, node_id, now, neighbours=None):
+    """A read of `node_id` by id: returns the ids whose state changed (the node first, then any
+    rescued neighbours in id order). `neighbours` lets a store that indexes its edges pass the
+    node's neighbour ids instead of having every edge scanned; it is only needed when the node
+    is archived."""
+    node = nodes.get(node_id)
+    if node is None:
+        return []
+    state = node_state(node)
+    node["_read_ts"] = now
+    if state == ACTIVE:
+        return []
+    node["_archived"] = False
+    node["_orphaned_ts"] = None
+    changed = [node_id]
+    if state == ARCHIVED:
+        if neighbours is None:
+            neighbours = _neighbour_ids(edges, node_id)
+        for other in sorted(set(neighbours)):
+            n = nodes.get(other)
+            if other != node_id and n is not None and node_state(n) == ORPHANED:
+                n["_orphaned_ts"] = None
+                n["_archived"] = True
+                changed.append(other)
+    return changed
+
+
+def revive_on_put(node):
+    """A put makes an archived or orphaned node active again; True when it was not active.
+    The caller stamps _write_ts, which refreshes recency."""
+    if is_active(node):
+        return False
+    node["_archived"] = False
+    node["_orphaned_ts"] = None
+    return True

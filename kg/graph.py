@@ -1,0 +1,249 @@
+"""One graph in memory: nodes, edges, an adjacency index and running figures. Pure (no I/O).
+
+Why it exists: the store must not rescan a graph per write. The token estimate of contract
+section 5 and the count of nodes per state are kept incrementally: every change to a node
+goes through `refresh(id)`, which re-counts that node and the edges that touch it.
+"""
+
+from . import model
+
+
+class Graph:
+    def __init__(self, level, project_path=None, slug=None):
+        self.level = level
+        self.project_path = project_path
+        self.slug = slug
+        self.nodes = {}
+        self.edges = {}
+        self.meta = {}
+        self.adj = {}  # node id or file path -> set of edge keys touching it
+        self._node_cost = {}  # id -> tokens it adds now (0 unless active)
+        self._node_state = {}  # id -> state last counted
+        self._edge_on = {}  # key -> counted in the estimate
+        self.tokens = 0
+        self.state_counts = {model.ACTIVE: 0, model.ARCHIVED: 0, model.ORPHANED: 0}
+        self.search_cache = {}  # id -> lower-cased text, owned by kg/search.py
+
+    # ---- figures
+
+    def _count_edge(self, key):
+        on = model.edge_counts(self.edges[key], self.nodes)
+        was = self._edge_on.get(key, False)
+        if on != was:
+            self.tokens += model.EDGE_TOKENS if on else -model.EDGE_TOKENS
+            self._edge_on[key] = on
+
+    def refresh(self, node_id):
+        """Re-count one node (after any change to it, in place or not) and its edges."""
+        node = self.nodes.get(node_id)
+        self.search_cache.pop(node_id, None)
+        old_state = self._node_state.pop(node_id, None)
+        if old_state is not None:
+            self.state_counts[old_state] -= 1
+        self.tokens -= self._node_cost.pop(node_id, 0)
+        if node is not None:
+            state = model.node_state(node)
+            self._node_state[node_id] = state
+            self.state_counts[state] += 1
+            cost = model.node_tokens(node) if state == model.ACTIVE else 0
+            self._node_cost[node_id] = cost
+            self.tokens += cost
+        for key in self.adj.get(node_id, ()):
+            self._count_edge(key)
+
+    def recount(self):
+        """Everything from scratch (after a compaction pass or a load)."""
+        self._node_cost.clear()
+        self._node_state.clear()
+        self._edge_on.clear()
+        self.search_cache.clear()
+        self.tokens = 0
+        self.state_counts = {model.ACTIVE: 0, model.ARCHIVED: 0, model.ORPHANED: 0}
+        self.adj = {}
+        for key, edge in self.edges.items():
+            self.adj.setdefault(edge["from"], set()).add(key)
+            self.adj.setdefault(edge["to"], set()).add(key)
+        for node_id in self.nodes:
+            node = self.nodes[node_id]
+            state = model.node_state(node)
+            self._node_state[node_id] = state
+            self.state_counts[state] += 1
+            cost = model.node_tokens(node) if state == model.ACTIVE else 0
+            self._node_cost[node_id] = cost
+            self.tokens += cost
+        for key in self.edges:
+            self._count_edge(key)
+
+    @property
+    def archived_count(self):
+        return self.state_counts[model.ARCHIVED]
+
+    # ---- mutations (callers validate first)
+
+    def put_node(self, node):
+        self.nodes[node["id"]] = node
+        self.refresh(node["id"])
+
+    def delete_node(self, node_id):
+        """Remove the node and every edge touching it; returns the removed edges."""
+        removed = [self.edges[k] for k in sorted(self.adj.get(node_id, ())) if k in self.edges]
+        for edge in removed:
+            self.delete_edge(model.edge_key(edge["from"], edge["to"], edge["rel"]))
+        self.nodes.pop(node_id, None)
+        self.refresh(node_id)
+        self.adj.pop(node_id, None)
+        return removed
+
+    def put_edge(self, edge):
+        key = model.edge_key(edge["from"], edge["to"], edge["rel"])
+        self.edges[key] = edge
+        self.adj.setdefault(edge["from"], set()).add(key)
+        self.adj.setdefault(edge["to"], set()).add(key)
+        self._count_edge(key)
+        return key
+
+    def delete_edge(self, key):
+        edge = self.edges.pop(key, None)
+        if edge is None:
+            return None
+        if self._edge_on.pop(key, False):
+            self.tokens -= model.EDGE_TOKENS
+        for end in (edge["from"], edge["to"]):
+            keys = self.adj.get(end)
+            if keys is not None:
+                keys.discard(key)
+                if not keys and end not in self.nodes:
+                    del self.adj[end]
+        return edge
+
+    def edges_of(self, node_id):
+        return [self.edges[k] for k in sorted(self.adj.get(node_id, ())) if k in self.edges]
+
+    def visible_edges(self):
+        """Edges shown by kg_read: at least one end active or a file path."""
+        return [e for k, e in self.edges.items() if self._edge_on.get(k)]
+
+    # ---- persistence shape (contract section 4)
+
+    def to_obj(self):
+        meta = dict(self.meta)
+        if self.project_path is not None:
+            meta["project_path"] = self.project_path
+        meta["level"] = self.level
+        return {"nodes": self.nodes, "edges": self.edges, "_meta": meta}
+
+
+# ---- loading files, including the reference plugin's layout
+
+def _as_list(value):
+    if value is None:
+        return []
+    if isinstance(value, (list, tuple)):
+        return [v if isinstance(v, str) else str(v) for v in value]
+    return [value if isinstance(value, str) else str(value)]
+
+
+def _version_ts(versions, node_id):
+    """Times the reference plugin keeps in _meta.versions: a number or a dict of them."""
+    v = versions.get(node_id) if isinstance(versions, dict) else None
+    if isinstance(v, (int, float)) and not isinstance(v, bool):
+        return float(v), float(v)
+    if isinstance(v, dict):
+        def pick(*names):
+            for n in names:
+                x = v.get(n)
+                if isinstance(x, (int, float)) and not isinstance(x, bool):
+                    return float(x)
+            return None
+        created = pick("created_ts", "created", "created_at", "ts", "timestamp", "updated", "updated_ts")
+        written = pick("updated_ts", "updated", "write_ts", "modified", "ts", "timestamp", "created")
+        return created, written
+    return None, None
+
+
+def _num(x):
+    return float(x) if isinstance(x, (int, float)) and not isinstance(x, bool) else None
+
+
+def normalize_node(node_id, raw, versions, fallback_ts):
+    raw = raw if isinstance(raw, dict) else {"gist": str(raw)}
+    v_created, v_written = _version_ts(versions, node_id)
+    created = _num(raw.get("_created_ts")) or v_created or fallback_ts
+    written = _num(raw.get("_write_ts")) or v_written or created
+    node = dict(raw)  # keep unknown fields: files written by other tools load without loss
+    node.update({
+        "id": node_id,
+        "gist": raw.get("gist") if isinstance(raw.get("gist"), str) else str(raw.get("gist", "")),
+        "notes": _as_list(raw.get("notes")),
+        "touches": _as_list(raw.get("touches")),
+        "_created_ts": created,
+        "_write_ts": written,
+        "_read_ts": _num(raw.get("_read_ts")),
+        "_archived": bool(raw.get("_archived")),
+        "_orphaned_ts": _num(raw.get("_orphaned_ts")),
+    })
+    if node["_orphaned_ts"] is None and raw.get("_orphaned") is True:
+        node["_orphaned_ts"] = written
+    if node["_orphaned_ts"] is not None:
+        node["_archived"] = True
+    return node
+
+
+def normalize_edge(key, raw):
+    raw = raw if isinstance(raw, dict) else {}
+    frm, to, rel = raw.get("from"), raw.get("to"), raw.get("rel")
+    if not (isinstance(frm, str) and isinstance(to, str) and isinstance(rel, str)):
+        # Recover the ends from the key "FROM->TO:REL".
+        if "->" not in key:
+            return None
+        frm, rest = key.split("->", 1)
+        if ":" not in rest:
+            return None
+        to, rel = rest.rsplit(":", 1)
+    edge = dict(raw)
+    edge.update({"from": frm, "to": to, "rel": rel, "notes": _as_list(raw.get("notes"))})
+    return edge
+
+
+def graph_from_obj(obj, level, project_path=None, slug=None, fallback_ts=0.0):
+    g = Graph(level, project_path, slug)
+    obj = obj or {}
+    meta = obj.get("_meta") if isinstance(obj.get("_meta"), dict) else {}
+    g.meta = dict(meta)
+    versions = meta.get("versions")
+    nodes = obj.get("nodes") if isinstance(obj.get("nodes"), dict) else {}
+    if isinstance(obj.get("nodes"), list):  # tolerate a list of node objects
+        nodes = {n.get("id"): n for n in obj["nodes"] if isinstance(n, dict) and isinstance(n.get("id"), str)}
+    for node_id, raw in nodes.items():
+        g.nodes[node_id] = normalize_node(node_id, raw, versions, fallback_ts)
+    edges = obj.get("edges") if isinstance(obj.get("edges"), dict) else {}
+    if isinstance(obj.get("edges"), list):
+        edges = {model.edge_key(e.get("from"), e.get("to"), e.get("rel")): e for e in obj["edges"] if isinstance(e, dict)}
+    for key, raw in edges.items():
+        edge = normalize_edge(key, raw)
+        if edge is not None:
+            g.edges[model.edge_key(edge["from"], edge["to"], edge["rel"])] = edge
+    g.recount()
+    return g
+
+
+# ---- journal records: absolute states, so replaying one twice is harmless
+
+def apply_record(g, rec):
+    op = rec.get("op")
+    if op == "node":
+        node = rec["node"]
+        g.nodes[node["id"]] = node
+        g.refresh(node["id"])
+    elif op == "del_node":
+        g.delete_node(rec["id"])
+    elif op == "edge":
+        g.put_edge(rec["edge"])
+    elif op == "del_edge":
+        g.delete_edge(rec["key"])
+    elif op == "progress":
+        progress = g.meta.setdefault("progress", {})
+        if rec.get("state") is None:
+            progress.pop(rec["task_id"], None)
+        else:
+            progress[rec["task_id"]] = rec["state"]

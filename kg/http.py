@@ -1,0 +1,382 @@
+"""The one HTTP port (contract section 2): routing, guards, limits, keep-alive. Sockets live here.
+
+Rules owned here:
+- POST / and /mcp are MCP; GET / DELETE on them answer 405 with Allow: POST.
+- GET /health, /api/... (kg/rest.py), GET /ws (kg/ws.py), GET /ui (kg/ui.py); anything else
+  is a JSON 404; a known path with a wrong method is 405 with Allow.
+- DNS-rebinding guard: a Host that is not this machine gets 403; an Origin that is not on
+  this machine gets 403; no Origin passes. With a token configured every request needs
+  `Authorization: Bearer <token>` (WebSockets may pass ?token=) except GET /health and GET /ui.
+- Bodies over 4 MiB get 413 without being read (and the connection is closed).
+- Every response is sent in one write with Content-Length (no Nagle stalls on keep-alive).
+- Connections are bounded (503 past the limit), idle keep-alive connections time out, and a
+  request whose headers trickle in slower than HEADER_DEADLINE is cut off by the reaper.
+- Any unexpected exception becomes a plain 500 JSON error; the traceback goes to the log.
+"""
+
+import hmac
+import json
+import logging
+import socket
+import threading
+import time
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from urllib.parse import parse_qs, urlsplit
+
+from . import __version__, jsonrpc, mcp, rest, ws
+
+log = logging.getLogger(__name__)
+
+MAX_BODY = 4 * 1024 * 1024
+MAX_CONNECTIONS = 256
+IDLE_TIMEOUT = 30.0  # seconds a keep-alive connection may sit silent
+HEADER_DEADLINE = 30.0  # seconds from waiting for a request to having its headers
+UI_CSP = ("default-src 'none'; script-src 'unsafe-inline'; style-src 'unsafe-inline'; img-src data:; "
+          "connect-src 'self' ws://127.0.0.1:* ws://localhost:* ws://[::1]:*; base-uri 'none'; form-action 'none'")
+LOCAL_HOSTS = {"localhost", "127.0.0.1", "::1", "[::1]"}
+
+MCP_PATHS = ("/", "/mcp")
+
+
+def host_name(value):
+    """'127.0.0.1:8765' -> '127.0.0.1'; '[::1]:80' -> '[::1]'."""
+    value = (value or "").strip().lower()
+    if value.startswith("["):
+        end = value.find("]")
+        return value[: end + 1] if end > 0 else value
+    return value.rsplit(":", 1)[0] if value.count(":") == 1 else value
+
+
+class Handler(BaseHTTPRequestHandler):
+    protocol_version = "HTTP/1.1"
+    server_version = "kgd/" + __version__
+    sys_version = ""
+    disable_nagle_algorithm = True
+    timeout = IDLE_TIMEOUT
+
+    # ------------------------------------------------------------ plumbing
+
+    def setup(self):
+        super().setup()
+        self.server.track(self, True)
+        self.request_started = None
+
+    def finish(self):
+        try:
+            super().finish()
+        finally:
+            self.server.track(self, False)
+
+    def handle_one_request(self):
+        self.request_started = time.monotonic()
+        self.command = None
+        try:
+            super().handle_one_request()
+        except (ConnectionError, socket.timeout, OSError):
+            self.close_connection = True
+        finally:
+            self.request_started = None
+
+    def log_message(self, fmt, *args):
+        log.debug("%s " + fmt, self.address_string(), *args)
+
+    def log_error(self, fmt, *args):
+        log.debug("%s " + fmt, self.address_string(), *args)
+
+    def send_error(self, code, message=None, explain=None):
+        """http.server's own errors (bad request line, header too long) as JSON too."""
+        self.close_connection = True
+        self.respond(code, {"error": message or "bad request"})
+
+    def respond(self, status, obj=None, headers=None, body=None, content_type="application/json"):
+        if body is None and obj is not None:
+            body = json.dumps(obj, ensure_ascii=False, separators=(",", ":")).encode("utf-8")
+        body = body or b""
+        reason = self.responses.get(status, ("",))[0]
+        lines = ["HTTP/1.1 %d %s" % (status, reason), "Server: " + self.server_version,
+                 "Content-Length: %d" % len(body), "Cache-Control: no-store",
+                 "X-Content-Type-Options: nosniff"]
+        if body or status not in (202, 204):
+            lines.append("Content-Type: " + content_type)
+        for k, v in (headers or {}).items():
+            lines.append("%s: %s" % (k, v))
+        if self.close_connection or getattr(self.server, "stopping", False):
+            self.close_connection = True
+            lines.append("Connection: close")
+        data = ("\r\n".join(lines) + "\r\n\r\n").encode("latin-1") + (body if self.command != "HEAD" else b"")
+        self.wfile.write(data)
+        self.wfile.flush()
+
+    def error(self, status, message, headers=None):
+        self.respond(status, {"error": message}, headers)
+
+    # ------------------------------------------------------------ entry points
+
+    def do_GET(self):
+        self.route("GET")
+
+    def do_POST(self):
+        self.route("POST")
+
+    def do_PUT(self):
+        self.route("PUT")
+
+    def do_DELETE(self):
+        self.route("DELETE")
+
+    def do_PATCH(self):
+        self.route("PATCH")
+
+    def do_OPTIONS(self):
+        self.route("OPTIONS")
+
+    def do_HEAD(self):
+        self.route("HEAD")
+
+    def route(self, method):
+        try:
+            self._route(method)
+        except (ConnectionError, socket.timeout, BrokenPipeError):
+            self.close_connection = True
+        except Exception:
+            log.exception("internal error on %s %s", method, self.path[:200])
+            self.close_connection = True
+            try:
+                self.error(500, "internal error; the daemon logged the details.")
+            except OSError:
+                pass
+
+    def _route(self, method):
+        url = urlsplit(self.path)
+        path = url.path
+        query = parse_qs(url.query, keep_blank_values=True)
+        if not self.guard(path, method, query):
+            return
+        if path in MCP_PATHS:
+            if method == "POST":
+                return self.mcp()
+            return self.error(405, "MCP here is POST only (stateless Streamable HTTP: no SSE stream, no session).",
+                              {"Allow": "POST"})
+        if path in ("/health", "/api/health"):
+            if method not in ("GET", "HEAD"):
+                return self.error(405, "use GET.", {"Allow": "GET"})
+            return self.respond(200, self.server.health())
+        if path == "/ws":
+            if method != "GET":
+                return self.error(405, "use GET with a WebSocket upgrade.", {"Allow": "GET"})
+            return self.websocket(query)
+        if path == "/ui" or path == "/ui/":
+            if method not in ("GET", "HEAD"):
+                return self.error(405, "use GET.", {"Allow": "GET"})
+            from . import ui  # loaded on first view: the page is large and most daemons never serve it
+            return self.respond(200, body=ui.page_bytes(), content_type="text/html; charset=utf-8",
+                                headers={"Content-Security-Policy": UI_CSP})
+        if path.startswith("/api/"):
+            body = None
+            if method in ("POST", "PUT", "PATCH"):
+                body = self.read_body()
+                if body is None:
+                    return
+            status, obj, headers = rest.handle(self.server.store, method, path, query, body,
+                                               self.headers.get("Content-Type"))
+            return self.respond(status, obj, headers)
+        return self.error(404, "no such path %s; kgd serves MCP on POST / and /mcp, /health, /api/..., /ws and /ui."
+                          % path[:200])
+
+    # ------------------------------------------------------------ guards and bodies
+
+    def guard(self, path, method, query):
+        host = self.headers.get("Host")
+        if host is not None and host_name(host) not in self.server.allowed_hosts:
+            self.close_connection = True
+            self.error(403, "Host %r is not this machine; kgd only answers requests addressed to it "
+                            "(DNS-rebinding guard)." % host[:100])
+            return False
+        origin = self.headers.get("Origin")
+        if origin is not None and not ws.origin_is_local(origin, self.server.extra_hosts):
+            self.error(403, "Origin %r is not on this machine; browsers on other sites may not use kgd." % origin[:100])
+            return False
+        token = self.server.token
+        if token and not (method in ("GET", "HEAD") and path in ("/health", "/ui", "/ui/")):
+            given = None
+            auth = self.headers.get("Authorization") or ""
+            if auth[:7].lower() == "bearer ":
+                given = auth[7:].strip()
+            elif path == "/ws" and query.get("token"):
+                given = query["token"][0]
+            if given is None or not hmac.compare_digest(given.encode("utf-8", "replace"), token.encode("utf-8")):
+                self.error(401, "missing or wrong token: send Authorization: Bearer <token> (the daemon's --token).",
+                           {"WWW-Authenticate": 'Bearer realm="kgd"'})
+                return False
+        return True
+
+    def read_body(self):
+        """The request body, or None after answering an error (413, 400, 411)."""
+        te = (self.headers.get("Transfer-Encoding") or "").lower()
+        if "chunked" in te:
+            return self.read_chunked()
+        length = self.headers.get("Content-Length")
+        if length is None:
+            return b""
+        try:
+            n = int(length)
+            if n < 0:
+                raise ValueError
+        except ValueError:
+            self.close_connection = True
+            self.error(400, "Content-Length is not a number.")
+            return None
+        if n > MAX_BODY:
+            self.close_connection = True
+            self.error(413, "body of %d bytes is over the 4 MiB limit." % n)
+            return None
+        data = self.rfile.read(n)
+        if len(data) < n:
+            self.close_connection = True
+            return None
+        return data
+
+    def read_chunked(self):
+        chunks, total = [], 0
+        while True:
+            line = self.rfile.readline(1024)
+            try:
+                size = int(line.split(b";")[0].strip() or b"x", 16)
+            except ValueError:
+                self.close_connection = True
+                self.error(400, "malformed chunked body.")
+                return None
+            if size == 0:
+                while self.rfile.readline(1024).strip():
+                    pass
+                return b"".join(chunks)
+            total += size
+            if total > MAX_BODY:
+                self.close_connection = True
+                self.error(413, "body is over the 4 MiB limit.")
+                return None
+            chunks.append(self.rfile.read(size))
+            self.rfile.readline(8)
+
+    # ------------------------------------------------------------ MCP
+
+    def mcp(self):
+        body = self.read_body()
+        if body is None:
+            return
+        req = mcp.Request(header_version=self.headers.get("MCP-Protocol-Version"))
+        payload, status = jsonrpc.handle(body, self.server.mcp.dispatch, req)
+        if payload is None:
+            return self.respond(202)
+        self.respond(status, payload)
+
+    # ------------------------------------------------------------ WebSocket
+
+    def websocket(self, query):
+        try:
+            accept = ws.check_handshake(self.command, self.headers)
+        except ws.HandshakeError as exc:
+            return self.error(exc.status, str(exc), getattr(exc, "headers", None))
+        project = (query.get("project_path") or [None])[0]
+        store = self.server.store
+        project_path = None
+        if project:
+            try:
+                from .store import resolve_project_root
+                project_path = resolve_project_root(project)
+            except Exception as exc:  # KgError: a clear 400
+                return self.error(400, getattr(exc, "message", "bad project_path"))
+
+        def wanted(event, _p=project_path):
+            return event.get("level") == "user" or (_p is not None and event.get("project_path") == _p)
+
+        self.wfile.write(ws.handshake_response(accept))
+        self.wfile.flush()
+        self.close_connection = True
+        hello = {"type": "connected", "session_id": None, "project_path": project_path, "version": __version__}
+        try:
+            self.connection.settimeout(None)
+            ws.serve(self.connection, self.server.hub, wanted, hello, stop_event=self.server.stop_event)
+        except OSError:
+            pass
+
+
+class Daemon(ThreadingHTTPServer):
+    """The HTTP server plus what handlers need: store, MCP server, hub, guards, bookkeeping."""
+
+    daemon_threads = True
+    allow_reuse_address = True
+    request_queue_size = 128
+
+    def __init__(self, address, store, host="127.0.0.1", token=None):
+        self.store = store
+        self.mcp = mcp.Server(store)
+        self.hub = ws.Hub()
+        self.token = token or None
+        self.stop_event = threading.Event()
+        self.stopping = False
+        self.started = time.time()
+        self.extra_hosts = tuple(h for h in {host.lower()} if h not in ("0.0.0.0", "::", ""))
+        self.allowed_hosts = LOCAL_HOSTS | set(self.extra_hosts) | {"[%s]" % h for h in self.extra_hosts if ":" in h}
+        self._conns = set()
+        self._conns_lock = threading.Lock()
+        store.add_listener(self.hub.publish)
+        super().__init__(address, Handler)
+
+    def track(self, handler, alive):
+        with self._conns_lock:
+            if alive:
+                self._conns.add(handler)
+            else:
+                self._conns.discard(handler)
+
+    def process_request(self, request, client_address):
+        with self._conns_lock:
+            busy = len(self._conns) >= MAX_CONNECTIONS
+        if busy or self.stopping:
+            try:
+                request.sendall(b"HTTP/1.1 503 Service Unavailable\r\nContent-Type: application/json\r\n"
+                                b"Content-Length: 52\r\nConnection: close\r\nRetry-After: 1\r\n\r\n"
+                                b'{"error":"too many connections; retry in a moment."}')
+            except OSError:
+                pass
+            self.shutdown_request(request)
+            return
+        super().process_request(request, client_address)
+
+    def open_connections(self):
+        with self._conns_lock:
+            return len(self._conns)
+
+    def health(self):
+        h = {"status": "ok", "version": __version__, "uptime_s": round(time.time() - self.started, 3)}
+        h.update(self.store.health())
+        h["ws_clients"] = self.hub.count()
+        return h
+
+    def reap(self):
+        """Cut off connections whose request headers trickle in too slowly (slowloris)."""
+        now = time.monotonic()
+        with self._conns_lock:
+            handlers = list(self._conns)
+        for h in handlers:
+            started = h.request_started
+            if started is not None and now - started > HEADER_DEADLINE and getattr(h, "command", None) is None:
+                try:
+                    h.connection.shutdown(socket.SHUT_RDWR)
+                except OSError:
+                    pass
+
+    def begin_stop(self):
+        """Stop accepting; wake idle keep-alive connections and WebSocket loops so they end."""
+        self.stopping = True
+        self.stop_event.set()
+        self.hub.close()
+        with self._conns_lock:
+            handlers = list(self._conns)
+        for h in handlers:
+            if h.request_started is None or getattr(h, "command", None) is None:
+                try:
+                    h.connection.shutdown(socket.SHUT_RD)
+                except OSError:
+                    pass

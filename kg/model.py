@@ -1,0 +1,147 @@
+"""Nodes and edges: validation, states and the token estimate (contract sections 3-5). Pure.
+
+A node is a plain dict: `id`, `gist`, `notes` (list of str), `touches` (list of str) and the
+store's own fields `_created_ts`, `_write_ts`, `_read_ts` (Unix seconds), `_archived` (bool)
+and `_orphaned_ts` (Unix seconds or None). Its state is derived, never stored twice:
+orphaned when `_orphaned_ts` is set, else archived when `_archived` is true, else active.
+An edge is `{"from", "to", "rel", "notes"}`, keyed `"FROM->TO:REL"` in a graph file.
+"""
+
+from .errors import BadInput
+
+ACTIVE, ARCHIVED, ORPHANED = "active", "archived", "orphaned"
+LEVELS = ("user", "project")
+
+NODE_BASE_TOKENS = 20
+EDGE_TOKENS = 15
+
+# Limits that keep one node readable in an agent's context and one request small.
+MAX_ID = 200
+MAX_REL = 100
+MAX_GIST = 2000
+MAX_NOTE = 10000
+MAX_NOTES = 100
+MAX_TOUCH = 1000
+MAX_TOUCHES = 100
+MAX_PATH = 4096
+
+
+def node_state(node):
+    if node.get("_orphaned_ts") is not None:
+        return ORPHANED
+    if node.get("_archived"):
+        return ARCHIVED
+    return ACTIVE
+
+
+def is_active(node):
+    return node_state(node) == ACTIVE
+
+
+def node_tokens(node):
+    """Contract 5: 20 + (len(gist) + sum of len(note)) // 4 for an active node."""
+    return NODE_BASE_TOKENS + (len(node.get("gist", "")) + sum(len(n) for n in node.get("notes", ()))) // 4
+
+
+def recency(node):
+    """max(last write, last read); a node never written by kgd falls back to its creation."""
+    return max(node.get("_write_ts") or 0, node.get("_read_ts") or 0, node.get("_created_ts") or 0)
+
+
+def edge_key(frm, to, rel):
+    return "%s->%s:%s" % (frm, to, rel)
+
+
+def edge_counts(edge, nodes):
+    """An edge counts in kg_read (and the estimate) when one end is an active node or is not
+    a node of this graph at all (a file path)."""
+    for end in (edge["from"], edge["to"]):
+        n = nodes.get(end)
+        if n is None or is_active(n):
+            return True
+    return False
+
+
+def estimate_tokens(nodes, edges):
+    """The whole-graph token estimate of contract section 5 (the store keeps it incrementally)."""
+    total = sum(node_tokens(n) for n in nodes.values() if is_active(n))
+    total += EDGE_TOKENS * sum(1 for e in edges.values() if edge_counts(e, nodes))
+    return total
+
+
+def public_node(node, with_state=True):
+    """The NODE of the contract: no underscore fields."""
+    out = {"id": node["id"], "gist": node.get("gist", ""), "notes": list(node.get("notes", [])),
+           "touches": list(node.get("touches", []))}
+    if with_state:
+        out["state"] = node_state(node)
+    return out
+
+
+def public_edge(edge):
+    return {"from": edge["from"], "to": edge["to"], "rel": edge["rel"], "notes": list(edge.get("notes", []))}
+
+
+# ---- validation: every argument that reaches the store passes one of these ----
+
+def _bad_chars(s, allow_newlines=False):
+    for ch in s:
+        o = ord(ch)
+        if o == 0 or (o < 32 and not (allow_newlines and ch in "\n\t\r")) or o == 0x7F:
+            return True
+    return False
+
+
+def check_text(value, name, max_len, allow_empty=False, allow_newlines=False):
+    if not isinstance(value, str):
+        raise BadInput("%s must be a string, got %s." % (name, type(value).__name__))
+    if not value.strip() and not allow_empty:
+        raise BadInput("%s must not be empty." % name)
+    if len(value) > max_len:
+        raise BadInput("%s is %d characters; the limit is %d. Shorten it." % (name, len(value), max_len))
+    if _bad_chars(value, allow_newlines):
+        raise BadInput("%s contains control characters (NUL, escapes); remove them." % name)
+    return value
+
+
+def check_id(value, name="id"):
+    return check_text(value, name, MAX_ID)
+
+
+def check_end(value, name):
+    """An edge end: a node id or a file path."""
+    return check_text(value, name, MAX_PATH)
+
+
+def check_rel(value):
+    return check_text(value, "rel", MAX_REL)
+
+
+def check_list(value, name, max_items, max_len, allow_newlines):
+    if value is None:
+        return None
+    if isinstance(value, str):
+        value = [value]
+    if not isinstance(value, list):
+        raise BadInput("%s must be a list of strings." % name)
+    if len(value) > max_items:
+        raise BadInput("%s has %d items; the limit is %d." % (name, len(value), max_items))
+    return [check_text(v, "each of " + name, max_len, allow_newlines=allow_newlines) for v in value]
+
+
+def check_notes(value):
+    return check_list(value, "notes", MAX_NOTES, MAX_NOTE, True)
+
+
+def check_touches(value):
+    return check_list(value, "touches", MAX_TOUCHES, MAX_TOUCH, False)
+
+
+def check_level(value, default=None):
+    if value is None:
+        if default is None:
+            raise BadInput('level is required: "user" (cross-project wisdom) or "project" (this codebase).')
+        return default
+    if value not in LEVELS:
+        raise BadInput('level must be "user" or "project", got %r.' % (value,))
+    return value

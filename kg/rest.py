@@ -1,0 +1,360 @@
+"""REST API (contract section 6): routes -> the same store calls as the MCP tools, and the
+OpenAPI 3.1 document that describes them.
+
+Rules owned here: the route table, how query strings and JSON bodies become store arguments,
+and the single mapping of KgError to a status code and `{"error": ...}` body (400 bad input,
+404 unknown node / session / route, 405 wrong method with Allow, 409 conflict, 415 a body that
+is not JSON, 507 the disk refused the write).
+"""
+
+import json
+import re
+from urllib.parse import unquote
+
+from . import __version__, model
+from .errors import BadInput, KgError, NotFound
+
+
+class RestError(Exception):
+    def __init__(self, status, message, headers=None):
+        super().__init__(message)
+        self.status = status
+        self.message = message
+        self.headers = headers
+
+
+# ---------------------------------------------------------------- argument helpers
+
+def _q(query, name, required=False):
+    values = query.get(name)
+    if not values or values[0] == "":
+        if required:
+            raise BadInput("query parameter %s is required." % name)
+        return None
+    return values[0]
+
+
+def _json_body(body, content_type):
+    if not body:
+        return {}
+    ct = (content_type or "application/json").split(";")[0].strip().lower()
+    if ct != "application/json" and not ct.endswith("+json"):
+        raise RestError(415, "the body must be JSON: send Content-Type: application/json.")
+    try:
+        obj = json.loads(body.decode("utf-8"))
+    except (UnicodeDecodeError, ValueError) as exc:
+        raise BadInput("the body is not valid UTF-8 JSON (%s)." % str(exc)[:200])
+    if not isinstance(obj, dict):
+        raise BadInput("the body must be a JSON object.")
+    return obj
+
+
+def _session(store, sid):
+    return store.session(sid) if sid is not None else None
+
+
+def _body_fields(body, allowed):
+    unknown = [k for k in body if k not in allowed]
+    if unknown:
+        raise BadInput("unknown field(s) %s; allowed: %s." % (", ".join(repr(k)[:60] for k in unknown[:5]), ", ".join(allowed)))
+    for k in ("session_id", "project_path"):
+        if body.get(k) is not None and not isinstance(body[k], str):
+            raise BadInput("%s must be a string." % k)
+
+
+# ---------------------------------------------------------------- handlers: (store, match, query, body) -> obj
+
+def graph(store, m, q, body):
+    pp = _q(q, "project_path")
+    with store.lock:
+        project = store.project_graph(_root(pp)) if pp else None
+        return {"project_path": project.project_path if project else None, "user": store.full_graph(store.user),
+                "project": store.full_graph(project) if project else None}
+
+
+def _root(pp):
+    from .store import resolve_project_root
+    return resolve_project_root(pp)
+
+
+def create_session(store, m, q, body):
+    _body_fields(body, ("project_path",))
+    s = store.start_session(body.get("project_path"))
+    return {"session_id": s.id, "project_path": s.project_path}
+
+
+def get_session(store, m, q, body):
+    return store.session_stats(store.session(m["sid"]))
+
+
+def get_node(store, m, q, body):
+    s = _session(store, _q(q, "session_id"))
+    r = store.read_nodes(s, [m["id"]], m["level"], _q(q, "project_path"))
+    if not r["nodes"]:
+        raise NotFound("no node %r in the %s graph." % (m["id"][:200], m["level"]))
+    return r["nodes"][0]
+
+
+def put_node(store, m, q, body):
+    _body_fields(body, ("gist", "notes", "touches", "session_id", "project_path"))
+    s = _session(store, body.get("session_id"))
+    return store.put_node(s, m["level"], m["id"], body.get("gist"), body.get("notes"), body.get("touches"),
+                          body.get("project_path") or _q(q, "project_path"))
+
+
+def delete_node(store, m, q, body):
+    s = _session(store, _q(q, "session_id"))
+    return store.delete_node(s, m["id"], m["level"], _q(q, "project_path"))
+
+
+def put_edge(store, m, q, body):
+    _body_fields(body, ("from", "to", "rel", "notes", "session_id", "project_path"))
+    for k in ("from", "to", "rel"):
+        if k not in body:
+            raise BadInput("%s is required." % k)
+    s = _session(store, body.get("session_id"))
+    return store.put_edge(s, m["level"], body["from"], body["to"], body["rel"], body.get("notes"),
+                          body.get("project_path") or _q(q, "project_path"))
+
+
+def delete_edge(store, m, q, body):
+    s = _session(store, _q(q, "session_id"))
+    return store.delete_edge(s, _q(q, "from", True), _q(q, "to", True), _q(q, "rel", True), m["level"],
+                             _q(q, "project_path"))
+
+
+def search(store, m, q, body):
+    limit = _q(q, "limit")
+    try:
+        limit = int(limit) if limit is not None else 20
+    except ValueError:
+        raise BadInput("limit must be an integer.")
+    s = _session(store, _q(q, "session_id"))
+    return store.search(_q(q, "q", True), s, limit, _q(q, "project_path"))
+
+
+def sync(store, m, q, body):
+    return store.sync(store.session(_q(q, "session_id", True)))
+
+
+def get_progress(store, m, q, body):
+    s = _session(store, _q(q, "session_id"))
+    return store.progress(s, m["task_id"], level=_q(q, "level"), project_path=_q(q, "project_path"))
+
+
+def put_progress(store, m, q, body):
+    _body_fields(body, ("state", "session_id", "project_path", "level"))
+    if "state" not in body:
+        raise BadInput("state is required (a JSON object, or null to clear it).")
+    s = _session(store, body.get("session_id"))
+    return store.progress(s, m["task_id"], body["state"], body.get("level") or _q(q, "level"), has_state=True,
+                          project_path=body.get("project_path") or _q(q, "project_path"))
+
+
+def projects(store, m, q, body):
+    return {"projects": store.projects_summary()}
+
+
+def openapi(store, m, q, body):
+    return OPENAPI
+
+
+_SEG = r"([^/]+)"
+ROUTES = [
+    (r"/api/graph", {"GET": graph}),
+    (r"/api/sessions", {"POST": create_session}),
+    (r"/api/sessions/(?P<sid>[^/]+)", {"GET": get_session}),
+    (r"/api/nodes/(?P<level>[^/]+)/(?P<id>[^/]+)", {"GET": get_node, "PUT": put_node, "DELETE": delete_node}),
+    (r"/api/edges/(?P<level>[^/]+)", {"PUT": put_edge, "DELETE": delete_edge}),
+    (r"/api/search", {"GET": search}),
+    (r"/api/sync", {"GET": sync}),
+    (r"/api/progress/(?P<task_id>[^/]+)", {"GET": get_progress, "PUT": put_progress}),
+    (r"/api/projects", {"GET": projects}),
+    (r"/api/openapi.json", {"GET": openapi}),
+]
+_COMPILED = [(re.compile(p + r"/?\Z"), methods) for p, methods in ROUTES]
+
+
+def handle(store, method, path, query, body, content_type=None):
+    """-> (status, json object, extra headers). Every failure is a JSON {"error": ...}."""
+    if method == "HEAD":
+        method = "GET"
+    for pattern, methods in _COMPILED:
+        m = pattern.match(path)
+        if not m:
+            continue
+        fn = methods.get(method)
+        if fn is None:
+            return 405, {"error": "%s is not allowed on %s; use %s." % (method, path[:200], ", ".join(methods))}, \
+                {"Allow": ", ".join(methods)}
+        try:
+            args = {k: unquote(v, errors="strict") for k, v in m.groupdict().items()}
+            if "level" in args:
+                model.check_level(args["level"])
+            if method in ("PUT", "POST", "PATCH"):
+                body = _json_body(body, content_type)
+            return 200, fn(store, args, query, body or {}), None
+        except UnicodeDecodeError:
+            return 400, {"error": "the path is not valid percent-encoded UTF-8."}, None
+        except RestError as exc:
+            return exc.status, {"error": exc.message}, exc.headers
+        except KgError as exc:
+            return exc.status, {"error": exc.message}, None
+    return 404, {"error": "no such API route %s; GET /api/openapi.json lists them." % path[:200]}, None
+
+
+# ---------------------------------------------------------------- OpenAPI 3.1
+
+def _ref(name):
+    return {"$ref": "#/components/schemas/" + name}
+
+
+def _param(name, where="query", required=False, schema=None, description=None):
+    p = {"name": name, "in": where, "required": required, "schema": schema or {"type": "string"}}
+    if description:
+        p["description"] = description
+    return p
+
+
+def _json(schema):
+    return {"application/json": {"schema": schema}}
+
+
+def _ok(schema, description="OK"):
+    return {"description": description, "content": _json(schema)}
+
+
+_ERR = {"description": "error", "content": _json(_ref("Error"))}
+_LEVEL_P = _param("level", "path", True, {"type": "string", "enum": list(model.LEVELS)})
+_PP = _param("project_path", description="a directory inside the project (its git root is used)")
+_SID = _param("session_id")
+
+
+def _errors(*codes):
+    return {str(c): _ERR for c in codes}
+
+
+_STRS = {"type": "array", "items": {"type": "string"}}
+_NODE = {"type": "object", "required": ["id", "gist", "notes", "touches", "state"],
+         "properties": {"id": {"type": "string"}, "gist": {"type": "string"}, "notes": _STRS, "touches": _STRS,
+                        "state": {"type": "string", "enum": ["active", "archived", "orphaned"]}}}
+_EDGE = {"type": "object", "required": ["from", "to", "rel", "notes"],
+         "properties": {"from": {"type": "string"}, "to": {"type": "string"}, "rel": {"type": "string"}, "notes": _STRS}}
+
+OPENAPI = {
+    "openapi": "3.1.0",
+    "info": {"title": "kgd REST API", "version": __version__,
+             "description": "The knowledge-graph memory daemon's REST API: the same store as the MCP tools."},
+    "servers": [{"url": "/"}],
+    "components": {
+        "securitySchemes": {"bearer": {"type": "http", "scheme": "bearer",
+                                       "description": "only when the daemon runs with --token"}},
+        "schemas": {
+            "Error": {"type": "object", "required": ["error"], "properties": {"error": {"type": "string"}}},
+            "Node": _NODE,
+            "Edge": _EDGE,
+            "NodeFull": {"allOf": [_ref("Node"), {"type": "object", "required": ["level", "edges"], "properties": {
+                "level": {"type": "string"}, "edges": {"type": "array", "items": _ref("Edge")}}}]},
+            "Graph": {"type": "object", "required": ["nodes", "edges", "tokens", "max_tokens"], "properties": {
+                "nodes": {"type": "array", "items": {"allOf": [_ref("Node"), {"type": "object", "properties": {
+                    "created_ts": {"type": ["number", "null"]}, "updated_ts": {"type": "number"}}}]}},
+                "edges": {"type": "array", "items": _ref("Edge")},
+                "tokens": {"type": "integer"}, "max_tokens": {"type": "integer"}}},
+            "PutNodeResult": {"type": "object", "required": ["level", "created", "node"], "properties": {
+                "level": {"type": "string"}, "created": {"type": "boolean"}, "node": _ref("Node")}},
+            "PutEdgeResult": {"type": "object", "required": ["level", "created", "edge"], "properties": {
+                "level": {"type": "string"}, "created": {"type": "boolean"}, "edge": _ref("Edge")}},
+            "Progress": {"type": "object", "required": ["task_id", "level", "state"], "properties": {
+                "task_id": {"type": "string"}, "level": {"type": "string"}, "state": {"type": ["object", "null"]}}},
+            "Health": {"type": "object", "required": ["status", "version", "uptime_s", "sessions", "graphs_loaded"],
+                       "properties": {"status": {"type": "string"}, "version": {"type": "string"},
+                                      "uptime_s": {"type": "number"}, "sessions": {"type": "integer"},
+                                      "graphs_loaded": {"type": "integer"}}},
+        },
+    },
+    "security": [{}, {"bearer": []}],
+    "paths": {
+        "/api/health": {"get": {"summary": "daemon status", "operationId": "health",
+                                "responses": {"200": _ok(_ref("Health"))}}},
+        "/api/graph": {"get": {
+            "summary": "both graphs, all states", "operationId": "graph", "parameters": [_PP],
+            "responses": dict({"200": _ok({"type": "object", "required": ["project_path", "user", "project"],
+                                           "properties": {"project_path": {"type": ["string", "null"]},
+                                                          "user": _ref("Graph"),
+                                                          "project": {"oneOf": [_ref("Graph"), {"type": "null"}]}}})},
+                              **_errors(400))}},
+        "/api/sessions": {"post": {
+            "summary": "start a session", "operationId": "createSession",
+            "requestBody": {"required": False, "content": _json({"type": "object", "additionalProperties": False,
+                                                                  "properties": {"project_path": {"type": "string"}}})},
+            "responses": dict({"200": _ok({"type": "object", "required": ["session_id", "project_path"], "properties": {
+                "session_id": {"type": "string"}, "project_path": {"type": ["string", "null"]}}})}, **_errors(400, 415))}},
+        "/api/sessions/{sid}": {"get": {
+            "summary": "a session's stats", "operationId": "getSession", "parameters": [_param("sid", "path", True)],
+            "responses": dict({"200": _ok({"type": "object", "required": ["id", "started", "last_active", "sync_mark"]})},
+                              **_errors(404))}},
+        "/api/nodes/{level}/{id}": {
+            "get": {"summary": "one node with its edges (promotes it, as kg_read)", "operationId": "getNode",
+                    "parameters": [_LEVEL_P, _param("id", "path", True), _PP, _SID],
+                    "responses": dict({"200": _ok(_ref("NodeFull"))}, **_errors(400, 404))},
+            "put": {"summary": "create or update a node", "operationId": "putNode",
+                    "parameters": [_LEVEL_P, _param("id", "path", True)],
+                    "requestBody": {"required": True, "content": _json({
+                        "type": "object", "additionalProperties": False, "properties": {
+                            "gist": {"type": "string"}, "notes": _STRS, "touches": _STRS,
+                            "session_id": {"type": "string"}, "project_path": {"type": "string"}}})},
+                    "responses": dict({"200": _ok(_ref("PutNodeResult"))}, **_errors(400, 404, 415, 507))},
+            "delete": {"summary": "delete a node and its edges", "operationId": "deleteNode",
+                       "parameters": [_LEVEL_P, _param("id", "path", True), _PP, _SID],
+                       "responses": dict({"200": _ok({"type": "object", "required": ["level", "id", "edges_removed"],
+                                                      "properties": {"level": {"type": "string"}, "id": {"type": "string"},
+                                                                     "edges_removed": {"type": "integer"}}})},
+                                         **_errors(400, 404, 409, 507))}},
+        "/api/edges/{level}": {
+            "put": {"summary": "create or update an edge", "operationId": "putEdge", "parameters": [_LEVEL_P],
+                    "requestBody": {"required": True, "content": _json({
+                        "type": "object", "required": ["from", "to", "rel"], "additionalProperties": False,
+                        "properties": {"from": {"type": "string"}, "to": {"type": "string"}, "rel": {"type": "string"},
+                                       "notes": _STRS, "session_id": {"type": "string"},
+                                       "project_path": {"type": "string"}}})},
+                    "responses": dict({"200": _ok(_ref("PutEdgeResult"))}, **_errors(400, 404, 415, 507))},
+            "delete": {"summary": "delete an edge", "operationId": "deleteEdge",
+                       "parameters": [_LEVEL_P, _param("from", required=True), _param("to", required=True),
+                                      _param("rel", required=True), _PP, _SID],
+                       "responses": dict({"200": _ok({"type": "object", "required": ["level", "edge"], "properties": {
+                           "level": {"type": "string"}, "edge": _ref("Edge")}})}, **_errors(400, 404, 409, 507))}},
+        "/api/search": {"get": {
+            "summary": "search all states, best first", "operationId": "search",
+            "parameters": [_param("q", required=True), _PP, _SID,
+                           _param("limit", schema={"type": "integer", "minimum": 1, "maximum": 200})],
+            "responses": dict({"200": _ok({"type": "object", "required": ["results"], "properties": {
+                "results": {"type": "array", "items": {"allOf": [_ref("Node"), {"type": "object", "properties": {
+                    "level": {"type": "string"}, "score": {"type": "number"}}}]}}}})}, **_errors(400, 404))}},
+        "/api/sync": {"get": {
+            "summary": "changes by other sessions since this session's last sync", "operationId": "sync",
+            "parameters": [_param("session_id", required=True)],
+            "responses": dict({"200": _ok({"type": "object", "required": [
+                "session_id", "nodes", "edges", "deleted_nodes", "deleted_edges"]})}, **_errors(400, 404))}},
+        "/api/progress/{task_id}": {
+            "get": {"summary": "a task's stored progress", "operationId": "getProgress",
+                    "parameters": [_param("task_id", "path", True),
+                                   _param("level", schema={"type": "string", "enum": list(model.LEVELS)}), _PP, _SID],
+                    "responses": dict({"200": _ok(_ref("Progress"))}, **_errors(400, 404))},
+            "put": {"summary": "store a task's progress (replacing)", "operationId": "putProgress",
+                    "parameters": [_param("task_id", "path", True),
+                                   _param("level", schema={"type": "string", "enum": list(model.LEVELS)})],
+                    "requestBody": {"required": True, "content": _json({
+                        "type": "object", "required": ["state"], "additionalProperties": False,
+                        "properties": {"state": {"type": ["object", "null"]}, "session_id": {"type": "string"},
+                                       "project_path": {"type": "string"},
+                                       "level": {"type": "string", "enum": list(model.LEVELS)}}})},
+                    "responses": dict({"200": _ok(_ref("Progress"))}, **_errors(400, 404, 415, 507))}},
+        "/api/projects": {"get": {
+            "summary": "project graphs on disk", "operationId": "projects",
+            "responses": {"200": _ok({"type": "object", "required": ["projects"], "properties": {"projects": {
+                "type": "array", "items": {"type": "object", "required": [
+                    "slug", "project_path", "nodes", "edges", "active", "archived", "orphaned"]}}}})}}},
+        "/api/openapi.json": {"get": {"summary": "this document", "operationId": "openapi",
+                                      "responses": {"200": _ok({"type": "object"})}}},
+    },
+}

@@ -1,0 +1,351 @@
+"""Files on disk (contract section 4): paths, slugs, atomic writes, the journal, healing, the lock.
+
+Rules owned here:
+- ROOT/user.json, ROOT/sessions.json, ROOT/projects/<slug>/graph.json; files 0600, folders 0700.
+- <slug> is the project root's base name, or base name + "-" + 8 hex digits of a hash of the
+  resolved path when that slug already holds another project's graph.
+- A graph file is only ever written whole: temp file in the same folder, flush, fsync,
+  os.replace, fsync the folder; the previous good file is kept as <file>.prev.
+- A mutation is made durable by appending one JSON line to the graph's journal
+  (<file minus .json>.journal) and fsyncing it; concurrent writers share one fsync
+  (group commit). The journal is folded into the graph file by the atomic writer, then emptied.
+  Replay at start drops a torn last record (it was never acknowledged).
+- A file that fails to parse is moved aside to <file>.corrupt-<timestamp> and .prev is used.
+"""
+
+import errno
+import fcntl
+import hashlib
+import json
+import logging
+import os
+import re
+import tempfile
+import threading
+import time
+
+from .errors import Conflict, StorageError
+
+log = logging.getLogger(__name__)
+
+FILE_MODE = 0o600
+DIR_MODE = 0o700
+
+
+def ensure_dir(path):
+    """Create path and any missing parents with mode 0700 (makedirs gives parents the umask's mode)."""
+    if os.path.isdir(path):
+        return
+    parent = os.path.dirname(path)
+    if parent and parent != path:
+        ensure_dir(parent)
+    try:
+        os.mkdir(path, DIR_MODE)
+    except FileExistsError:
+        pass
+
+
+def fsync_dir(path):
+    try:
+        fd = os.open(path, os.O_RDONLY)
+    except OSError:
+        return
+    try:
+        os.fsync(fd)
+    except OSError:
+        pass
+    finally:
+        os.close(fd)
+
+
+def storage_error(exc, what):
+    reason = os.strerror(exc.errno) if getattr(exc, "errno", None) else str(exc)
+    hint = " (the disk is full)" if getattr(exc, "errno", None) == errno.ENOSPC else ""
+    return StorageError("Could not save %s: %s%s. Nothing was changed; free space or fix permissions "
+                        "under the storage root and retry." % (what, reason, hint))
+
+
+def atomic_write(path, data):
+    """Write bytes to path so that a crash leaves either the old or the new file, never a mix."""
+    folder = os.path.dirname(path) or "."
+    ensure_dir(folder)
+    fd, tmp = tempfile.mkstemp(prefix=".tmp-", suffix=".part", dir=folder)
+    try:
+        try:
+            os.fchmod(fd, FILE_MODE)
+            view = memoryview(data)
+            while view:
+                n = os.write(fd, view)
+                view = view[n:]
+            os.fsync(fd)
+        finally:
+            os.close(fd)
+        if os.path.exists(path):
+            # Keep the previous good state without ever leaving `path` missing.
+            prev_tmp = tmp + ".prev"
+            os.link(path, prev_tmp)
+            os.replace(prev_tmp, path + ".prev")
+        os.replace(tmp, path)
+        fsync_dir(folder)
+    except BaseException:
+        for p in (tmp, tmp + ".prev"):
+            try:
+                os.unlink(p)
+            except OSError:
+                pass
+        raise
+
+
+def dumps(obj):
+    return json.dumps(obj, ensure_ascii=False, separators=(",", ":")).encode("utf-8")
+
+
+def _parse_file(path):
+    with open(path, "rb") as f:
+        data = f.read()
+    obj = json.loads(data.decode("utf-8"))
+    if not isinstance(obj, dict):
+        raise ValueError("top level is not a JSON object")
+    return obj
+
+
+def load_json(path, clock=time.time):
+    """Load a JSON object file, healing from .prev; None when neither exists.
+
+    A file that does not parse is quarantined as <file>.corrupt-<timestamp>, never deleted."""
+    prev = path + ".prev"
+    for candidate in (path, prev):
+        if not os.path.exists(candidate):
+            continue
+        try:
+            obj = _parse_file(candidate)
+        except (OSError, ValueError, UnicodeDecodeError) as exc:
+            aside = "%s.corrupt-%d" % (candidate, int(clock()))
+            log.warning("%s does not parse (%s); moved aside to %s", candidate, exc, aside)
+            try:
+                os.replace(candidate, aside)
+            except OSError:
+                log.exception("could not move %s aside", candidate)
+            continue
+        if candidate == prev:
+            log.warning("using %s: the main file was missing or corrupt", prev)
+            try:
+                atomic_write(path, _read_bytes(prev))
+            except OSError:
+                log.exception("could not restore %s from .prev", path)
+        return obj
+    return None
+
+
+def _read_bytes(path):
+    with open(path, "rb") as f:
+        return f.read()
+
+
+# ---------------------------------------------------------------- slugs and paths
+
+_SLUG_BAD = re.compile(r"[^A-Za-z0-9._-]+")
+
+
+def base_slug(project_path):
+    name = os.path.basename(os.path.normpath(project_path)) or "root"
+    slug = _SLUG_BAD.sub("-", name).strip(".-") or "project"
+    return slug[:80]
+
+
+def hashed_slug(project_path):
+    digest = hashlib.sha256(project_path.encode("utf-8", "surrogatepass")).hexdigest()[:8]
+    return "%s-%s" % (base_slug(project_path), digest)
+
+
+class Layout:
+    """Where everything lives under the storage root."""
+
+    def __init__(self, root):
+        self.root = os.path.abspath(os.path.expanduser(root))
+        self.user_file = os.path.join(self.root, "user.json")
+        self.sessions_file = os.path.join(self.root, "sessions.json")
+        self.projects_dir = os.path.join(self.root, "projects")
+        self.lock_file = os.path.join(self.root, "kgd.lock")
+
+    def graph_file(self, slug):
+        return os.path.join(self.projects_dir, slug, "graph.json")
+
+    def project_slugs(self):
+        try:
+            names = sorted(os.listdir(self.projects_dir))
+        except OSError:
+            return []
+        return [n for n in names if os.path.exists(self.graph_file(n)) or os.path.exists(self.graph_file(n) + ".prev")]
+
+    def recorded_project_path(self, slug):
+        """The project_path a slug's graph file records, without loading the whole graph twice."""
+        obj = load_json(self.graph_file(slug))
+        if obj is None:
+            return None
+        meta = obj.get("_meta") if isinstance(obj.get("_meta"), dict) else {}
+        return meta.get("project_path")
+
+    def slug_for(self, project_path, known=None):
+        """The slug rule: base name, unless it holds another project's graph; then base-hash.
+
+        `known` maps slug -> project_path for graphs already loaded (saves reading files)."""
+        known = known or {}
+        for slug in (base_slug(project_path), hashed_slug(project_path)):
+            owner = known.get(slug)
+            if owner is None and (os.path.exists(self.graph_file(slug)) or os.path.exists(self.graph_file(slug) + ".prev")):
+                owner = self.recorded_project_path(slug)
+                if owner is None:
+                    # A graph without a recorded path (an old plugin file): claim it for the first
+                    # project whose base name matches.
+                    return slug
+            if owner is None or owner == project_path:
+                return slug
+        return hashed_slug(project_path)
+
+
+# ---------------------------------------------------------------- journal
+
+class Journal:
+    """Append-only record log beside a graph file; group-committed fsyncs.
+
+    append() is called under the store's lock (so records are ordered) and only writes;
+    commit(ticket) is called outside it and returns once that record is on disk. Whoever
+    fsyncs covers every record appended before the fsync started."""
+
+    def __init__(self, path):
+        self.path = path
+        self._fd = None
+        self._appended = 0
+        self._synced = 0
+        self._size = 0
+        self._sync_lock = threading.Lock()
+        self.records = 0  # records since the last fold
+
+    def _open(self):
+        if self._fd is None:
+            ensure_dir(os.path.dirname(self.path))
+            self._fd = os.open(self.path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, FILE_MODE)
+            self._size = os.fstat(self._fd).st_size
+        return self._fd
+
+    def append(self, record):
+        """Write one record; returns a ticket for commit(). Raises StorageError and leaves the
+        journal as it was when the disk refuses."""
+        line = dumps(record) + b"\n"
+        try:
+            fd = self._open()
+            start = self._size
+            view = memoryview(line)
+            try:
+                while view:
+                    n = os.write(fd, view)
+                    view = view[n:]
+            except OSError:
+                try:
+                    os.ftruncate(fd, start)
+                except OSError:
+                    pass
+                raise
+        except OSError as exc:
+            raise storage_error(exc, "the change") from exc
+        self._size += len(line)
+        self._appended += 1
+        self.records += 1
+        return self._appended
+
+    def commit(self, ticket):
+        """Block until the record `ticket` is durable; one fsync serves every waiter."""
+        if self._synced >= ticket:
+            return
+        with self._sync_lock:
+            if self._synced >= ticket:
+                return
+            target = self._appended
+            try:
+                os.fsync(self._fd)
+            except OSError as exc:
+                raise storage_error(exc, "the change") from exc
+            self._synced = max(self._synced, target)
+
+    def reset(self):
+        """Empty the journal after a fold (caller holds the store lock)."""
+        fd = self._open()
+        os.ftruncate(fd, 0)
+        os.fsync(fd)
+        self._size = 0
+        self.records = 0
+        self._synced = self._appended
+
+    def close(self):
+        if self._fd is not None:
+            try:
+                os.close(self._fd)
+            finally:
+                self._fd = None
+
+    @staticmethod
+    def replay(path):
+        """Records in order; a torn or unparseable last record is dropped (never acknowledged)."""
+        try:
+            data = _read_bytes(path)
+        except FileNotFoundError:
+            return []
+        lines = data.split(b"\n")
+        torn = lines.pop()  # after the final newline: empty unless the last append was torn
+        if torn:
+            log.warning("%s: dropping a torn last record (%d bytes)", path, len(torn))
+        out = []
+        for i, line in enumerate(lines):
+            if not line.strip():
+                continue
+            try:
+                rec = json.loads(line.decode("utf-8"))
+                if not isinstance(rec, dict):
+                    raise ValueError("not an object")
+            except (ValueError, UnicodeDecodeError) as exc:
+                log.warning("%s: skipping unreadable record %d (%s)", path, i + 1, exc)
+                continue
+            out.append(rec)
+        return out
+
+
+# ---------------------------------------------------------------- lock file
+
+class RootLock:
+    """One daemon per storage root: an exclusive flock on ROOT/kgd.lock."""
+
+    def __init__(self, layout):
+        self.layout = layout
+        self._fd = None
+
+    def acquire(self, info=""):
+        ensure_dir(self.layout.root)
+        fd = os.open(self.layout.lock_file, os.O_RDWR | os.O_CREAT, FILE_MODE)
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except OSError:
+            try:
+                other = os.read(fd, 200).decode("utf-8", "replace").strip()
+            except OSError:
+                other = ""
+            os.close(fd)
+            raise Conflict("another kgd is already running on storage root %s%s; stop it first "
+                           "(kgd stop) or use another --root." % (self.layout.root, " (%s)" % other if other else ""))
+        os.ftruncate(fd, 0)
+        os.write(fd, ("pid %d %s\n" % (os.getpid(), info)).encode())
+        self._fd = fd
+
+    def update(self, info):
+        if self._fd is not None:
+            os.ftruncate(self._fd, 0)
+            os.pwrite(self._fd, ("pid %d %s\n" % (os.getpid(), info)).encode(), 0)
+
+    def release(self):
+        if self._fd is not None:
+            try:
+                os.ftruncate(self._fd, 0)
+                fcntl.flock(self._fd, fcntl.LOCK_UN)
+            finally:
+                os.close(self._fd)
+                self._fd = None
