@@ -258,7 +258,7 @@ def _resurrect_pass(g, now, settings, result, archived_before):
     n = len(pool)
     keys = g.score_keys(pool)
     rec = g.recency
-    before.sort(key=lambda v: (-keys[v], rec[v], v))
+    before.sort(key=lambda v: (-keys[v], -rec[v], v))
     this_pass = sorted(result.archived, key=lambda v: (keys[v], rec[v], v))
     # score gap = 0.33 (Kb - Kw) / (2 (n - 1)) >= 5/100  <=>  33 x 100 (Kb - Kw) >= 5 x 100 x 2 (n - 1)
     gap_num, gap_den = RESURRECT_GAP

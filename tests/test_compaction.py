@@ -110,13 +110,14 @@ CASES = [
     ),
     dict(
         id="pass1-score-tie-older-recency-first",
-        # u: rec 10, u->src/u.py (conn2 1); v: rec 30, no edge (conn2 0); w: rec 20,
-        # docs/w.md->w (conn2 2). score u = v = .33 (see test_scores_match_the_formula), w .825.
-        # tie u/v -> older recency first: u. estimate 60 + 30 = 90 > M=88; archive u: 70,
-        # 5*70 = 350 <= 4*88 = 352 stop.
-        nodes=[N("u", write=10), N("v", write=30), N("w", write=20)],
-        edges=[("u", "src/u.py"), ("docs/w.md", "w")], max_tokens=88,
-        archived=["u"], estimate_after=70,
+        # the graph of test_scores_match_the_formula with u renamed y and v renamed x, so that
+        # id order and recency order disagree: y: rec 10, y->src/y.py (conn2 1); x: rec 30, no
+        # edge (conn2 0); w: rec 20, docs/w.md->w (conn2 2). score y = x = .33, w .825.
+        # tie y/x -> older recency first: y (id order would pick x). estimate 60 + 30 = 90 >
+        # M=88; archive y: 70, 5*70 = 350 <= 4*88 = 352 stop.
+        nodes=[N("y", write=10), N("x", write=30), N("w", write=20)],
+        edges=[("y", "src/y.py"), ("docs/w.md", "w")], max_tokens=88,
+        archived=["y"], estimate_after=70,
     ),
     dict(
         id="pass1-full-tie-id-ascending",
