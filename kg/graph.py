@@ -19,19 +19,27 @@ class Graph:
         self.adj = {}  # node id or file path -> set of edge keys touching it
         self._node_cost = {}  # id -> tokens it adds now (0 unless active)
         self._node_state = {}  # id -> state last counted
-        self._edge_on = {}  # key -> counted in the estimate
+        self.counted_edges = set()  # keys of edges counted in the estimate (shown by kg_read)
         self.tokens = 0
-        self.state_counts = {model.ACTIVE: 0, model.ARCHIVED: 0, model.ORPHANED: 0}
+        self.by_state = {model.ACTIVE: set(), model.ARCHIVED: set(), model.ORPHANED: set()}
         self.search_cache = {}  # id -> lower-cased text, owned by kg/search.py
+        self.compact_idle_until = 0.0  # see Store._compact
 
     # ---- figures
 
+    @property
+    def state_counts(self):
+        return {state: len(ids) for state, ids in self.by_state.items()}
+
     def _count_edge(self, key):
         on = model.edge_counts(self.edges[key], self.nodes)
-        was = self._edge_on.get(key, False)
-        if on != was:
-            self.tokens += model.EDGE_TOKENS if on else -model.EDGE_TOKENS
-            self._edge_on[key] = on
+        if on != (key in self.counted_edges):
+            if on:
+                self.counted_edges.add(key)
+                self.tokens += model.EDGE_TOKENS
+            else:
+                self.counted_edges.discard(key)
+                self.tokens -= model.EDGE_TOKENS
 
     def refresh(self, node_id):
         """Re-count one node (after any change to it, in place or not) and its edges."""
@@ -39,12 +47,12 @@ class Graph:
         self.search_cache.pop(node_id, None)
         old_state = self._node_state.pop(node_id, None)
         if old_state is not None:
-            self.state_counts[old_state] -= 1
+            self.by_state[old_state].discard(node_id)
         self.tokens -= self._node_cost.pop(node_id, 0)
         if node is not None:
             state = model.node_state(node)
             self._node_state[node_id] = state
-            self.state_counts[state] += 1
+            self.by_state[state].add(node_id)
             cost = model.node_tokens(node) if state == model.ACTIVE else 0
             self._node_cost[node_id] = cost
             self.tokens += cost
@@ -55,10 +63,10 @@ class Graph:
         """Everything from scratch (after a compaction pass or a load)."""
         self._node_cost.clear()
         self._node_state.clear()
-        self._edge_on.clear()
+        self.counted_edges = set()
         self.search_cache.clear()
         self.tokens = 0
-        self.state_counts = {model.ACTIVE: 0, model.ARCHIVED: 0, model.ORPHANED: 0}
+        self.by_state = {model.ACTIVE: set(), model.ARCHIVED: set(), model.ORPHANED: set()}
         self.adj = {}
         for key, edge in self.edges.items():
             self.adj.setdefault(edge["from"], set()).add(key)
@@ -67,7 +75,7 @@ class Graph:
             node = self.nodes[node_id]
             state = model.node_state(node)
             self._node_state[node_id] = state
-            self.state_counts[state] += 1
+            self.by_state[state].add(node_id)
             cost = model.node_tokens(node) if state == model.ACTIVE else 0
             self._node_cost[node_id] = cost
             self.tokens += cost
@@ -76,7 +84,7 @@ class Graph:
 
     @property
     def archived_count(self):
-        return self.state_counts[model.ARCHIVED]
+        return len(self.by_state[model.ARCHIVED])
 
     # ---- mutations (callers validate first)
 
@@ -106,7 +114,8 @@ class Graph:
         edge = self.edges.pop(key, None)
         if edge is None:
             return None
-        if self._edge_on.pop(key, False):
+        if key in self.counted_edges:
+            self.counted_edges.discard(key)
             self.tokens -= model.EDGE_TOKENS
         for end in (edge["from"], edge["to"]):
             keys = self.adj.get(end)
@@ -121,7 +130,7 @@ class Graph:
 
     def visible_edges(self):
         """Edges shown by kg_read: at least one end active or a file path."""
-        return [e for k, e in self.edges.items() if self._edge_on.get(k)]
+        return [self.edges[k] for k in self.counted_edges]
 
     # ---- persistence shape (contract section 4)
 

@@ -20,7 +20,6 @@ import json
 import logging
 import os
 import re
-import tempfile
 import threading
 import time
 
@@ -69,7 +68,8 @@ def atomic_write(path, data):
     """Write bytes to path so that a crash leaves either the old or the new file, never a mix."""
     folder = os.path.dirname(path) or "."
     ensure_dir(folder)
-    fd, tmp = tempfile.mkstemp(prefix=".tmp-", suffix=".part", dir=folder)
+    tmp = os.path.join(folder, ".tmp-%s.part" % os.urandom(6).hex())
+    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, FILE_MODE)
     try:
         try:
             os.fchmod(fd, FILE_MODE)
@@ -219,6 +219,10 @@ class Journal:
         self._appended = 0
         self._synced = 0
         self._size = 0
+        self._tail = (0, 0)  # (last ticket, size after it), read together by commit()
+        self._durable_size = 0
+        self._lost = 0  # tickets up to this one were in a batch whose fsync failed
+        self.failed = False
         self._sync_lock = threading.Lock()
         self.records = 0  # records since the last fold
 
@@ -226,13 +230,17 @@ class Journal:
         if self._fd is None:
             ensure_dir(os.path.dirname(self.path))
             self._fd = os.open(self.path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, FILE_MODE)
-            self._size = os.fstat(self._fd).st_size
+            self._size = self._durable_size = os.fstat(self._fd).st_size
+            self._tail = (self._appended, self._size)
         return self._fd
 
     def append(self, record):
         """Write one record; returns a ticket for commit(). Raises StorageError and leaves the
         journal as it was when the disk refuses."""
         line = dumps(record) + b"\n"
+        if self.failed:
+            raise StorageError("the disk failed to save an earlier change; kgd is restoring the last saved "
+                               "state of this graph. Retry in a moment.")
         try:
             fd = self._open()
             start = self._size
@@ -252,6 +260,7 @@ class Journal:
         self._size += len(line)
         self._appended += 1
         self.records += 1
+        self._tail = (self._appended, self._size)
         return self._appended
 
     def commit(self, ticket):
@@ -261,19 +270,39 @@ class Journal:
         with self._sync_lock:
             if self._synced >= ticket:
                 return
-            target = self._appended
+            if self.failed or ticket <= self._lost:
+                raise StorageError("the disk failed to save this change; it was not kept. Retry in a moment.")
+            target, size = self._tail
             try:
                 os.fsync(self._fd)
             except OSError as exc:
+                # Records after the last good fsync may or may not be on disk: none of them
+                # is acknowledged, and rollback() cuts them off before anything else is written.
+                self._lost = target
+                self.failed = True
                 raise storage_error(exc, "the change") from exc
             self._synced = max(self._synced, target)
+            self._durable_size = max(self._durable_size, size)
+
+    def rollback(self):
+        """After a failed fsync (caller holds the store lock): cut the journal back to what was
+        durable, so the file again holds exactly the acknowledged records."""
+        with self._sync_lock:
+            if self._fd is not None:
+                os.ftruncate(self._fd, self._durable_size)
+                os.fsync(self._fd)
+            self._size = self._durable_size
+            self._synced = self._appended
+            self._tail = (self._appended, self._size)
+            self.failed = False
 
     def reset(self):
         """Empty the journal after a fold (caller holds the store lock)."""
         fd = self._open()
         os.ftruncate(fd, 0)
         os.fsync(fd)
-        self._size = 0
+        self._size = self._durable_size = 0
+        self._tail = (self._appended, 0)
         self.records = 0
         self._synced = self._appended
 

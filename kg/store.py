@@ -20,7 +20,6 @@ import logging
 import os
 import threading
 import time
-import uuid
 
 from . import compaction, model, search
 from .errors import BadInput, Conflict, KgError, NotFound
@@ -64,6 +63,15 @@ class Session:
         return {"id": self.id, "project_path": self.project_path, "started": self.started,
                 "last_active": self.last_active, "sync_mark": self.sync_mark,
                 "writes": self.writes, "reads": self.reads}
+
+
+def new_session_id():
+    """A random UUID4 string (os.urandom directly: the uuid module costs start-up memory)."""
+    b = bytearray(os.urandom(16))
+    b[6] = (b[6] & 0x0F) | 0x40
+    b[8] = (b[8] & 0x3F) | 0x80
+    h = b.hex()
+    return "%s-%s-%s-%s-%s" % (h[:8], h[8:12], h[12:16], h[16:20], h[20:])
 
 
 def resolve_project_root(cwd):
@@ -131,6 +139,7 @@ class Store:
         self.last_write = 0.0
         self.sessions_dirty = False
         self.started = clock()
+        self.compaction_settings = self.settings.compaction()
 
     # ------------------------------------------------------------ life cycle
 
@@ -233,7 +242,7 @@ class Store:
             if project_path is not None:
                 self.project_graph(project_path)
             now = self.clock()
-            s = Session(str(uuid.uuid4()), project_path, now, self.seq)
+            s = Session(new_session_id(), project_path, now, self.seq)
             self.sessions[s.id] = s
             try:
                 self._save_sessions()
@@ -322,10 +331,37 @@ class Store:
         self.last_write = self.clock()
         return journal, ticket
 
-    @staticmethod
-    def _commit(tickets):
+    def _commit(self, tickets):
+        """Wait for the records to be durable (outside the lock). When an fsync fails, the
+        graph is put back to what is on disk and the caller gets the StorageError."""
+        failure = None
         for journal, ticket in tickets:
-            journal.commit(ticket)
+            try:
+                journal.commit(ticket)
+            except KgError as exc:
+                failure = failure or exc
+                self._recover(journal)
+        if failure is not None:
+            raise failure
+
+    def _recover(self, journal):
+        with self.lock:
+            if not journal.failed:
+                return
+            g = next((x for x in [self.user] + list(self.projects.values()) if self.journals.get(id(x)) is journal), None)
+            try:
+                journal.rollback()
+            except OSError:
+                log.exception("could not cut back %s after a failed fsync", journal.path)
+            if g is None:
+                return
+            log.error("a write to %s failed to reach the disk; reloading that graph from disk", journal.path)
+            journal.close()
+            fresh = self._load_graph(self._graph_file(g), g.level, g.project_path, g.slug)
+            fresh_journal = self.journals.pop(id(fresh))
+            self.dirty.pop(id(fresh), None)
+            g.__dict__.update(fresh.__dict__)
+            self.journals[id(g)] = fresh_journal
 
     def _fold(self, g):
         """Write the graph file whole from memory, then empty its journal (lock held)."""
@@ -351,19 +387,32 @@ class Store:
     # ------------------------------------------------------------ compaction
 
     def _compact(self, g, now, events, tickets, full=False):
-        """Run the passes when the figures say so (after a write) or always (maintenance)."""
-        if not full and not compaction.needs_compaction(g.tokens, g.archived_count, self.settings.compaction()):
-            return
-        before = {nid: model.node_state(n) for nid, n in g.nodes.items()}
-        result = compaction.compact(g.nodes, g.edges, now, self.settings.compaction())
+        """Run the passes when the figures say so (after a write) or always (maintenance).
+
+        A pass that could change nothing (every active node still in grace) is not retried
+        after each write until the first of those nodes leaves grace, or a node past grace
+        becomes active again: otherwise a graph flooded with new nodes would pay a whole
+        pass per write."""
+        if not full:
+            if not compaction.needs_compaction(g.tokens, g.archived_count, self.compaction_settings):
+                return
+            if now < g.compact_idle_until:
+                return
+        result = compaction.compact(g.nodes, g.edges, now, self.compaction_settings)
         if not result.changed:
+            grace = self.compaction_settings.grace_s
+            waits = [(n.get("_created_ts") or 0) + grace for n in g.nodes.values()
+                     if model.is_active(n) and now - (n.get("_created_ts") or 0) < grace]
+            # A node created later leaves grace later than now + grace.
+            g.compact_idle_until = min(waits) if waits else now + grace
             return
+        g.compact_idle_until = 0.0
         g.recount()
         for nid in sorted(result.changed_ids):
             node = g.nodes.get(nid)
             if node is None:
                 tickets.append(self._append(g, {"op": "del_node", "id": nid}))
-            elif model.node_state(node) != before.get(nid):
+            else:
                 tickets.append(self._append(g, {"op": "node", "node": node}))
         for key in result.deleted_edges:
             tickets.append(self._append(g, {"op": "del_edge", "key": key}))
@@ -423,7 +472,8 @@ class Store:
                 if touches is not None:
                     node["touches"] = touches
                 node["_write_ts"] = now
-                compaction.revive_on_put(node)
+                if compaction.revive_on_put(node):
+                    g.compact_idle_until = 0.0
             tickets.append(self._append(g, {"op": "node", "node": node}))
             g.put_node(node)
             sid = session.id if session else None
@@ -539,17 +589,12 @@ class Store:
             return out
 
     def _graph_view(self, g):
-        nodes, archived = [], []
-        for nid, n in g.nodes.items():
-            st = model.node_state(n)
-            if st == model.ACTIVE:
-                nodes.append(n)
-            elif st == model.ARCHIVED:
-                archived.append(nid)
+        nodes = [g.nodes[nid] for nid in g.by_state[model.ACTIVE]]
+        nodes.sort(key=lambda n: n["id"])
         return {"nodes": [model.public_node(n) for n in nodes],
                 "recency": {n["id"]: model.recency(n) for n in nodes},
-                "archived": sorted(archived),
-                "edges": [model.public_edge(e) for e in g.visible_edges()],
+                "archived": sorted(g.by_state[model.ARCHIVED]),
+                "edges": [model.public_edge(g.edges[k]) for k in sorted(g.counted_edges)],
                 "tokens": g.tokens}
 
     def read_nodes(self, session, ids, level=None, project_path=None):
@@ -571,7 +616,10 @@ class Store:
                     if node is None:
                         continue
                     hit = True
-                    changed = compaction.promote_on_read(g.nodes, g.edges, nid, now)
+                    neighbours = {e["to"] if e["from"] == nid else e["from"] for e in g.edges_of(nid)}
+                    changed = compaction.promote_on_read(g.nodes, g.edges, nid, now, neighbours)
+                    if changed:
+                        g.compact_idle_until = 0.0
                     g.refresh(nid)
                     for cid in changed:
                         if cid != nid:
