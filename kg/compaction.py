@@ -51,7 +51,7 @@ O((n + e) log n). Thresholds are compared in integers (5 x estimate <= 4 x M, 50
 3 x M) so float rounding cannot move a boundary.
 """
 
-from dataclasses import dataclass, field
+from collections import namedtuple
 
 from .model import ACTIVE, ARCHIVED, ORPHANED, EDGE_TOKENS, is_active, node_state, node_tokens, recency
 
@@ -64,11 +64,13 @@ W_RECENCY = (33, 100)        # score weights; 0.66 = 2 x 0.33, which the exact k
 W_CONNECTEDNESS = (66, 100)
 
 
-@dataclass(frozen=True)
-class Settings:
-    max_tokens: int = 5000
-    grace_s: float = 7 * DAY
-    orphan_grace_s: float = 365 * DAY
+class Settings(namedtuple("Settings", "max_tokens grace_s orphan_grace_s")):
+    """Immutable pass settings (a namedtuple: dataclasses would cost start-up memory)."""
+
+    __slots__ = ()
+
+    def __new__(cls, max_tokens=5000, grace_s=7 * DAY, orphan_grace_s=365 * DAY):
+        return super().__new__(cls, max_tokens, grace_s, orphan_grace_s)
 
     @classmethod
     def from_days(cls, max_tokens=5000, grace_days=7, orphan_grace_days=365):
@@ -76,7 +78,6 @@ class Settings:
         return cls(int(max_tokens), float(grace_days) * DAY, float(orphan_grace_days) * DAY)
 
 
-@dataclass
 class Result:
     """What one compact() call did, pass by pass, in the order it did it.
 
@@ -85,13 +86,22 @@ class Result:
     so a store that caches the estimate can take the new value without recounting.
     """
 
-    archived: list = field(default_factory=list)
-    restored: list = field(default_factory=list)
-    orphaned: list = field(default_factory=list)
-    deleted: list = field(default_factory=list)
-    deleted_edges: list = field(default_factory=list)
-    estimate_before: int = 0
-    estimate_after: int = 0
+    def __init__(self, archived=None, restored=None, orphaned=None, deleted=None, deleted_edges=None,
+                 estimate_before=0, estimate_after=0):
+        self.archived = list(archived or [])
+        self.restored = list(restored or [])
+        self.orphaned = list(orphaned or [])
+        self.deleted = list(deleted or [])
+        self.deleted_edges = list(deleted_edges or [])
+        self.estimate_before = estimate_before
+        self.estimate_after = estimate_after
+
+    def __eq__(self, other):
+        return isinstance(other, Result) and self.__dict__ == other.__dict__
+
+    def __repr__(self):
+        return "Result(archived=%r, restored=%r, orphaned=%r, deleted=%r)" % (
+            self.archived, self.restored, self.orphaned, self.deleted)
 
     @property
     def changed(self):
