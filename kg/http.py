@@ -264,7 +264,8 @@ class Handler(BaseHTTPRequestHandler):
         body = self.read_body()
         if body is None:
             return
-        req = mcp.Request(header_version=self.headers.get("MCP-Protocol-Version"))
+        req = mcp.Request(self.headers.get("MCP-Protocol-Version"), self.headers.get("Mcp-Method"),
+                          self.headers.get("Mcp-Name"))
         payload, status = jsonrpc.handle(body, self.server.mcp.dispatch, req)
         if payload is None:
             return self.respond(202)

@@ -71,7 +71,7 @@ def _one(msg, dispatch, ctx):
         log.exception("internal error in %s", method[:100])
         if not has_id:
             return None, 202
-        return error_response(req_id, INTERNAL_ERROR, "Internal error: the daemon logged the details."), 500
+        return error_response(req_id, INTERNAL_ERROR, "Internal error: the daemon logged the details."), 200
     if not has_id:
         return None, 202
     return {"jsonrpc": "2.0", "id": req_id, "result": result}, 200

@@ -1,19 +1,29 @@
-"""MCP on top of JSON-RPC: protocol versions, the method table, server info. No sockets.
+"""MCP on top of JSON-RPC: protocol generations, the method table, server info. No sockets.
 
-Rules owned here (contract section 3):
+Rules owned here (contract section 3; the 2026-07-28 rules from that revision's spec):
+- Which generation a POST speaks is decided per request, by its body: `initialize` is always
+  the handshake generation; a request whose params._meta carries
+  "io.modelcontextprotocol/protocolVersion", or whose MCP-Protocol-Version header is exactly
+  2026-07-28, is the stateless revision; everything else is the handshake generation.
 - Handshake revisions 2025-03-26, 2025-06-18, 2025-11-25: `initialize` echoes the client's
   protocolVersion when it is one of these, otherwise answers 2025-11-25. The
-  MCP-Protocol-Version header is tolerated whatever its value.
-- Stateless revision 2026-07-28: a request whose params._meta carries
-  "io.modelcontextprotocol/protocolVersion" is handled per that revision: the version must be
-  supported (else -32022 UnsupportedProtocolVersionError, HTTP 400, data {supported,
-  requested}) and match the MCP-Protocol-Version header when one is sent (else -32020,
-  HTTP 400); results carry resultType "complete" and serverInfo in _meta; `server/discover`
-  answers supportedVersions, capabilities, instructions and the cache fields ttlMs / cacheScope.
+  MCP-Protocol-Version header is tolerated whatever its value (real clients send newer ones);
+  JSON-RPC errors travel with HTTP 200 (the TypeScript SDK treats any other status as a
+  transport failure). Methods: initialize, ping, tools/list, tools/call, server/discover.
+- Stateless revision 2026-07-28: params._meta must carry the protocol version and the client
+  capabilities (else -32602, HTTP 400); headers that are sent must agree with the body
+  (MCP-Protocol-Version with the _meta version, Mcp-Method with the method, Mcp-Name with the
+  tool name; else -32020 HEADER_MISMATCH, HTTP 400) — headers a client leaves out are not
+  demanded; a version other than 2026-07-28 gets -32022 UnsupportedProtocolVersionError (HTTP
+  400, data {supported, requested}). Methods: server/discover, tools/list, tools/call; any
+  other is -32601 with HTTP 404; bad params or an unknown tool are -32602 with HTTP 400.
+  Every result carries resultType "complete" and _meta["io.modelcontextprotocol/serverInfo"];
+  server/discover and tools/list carry the cache fields ttlMs and cacheScope.
 - No Mcp-Session-Id: every POST stands alone; tools/list and tools/call need no initialize.
-- Methods: initialize, ping, tools/list, tools/call, server/discover; notifications are ignored;
-  anything else is -32601. Malformed params or an unknown tool: -32602.
+- Notifications are ignored (202) in both generations.
 """
+
+import base64
 
 from . import __version__, tools
 from .jsonrpc import INVALID_PARAMS, METHOD_NOT_FOUND, RpcError
@@ -25,6 +35,7 @@ LATEST_HANDSHAKE = "2025-11-25"
 
 META_VERSION = "io.modelcontextprotocol/protocolVersion"
 META_SERVER_INFO = "io.modelcontextprotocol/serverInfo"
+META_CAPABILITIES = "io.modelcontextprotocol/clientCapabilities"
 UNSUPPORTED_PROTOCOL_VERSION = -32022
 HEADER_MISMATCH = -32020
 
@@ -54,16 +65,34 @@ Keep nodes small and true; delete or fix nodes that turn out wrong."""
 class Request:
     """What the HTTP layer tells us about the POST (headers only; the body is JSON-RPC's)."""
 
-    def __init__(self, header_version=None):
+    def __init__(self, header_version=None, header_method=None, header_name=None):
         self.header_version = header_version
+        self.header_method = header_method
+        self.header_name = header_name
 
 
-def _meta_version(params):
+def decode_header_value(value):
+    """Mcp-Name may be sent as =?base64?...?= when the name is not plain ASCII."""
+    if value and value.startswith("=?base64?") and value.endswith("?="):
+        try:
+            return base64.b64decode(value[9:-2], validate=True).decode("utf-8")
+        except (ValueError, UnicodeDecodeError):
+            return value
+    return value
+
+
+def _meta(params):
     if isinstance(params, dict) and isinstance(params.get("_meta"), dict):
-        v = params["_meta"].get(META_VERSION)
-        if v is not None:
-            return v
-    return None
+        return params["_meta"]
+    return {}
+
+
+def is_stateless(method, params, req):
+    if method == "initialize":
+        return False
+    if META_VERSION in _meta(params):
+        return True
+    return req is not None and req.header_version == STATELESS_VERSION
 
 
 class Server:
@@ -76,25 +105,49 @@ class Server:
         if params is not None and not isinstance(params, dict):
             raise RpcError(INVALID_PARAMS, "Invalid params: params must be an object.")
         params = params or {}
-        version = _meta_version(params)
-        stateless = version is not None
-        if stateless:
-            if not isinstance(version, str) or version not in SUPPORTED_VERSIONS:
-                raise RpcError(UNSUPPORTED_PROTOCOL_VERSION, "Unsupported protocol version %r." % (str(version)[:50],),
-                               {"supported": SUPPORTED_VERSIONS, "requested": str(version)[:100]}, http_status=400)
-            hv = req.header_version if req is not None else None
-            if hv is not None and hv != version:
-                raise RpcError(HEADER_MISMATCH, "MCP-Protocol-Version header %r does not match params._meta %r." % (
-                    hv[:50], version), http_status=400)
-        handler = self.METHODS.get(method)
+        if not is_stateless(method, params, req):
+            handler = self.HANDSHAKE_METHODS.get(method)
+            if handler is None:
+                raise RpcError(METHOD_NOT_FOUND, "Method not found: %s. kgd serves tools only (tools/list, tools/call)."
+                               % method[:100])
+            return handler(self, params)
+        self._check_stateless(method, params, req)
+        handler = self.STATELESS_METHODS.get(method)
         if handler is None:
-            raise RpcError(METHOD_NOT_FOUND, "Method not found: %s. kgd serves tools only (tools/list, tools/call)." % method[:100])
-        result = handler(self, params)
-        if stateless and version == STATELESS_VERSION:
-            result["resultType"] = "complete"
-            meta = result.setdefault("_meta", {})
-            meta[META_SERVER_INFO] = SERVER_INFO
+            raise RpcError(METHOD_NOT_FOUND, "Method not found: %s. Protocol 2026-07-28 here serves server/discover, "
+                           "tools/list and tools/call." % method[:100], http_status=404)
+        try:
+            result = handler(self, params)
+        except RpcError as exc:
+            if exc.code == INVALID_PARAMS:
+                exc.http_status = 400
+            raise
+        result["resultType"] = "complete"
+        result.setdefault("_meta", {})[META_SERVER_INFO] = SERVER_INFO
         return result
+
+    @staticmethod
+    def _check_stateless(method, params, req):
+        meta = _meta(params)
+        version = meta.get(META_VERSION)
+        if version is None or not isinstance(meta.get(META_CAPABILITIES), dict):
+            raise RpcError(INVALID_PARAMS, "Invalid params: protocol 2026-07-28 needs params._meta with %s and %s."
+                           % (META_VERSION, META_CAPABILITIES), http_status=400)
+        hv = req.header_version if req is not None else None
+        if hv is not None and hv != version:
+            raise RpcError(HEADER_MISMATCH, "Header mismatch: MCP-Protocol-Version %r but params._meta says %r."
+                           % (hv[:50], str(version)[:50]), http_status=400)
+        hm = req.header_method if req is not None else None
+        if hm is not None and hm != method:
+            raise RpcError(HEADER_MISMATCH, "Header mismatch: Mcp-Method %r but the body's method is %r."
+                           % (hm[:100], method[:100]), http_status=400)
+        hn = decode_header_value(req.header_name) if req is not None else None
+        if hn is not None and method == "tools/call" and hn != params.get("name"):
+            raise RpcError(HEADER_MISMATCH, "Header mismatch: Mcp-Name %r but the body calls %r."
+                           % (hn[:100], str(params.get("name"))[:100]), http_status=400)
+        if version != STATELESS_VERSION:
+            raise RpcError(UNSUPPORTED_PROTOCOL_VERSION, "Unsupported protocol version",
+                           {"supported": SUPPORTED_VERSIONS, "requested": str(version)[:100]}, http_status=400)
 
     def initialize(self, params):
         asked = params.get("protocolVersion")
@@ -124,5 +177,6 @@ class Server:
         except tools.UnknownTool as exc:
             raise RpcError(INVALID_PARAMS, "Invalid params: %s" % exc)
 
-    METHODS = {"initialize": initialize, "server/discover": discover, "ping": ping,
-               "tools/list": tools_list, "tools/call": tools_call}
+    HANDSHAKE_METHODS = {"initialize": initialize, "server/discover": discover, "ping": ping,
+                         "tools/list": tools_list, "tools/call": tools_call}
+    STATELESS_METHODS = {"server/discover": discover, "tools/list": tools_list, "tools/call": tools_call}
