@@ -1,0 +1,1849 @@
+"""The built-in graph viewer served at `GET /ui` (contract section 7): one self-contained page.
+
+No CDN, no build step, no external fetch: HTML, CSS and JavaScript live in `PAGE` and talk only
+to the same-origin daemon (`/api/projects`, `/api/graph`, `/api/search`, `/api/nodes/...` and the
+`/ws` live feed). With `--token` the page asks for the token once, keeps it in localStorage, sends
+it as `Authorization: Bearer` and as `?token=` on the WebSocket.
+
+The picture is drawn on a <canvas> (a few thousand nodes stay fluid), so the page mirrors what it
+draws into the DOM for tests: `<ul id="kgd-drawn" hidden>` holds one `<li data-level data-id
+data-state>` per node currently drawn (text = the id), `window.kgdDrawn` is the Set of
+"level:id" strings, and `<html data-kgd-ready="1" data-kgd-ws="live|connecting|offline">`
+says when the first graph load finished and how the live feed is doing. All data reaches the DOM
+through textContent / attributes, never innerHTML.
+"""
+
+PAGE = r"""<!doctype html>
+<html lang="en">
+<head>
+<meta charset="utf-8">
+<title>kgd — knowledge graph</title>
+<meta name="viewport" content="width=device-width, initial-scale=1">
+<meta name="color-scheme" content="light dark">
+<meta name="referrer" content="no-referrer">
+<meta http-equiv="Content-Security-Policy" content="default-src 'none'; script-src 'unsafe-inline'; style-src 'unsafe-inline'; connect-src 'self'; img-src 'self' data:; base-uri 'none'; form-action 'none'">
+<style>
+:root{
+  --bg:#f5f6fa; --bg2:#ffffff; --panel:rgba(255,255,255,.94); --text:#1a1d26; --muted:#5f6779; --faint:#9aa1b2;
+  --border:#e1e4ec; --hover:rgba(30,40,70,.06); --shadow:0 10px 30px rgba(20,24,40,.10),0 1px 3px rgba(20,24,40,.08);
+  --user:#7c3aed; --user-soft:rgba(124,58,237,.10); --project:#0d9488; --project-soft:rgba(13,148,136,.10);
+  --file:#64748b; --accent:#2563eb; --ok:#059669; --warn:#d97706; --danger:#dc2626; --hl:#f59e0b; --canvas:#f5f6fa;
+  color-scheme:light;
+}
+@media (prefers-color-scheme: dark){
+  :root:not([data-theme=light]){
+    --bg:#0d0f15; --bg2:#141720; --panel:rgba(20,23,32,.94); --text:#e6e8f0; --muted:#9aa1b4; --faint:#5b6274;
+    --border:#262a37; --hover:rgba(255,255,255,.06); --shadow:0 10px 30px rgba(0,0,0,.45),0 1px 3px rgba(0,0,0,.4);
+    --user:#a78bfa; --user-soft:rgba(167,139,250,.12); --project:#2dd4bf; --project-soft:rgba(45,212,191,.11);
+    --file:#94a3b8; --accent:#60a5fa; --ok:#34d399; --warn:#fbbf24; --danger:#f87171; --hl:#fbbf24; --canvas:#0d0f15;
+    color-scheme:dark;
+  }
+}
+:root[data-theme=dark]{
+  --bg:#0d0f15; --bg2:#141720; --panel:rgba(20,23,32,.94); --text:#e6e8f0; --muted:#9aa1b4; --faint:#5b6274;
+  --border:#262a37; --hover:rgba(255,255,255,.06); --shadow:0 10px 30px rgba(0,0,0,.45),0 1px 3px rgba(0,0,0,.4);
+  --user:#a78bfa; --user-soft:rgba(167,139,250,.12); --project:#2dd4bf; --project-soft:rgba(45,212,191,.11);
+  --file:#94a3b8; --accent:#60a5fa; --ok:#34d399; --warn:#fbbf24; --danger:#f87171; --hl:#fbbf24; --canvas:#0d0f15;
+  color-scheme:dark;
+}
+[hidden]{display:none !important}
+*{box-sizing:border-box}
+html,body{height:100%;margin:0}
+body{font:14px/1.45 system-ui,-apple-system,"Segoe UI",Roboto,"Helvetica Neue",Arial,"Liberation Sans",sans-serif;
+  background:var(--bg);color:var(--text);display:flex;flex-direction:column;overflow:hidden;-webkit-font-smoothing:antialiased}
+button,input,select,textarea{font:inherit;color:inherit}
+.mono,code{font-family:ui-monospace,SFMono-Regular,Menlo,Consolas,"DejaVu Sans Mono",monospace;font-size:.92em}
+#bar{display:flex;align-items:center;gap:12px;height:54px;padding:0 14px;background:var(--bg2);border-bottom:1px solid var(--border);z-index:30;flex:none}
+.brand{display:flex;align-items:center;gap:9px;font-weight:700;letter-spacing:.2px;white-space:nowrap}
+.brand svg{display:block}
+.brand small{font-weight:500;color:var(--muted);font-size:12.5px}
+.ctl{height:34px;border:1px solid var(--border);border-radius:9px;background:var(--bg);padding:0 10px;outline:none;transition:border-color .15s,box-shadow .15s}
+.ctl:focus{border-color:var(--accent);box-shadow:0 0 0 3px color-mix(in srgb,var(--accent) 22%,transparent)}
+select.ctl{max-width:260px;cursor:pointer}
+.search{position:relative;flex:0 1 420px;min-width:160px}
+.search input{width:100%;padding-left:32px}
+.search svg{position:absolute;left:10px;top:10px;color:var(--faint);pointer-events:none}
+.search kbd{position:absolute;right:8px;top:8px;font:11px/16px ui-monospace,monospace;padding:0 5px;border:1px solid var(--border);border-radius:5px;color:var(--faint)}
+.results{position:absolute;top:40px;left:0;right:0;max-height:min(70vh,560px);overflow:auto;padding:6px;z-index:40}
+.results .none{padding:12px;color:var(--muted)}
+.res{display:block;width:100%;text-align:left;border:0;background:none;border-radius:8px;padding:8px 10px;cursor:pointer}
+.res:hover,.res.on{background:var(--hover)}
+.res .top{display:flex;align-items:center;gap:6px;min-width:0}
+.res .rid{font-weight:600;overflow:hidden;text-overflow:ellipsis;white-space:nowrap}
+.res .rgist{color:var(--muted);font-size:12.5px;display:-webkit-box;-webkit-line-clamp:2;-webkit-box-orient:vertical;overflow:hidden;margin-top:2px}
+.res .score{margin-left:auto;color:var(--faint);font-size:11px;font-variant-numeric:tabular-nums}
+mark{background:color-mix(in srgb,var(--hl) 35%,transparent);color:inherit;border-radius:3px;padding:0 1px}
+.spacer{flex:1}
+.toggles{display:flex;gap:4px;align-items:center}
+.tog{display:flex;align-items:center;gap:6px;height:30px;padding:0 10px;border:1px solid var(--border);border-radius:999px;cursor:pointer;user-select:none;font-size:12.5px;color:var(--muted);background:var(--bg)}
+.tog input{margin:0;accent-color:var(--accent)}
+.tog:has(input:checked){color:var(--text);border-color:color-mix(in srgb,var(--accent) 45%,var(--border))}
+.iconbtn{height:34px;min-width:34px;border:1px solid var(--border);border-radius:9px;background:var(--bg);cursor:pointer;display:inline-flex;align-items:center;justify-content:center;padding:0 8px}
+.iconbtn:hover{background:var(--hover)}
+.live{display:flex;align-items:center;gap:7px;font-size:12.5px;color:var(--muted);white-space:nowrap;padding:0 4px}
+.live i{width:9px;height:9px;border-radius:50%;background:var(--faint);display:block}
+.live.live i{background:var(--ok);box-shadow:0 0 0 0 color-mix(in srgb,var(--ok) 60%,transparent);animation:pulse 2.4s infinite}
+.live.connecting i{background:var(--warn)}
+.live.offline i{background:var(--danger)}
+@keyframes pulse{0%{box-shadow:0 0 0 0 color-mix(in srgb,var(--ok) 55%,transparent)}70%{box-shadow:0 0 0 7px transparent}100%{box-shadow:0 0 0 0 transparent}}
+main{position:relative;flex:1;min-height:0;overflow:hidden}
+#graph{position:absolute;inset:0;width:100%;height:100%;display:block;cursor:grab;touch-action:none;background:var(--canvas)}
+#graph.dragging{cursor:grabbing}
+#graph.pointing{cursor:pointer}
+.card{background:var(--panel);border:1px solid var(--border);border-radius:12px;box-shadow:var(--shadow);backdrop-filter:blur(10px);-webkit-backdrop-filter:blur(10px)}
+#hud{position:absolute;left:14px;top:14px;width:300px;padding:12px 14px 10px;z-index:10}
+.budget{margin-bottom:11px}
+.budget .row{display:flex;align-items:baseline;gap:8px;font-size:12.5px}
+.budget .name{font-weight:650;display:flex;align-items:center;gap:6px;min-width:0;overflow:hidden;white-space:nowrap;text-overflow:ellipsis}
+.budget .name .dot{width:9px;height:9px;border-radius:50%;flex:none}
+.budget .name span:last-child{overflow:hidden;text-overflow:ellipsis;min-width:0}
+.budget .tok{margin-left:auto;color:var(--muted);font-variant-numeric:tabular-nums;white-space:nowrap}
+.meter{position:relative;height:7px;border-radius:99px;background:color-mix(in srgb,var(--text) 9%,transparent);margin:6px 0 5px;overflow:hidden}
+.meter b{position:absolute;left:0;top:0;bottom:0;border-radius:99px;transition:width .4s ease,background .3s}
+.meter u{position:absolute;top:0;bottom:0;width:1px;background:color-mix(in srgb,var(--text) 35%,transparent);left:80%}
+.budget .counts{display:grid;grid-template-columns:repeat(4,1fr);gap:4px;font-size:10.5px;color:var(--muted);line-height:1.25}
+.budget .counts span{display:flex;flex-direction:column}
+.budget .counts b{font-size:13px;font-weight:650;color:var(--text);font-variant-numeric:tabular-nums}
+.budget .tok.over{color:var(--danger);font-weight:600}
+.legend{display:flex;flex-wrap:wrap;gap:4px 12px;border-top:1px solid var(--border);padding-top:9px;font-size:11.5px;color:var(--muted)}
+.legend span{display:flex;align-items:center;gap:5px}
+.legend .hint{width:100%;color:var(--faint);font-size:11px;margin-top:2px}
+#zoom{position:absolute;right:14px;bottom:14px;display:flex;flex-direction:column;padding:4px;gap:2px;z-index:10}
+#zoom button{width:32px;height:32px;border:0;background:none;border-radius:8px;cursor:pointer;font-size:17px;line-height:1;color:var(--muted)}
+#zoom button:hover{background:var(--hover);color:var(--text)}
+#tip{position:absolute;z-index:25;max-width:340px;padding:8px 11px;pointer-events:none;font-size:12.5px}
+#tip .tid{font-weight:650;word-break:break-all}
+#tip .tg{color:var(--muted);margin-top:3px;white-space:pre-wrap;word-break:break-word}
+#tip .chips{margin-top:5px;display:flex;gap:5px}
+.chip{display:inline-flex;align-items:center;height:19px;padding:0 7px;border-radius:99px;font-size:11px;font-weight:600;letter-spacing:.2px;white-space:nowrap;border:1px solid transparent}
+.chip.lv-user{background:var(--user-soft);color:var(--user)}
+.chip.lv-project{background:var(--project-soft);color:var(--project)}
+.chip.st-active{background:color-mix(in srgb,var(--ok) 13%,transparent);color:var(--ok)}
+.chip.st-archived{border-color:var(--faint);border-style:dashed;color:var(--muted)}
+.chip.st-orphaned{background:color-mix(in srgb,var(--text) 7%,transparent);color:var(--faint)}
+.chip.file{background:color-mix(in srgb,var(--file) 15%,transparent);color:var(--file)}
+#log{position:absolute;left:14px;bottom:14px;width:372px;max-height:38%;display:flex;flex-direction:column;z-index:10;overflow:hidden}
+#log header{display:flex;align-items:center;gap:8px;padding:8px 8px 8px 13px;font-weight:650;font-size:12.5px;cursor:pointer;user-select:none}
+#log header .n{color:var(--faint);font-weight:500}
+#log header .badge{background:var(--accent);color:#fff;border-radius:99px;font-size:10.5px;padding:0 6px;line-height:17px}
+#log header button{margin-left:auto;border:0;background:none;cursor:pointer;color:var(--muted);border-radius:6px;width:26px;height:22px}
+#log header button:hover{background:var(--hover)}
+#log ol{list-style:none;margin:0;padding:0 6px 6px;overflow:auto;min-height:0;border-top:1px solid var(--border)}
+#log.closed ol{display:none}
+#log li{display:flex;align-items:center;gap:7px;font-size:12px;padding:4px 6px;border-radius:6px;min-width:0}
+#log li:first-child{animation:slidein .35s ease}
+@keyframes slidein{from{opacity:0;transform:translateY(-4px)}to{opacity:1;transform:none}}
+#log li time{color:var(--faint);font-variant-numeric:tabular-nums;flex:none}
+#log li .verb{flex:none;font-weight:600;width:74px}
+#log li .what{overflow:hidden;text-overflow:ellipsis;white-space:nowrap;min-width:0}
+#log li button.what{border:0;background:none;padding:0;cursor:pointer;text-align:left;color:var(--text)}
+#log li button.what:hover{text-decoration:underline}
+#log .v-new{color:var(--ok)} #log .v-del{color:var(--danger)} #log .v-upd{color:var(--accent)} #log .v-cmp{color:var(--warn)} #log .v-sys{color:var(--muted)}
+#log .empty{color:var(--faint);font-size:12px;padding:8px 8px 4px}
+#panel{position:absolute;top:14px;right:14px;bottom:14px;width:392px;max-width:calc(100% - 28px);display:flex;flex-direction:column;z-index:20;overflow:hidden;animation:panelin .18s ease}
+@keyframes panelin{from{opacity:0;transform:translateX(10px)}to{opacity:1;transform:none}}
+#panel .ph{display:flex;align-items:center;gap:6px;padding:12px 12px 0 16px}
+#panel .ph .x{margin-left:auto;border:0;background:none;font-size:20px;line-height:1;width:30px;height:30px;border-radius:8px;cursor:pointer;color:var(--muted)}
+#panel .ph .x:hover{background:var(--hover)}
+#panel .pb{overflow:auto;padding:6px 16px 16px;flex:1;min-height:0}
+#panel h2{font-size:17px;margin:8px 0 6px;word-break:break-word;line-height:1.3}
+#panel .gist{font-size:14.5px;margin:0 0 12px;white-space:pre-wrap;word-break:break-word}
+#panel h3{font-size:11px;text-transform:uppercase;letter-spacing:.7px;color:var(--muted);margin:16px 0 6px;font-weight:700;display:flex;gap:6px}
+#panel h3 .n{color:var(--faint);font-weight:500}
+#panel ul.notes{margin:0;padding-left:18px}
+#panel ul.notes li{margin:3px 0;white-space:pre-wrap;word-break:break-word}
+#panel ul.touches{list-style:none;margin:0;padding:0;display:flex;flex-direction:column;gap:3px}
+#panel ul.touches li{word-break:break-all;background:color-mix(in srgb,var(--file) 10%,transparent);border-radius:6px;padding:2px 7px}
+#panel .muted{color:var(--faint);font-size:12.5px}
+#panel .edges{display:flex;flex-direction:column;gap:4px}
+.edge{display:flex;align-items:center;gap:6px;font-size:12.5px;min-width:0;flex-wrap:wrap}
+.edge .rel{color:var(--muted);font-style:italic;white-space:nowrap}
+.edge .arrow{color:var(--faint)}
+.endbtn{border:1px solid var(--border);background:var(--bg);border-radius:7px;padding:1px 7px;cursor:pointer;max-width:100%;overflow:hidden;text-overflow:ellipsis;white-space:nowrap;text-align:left}
+.endbtn:hover{border-color:var(--accent);color:var(--accent)}
+.endbtn.self{cursor:default;border-style:dashed;color:var(--muted)}
+.endbtn.self:hover{border-color:var(--border);color:var(--muted)}
+.endbtn.file{font-family:ui-monospace,SFMono-Regular,Menlo,Consolas,monospace;font-size:11.5px;color:var(--file)}
+.edge .enotes{width:100%;color:var(--faint);font-size:11.5px;padding-left:12px;white-space:pre-wrap;word-break:break-word}
+#panel .meta{display:grid;grid-template-columns:auto 1fr;gap:2px 12px;font-size:12px;color:var(--muted);margin-top:14px}
+#panel .meta b{font-weight:500;color:var(--faint)}
+#panel .pf{display:flex;gap:8px;padding:12px 16px;border-top:1px solid var(--border);flex:none;flex-wrap:wrap}
+.btn{height:32px;padding:0 13px;border-radius:8px;border:1px solid var(--border);background:var(--bg);cursor:pointer;font-weight:550;font-size:13px;display:inline-flex;align-items:center;gap:6px}
+.btn:hover{background:var(--hover)}
+.btn.primary{background:#2563eb;border-color:#2563eb;color:#fff}
+.btn.primary:hover{filter:brightness(1.08)}
+.btn.danger{color:var(--danger)}
+.btn.danger.solid{background:var(--danger);border-color:var(--danger);color:#fff}
+.btn:disabled{opacity:.55;cursor:default}
+.btn.right{margin-left:auto}
+.confirm{margin-top:14px;border:1px solid color-mix(in srgb,var(--danger) 45%,var(--border));background:color-mix(in srgb,var(--danger) 7%,transparent);border-radius:10px;padding:10px 12px;font-size:13px}
+.confirm .acts{display:flex;gap:8px;margin-top:8px;justify-content:flex-end}
+.banner{border-radius:9px;padding:8px 11px;font-size:12.5px;margin:8px 0;background:color-mix(in srgb,var(--warn) 12%,transparent);color:var(--text)}
+.banner.err{background:color-mix(in srgb,var(--danger) 12%,transparent)}
+form.edit label{display:block;font-size:11px;text-transform:uppercase;letter-spacing:.7px;color:var(--muted);font-weight:700;margin:14px 0 5px}
+form.edit label span{text-transform:none;letter-spacing:0;font-weight:500;color:var(--faint)}
+form.edit textarea{width:100%;border:1px solid var(--border);border-radius:9px;background:var(--bg);padding:8px 10px;resize:vertical;outline:none;line-height:1.4}
+form.edit textarea:focus{border-color:var(--accent);box-shadow:0 0 0 3px color-mix(in srgb,var(--accent) 20%,transparent)}
+#empty{position:absolute;inset:0;display:flex;align-items:center;justify-content:center;z-index:5;pointer-events:none}
+#empty .card{pointer-events:auto;max-width:580px;padding:26px 30px;text-align:left}
+#empty h2{margin:10px 0 6px;font-size:19px}
+#empty p{color:var(--muted);margin:6px 0}
+#empty pre{background:var(--bg);border:1px solid var(--border);border-radius:9px;padding:10px 12px;overflow-x:auto;font-size:12px;margin:12px 0 4px;white-space:pre;user-select:all}
+#empty ol{color:var(--muted);padding-left:20px;margin:8px 0}
+#empty ol li{margin:3px 0}
+#empty code{color:var(--text)}
+#auth{position:fixed;inset:0;background:rgba(8,10,16,.45);display:flex;align-items:center;justify-content:center;z-index:100}
+#auth .card{width:380px;max-width:calc(100% - 32px);padding:22px 22px 18px}
+#auth h2{margin:0 0 6px;font-size:17px}
+#auth p{margin:0 0 12px;color:var(--muted);font-size:13px}
+#auth input{width:100%}
+#auth .err{color:var(--danger);font-size:12.5px;margin-top:8px}
+#auth .acts{display:flex;justify-content:flex-end;margin-top:14px}
+#toasts{position:fixed;left:50%;transform:translateX(-50%);bottom:18px;display:flex;flex-direction:column;gap:8px;align-items:center;z-index:90;pointer-events:none}
+.toast{pointer-events:auto;padding:9px 14px;font-size:13px;max-width:min(620px,90vw);display:flex;gap:8px;align-items:flex-start;animation:slidein .2s ease;word-break:break-word}
+.toast.error{border-color:color-mix(in srgb,var(--danger) 55%,var(--border))}
+.toast.error b{color:var(--danger)}
+.toast.ok b{color:var(--ok)}
+#loading{position:absolute;left:50%;top:46%;transform:translate(-50%,-50%);color:var(--muted);font-size:13px;z-index:4}
+@media (max-width:900px){
+  .brand small,.toggles .lbl{display:none}
+  #hud{width:230px}
+  #log{width:300px}
+}
+@media (max-width:640px){
+  #bar{flex-wrap:wrap;height:auto;padding:8px;gap:8px}
+  #hud,#log{display:none}
+  #panel{left:8px;right:8px;top:8px;bottom:8px;width:auto;max-width:none}
+}
+</style>
+</head>
+<body>
+<header id="bar">
+  <div class="brand" title="kgd — knowledge-graph memory for coding agents">
+    <svg width="26" height="26" viewBox="0 0 26 26" aria-hidden="true"><circle cx="6" cy="7" r="3.6" fill="var(--user)"/><circle cx="19.5" cy="6" r="3" fill="none" stroke="var(--user)" stroke-width="1.6" stroke-dasharray="2.2 1.6"/><circle cx="13" cy="19" r="4.2" fill="var(--project)"/><path d="M8.6 9.2 11 15.6M9.5 6.6 16.4 6.1M17.8 8.7 14.8 15.2" stroke="var(--faint)" stroke-width="1.3" fill="none"/></svg>
+    <span>kgd</span><small>knowledge graph</small>
+  </div>
+  <select id="project" class="ctl" title="Project graph shown next to the user graph" aria-label="Project"></select>
+  <div class="search">
+    <svg width="14" height="14" viewBox="0 0 16 16" aria-hidden="true"><circle cx="7" cy="7" r="5.2" fill="none" stroke="currentColor" stroke-width="1.8"/><path d="m11 11 3.6 3.6" stroke="currentColor" stroke-width="1.8" stroke-linecap="round"/></svg>
+    <input id="q" class="ctl" type="search" placeholder="Search memory…" autocomplete="off" spellcheck="false" aria-label="Search memory">
+    <kbd id="qkbd">/</kbd>
+    <div id="results" class="results card" hidden role="listbox"></div>
+  </div>
+  <div class="spacer"></div>
+  <div class="toggles">
+    <label class="tog" title="Show archived nodes (hollow, dashed)"><input type="checkbox" id="t-archived" checked><span class="lbl">archived</span></label>
+    <label class="tog" title="Show orphaned nodes (faint); off by default"><input type="checkbox" id="t-orphaned"><span class="lbl">orphaned</span></label>
+    <label class="tog" title="Show file paths that edges point to"><input type="checkbox" id="t-files" checked><span class="lbl">files</span></label>
+  </div>
+  <button id="theme" class="iconbtn" title="Theme: auto" aria-label="Toggle theme">◐</button>
+  <div id="live" class="live connecting" title="Live feed"><i></i><span>connecting…</span></div>
+</header>
+<main id="main">
+  <canvas id="graph" aria-label="Knowledge graph"></canvas>
+  <div id="loading">Loading graph…</div>
+  <div id="hud" class="card">
+    <div id="budgets"></div>
+    <div class="legend">
+      <span><svg width="12" height="12" aria-hidden="true"><circle cx="6" cy="6" r="4.5" fill="var(--muted)"/></svg>active</span>
+      <span><svg width="12" height="12" aria-hidden="true"><circle cx="6" cy="6" r="4.3" fill="none" stroke="var(--muted)" stroke-width="1.4" stroke-dasharray="2 1.6"/></svg>archived</span>
+      <span><svg width="12" height="12" aria-hidden="true"><circle cx="6" cy="6" r="3.6" fill="var(--muted)" opacity=".3"/></svg>orphaned</span>
+      <span><svg width="12" height="12" aria-hidden="true"><rect x="2.5" y="2" width="7" height="8.5" rx="1.5" fill="var(--file)" opacity=".8"/></svg>file</span>
+      <span class="hint" id="hint">drag to pan · scroll to zoom · drag nodes · double-click unpins</span>
+    </div>
+  </div>
+  <div id="zoom" class="card">
+    <button id="zin" title="Zoom in" aria-label="Zoom in">+</button>
+    <button id="zout" title="Zoom out" aria-label="Zoom out">−</button>
+    <button id="zfit" title="Fit graph (F)" aria-label="Fit">⤢</button>
+  </div>
+  <section id="log" class="card">
+    <header id="loghead"><span>Activity</span><span class="n" id="logn"></span><span class="badge" id="logbadge" hidden></span><button id="logtoggle" aria-label="Collapse activity" title="Collapse">▾</button></header>
+    <ol id="loglist"><li class="empty">Changes made by agents appear here live.</li></ol>
+  </section>
+  <div id="empty" hidden><div class="card"><svg width="54" height="40" viewBox="0 0 54 40" aria-hidden="true"><path d="M12 12 27 28M14 10 40 8M42 12 29 27" stroke="var(--faint)" stroke-width="1.6" fill="none"/><circle cx="11" cy="11" r="6" fill="var(--user)"/><circle cx="42" cy="9" r="5" fill="none" stroke="var(--user)" stroke-width="2" stroke-dasharray="3 2.4"/><circle cx="27" cy="30" r="7.5" fill="var(--project)"/></svg><div id="emptycard"></div></div></div>
+  <div id="tip" class="card" hidden></div>
+  <aside id="panel" class="card" hidden aria-label="Node details"></aside>
+</main>
+<div id="auth" hidden>
+  <form class="card" id="authform">
+    <h2>Token required</h2>
+    <p>This kgd daemon was started with <code>--token</code>. Enter it to view the graph; it is kept in this browser's local storage.</p>
+    <input id="authtoken" class="ctl" type="password" autocomplete="off" placeholder="token" aria-label="Token">
+    <div class="err" id="autherr" hidden></div>
+    <div class="acts"><button class="btn primary" type="submit">Unlock</button></div>
+  </form>
+</div>
+<div id="toasts" aria-live="polite"></div>
+<ul id="kgd-drawn" hidden aria-hidden="true" data-count="0"></ul>
+<script>
+(function () {
+'use strict';
+
+/* ------------------------------------------------------------------ helpers */
+var $ = function (id) { return document.getElementById(id); };
+function h(tag, props) {
+  var e = document.createElement(tag);
+  if (props) for (var k in props) {
+    var v = props[k];
+    if (v == null || v === false) continue;
+    if (k === 'class') e.className = v;
+    else if (k === 'text') e.textContent = String(v);
+    else if (k === 'dataset') { for (var d in v) e.dataset[d] = String(v[d]); }
+    else if (k.slice(0, 2) === 'on') e.addEventListener(k.slice(2), v);
+    else if (k === 'value') e.value = v;
+    else e.setAttribute(k, v === true ? '' : String(v));
+  }
+  for (var i = 2; i < arguments.length; i++) {
+    var c = arguments[i];
+    if (c == null || c === false) continue;
+    if (Array.isArray(c)) { c.forEach(function (x) { if (x != null && x !== false) e.append(x instanceof Node ? x : String(x)); }); }
+    else e.append(c instanceof Node ? c : String(c));
+  }
+  return e;
+}
+function clear(e) { while (e.firstChild) e.removeChild(e.firstChild); }
+function enc(s) { return encodeURIComponent(s); }
+var nf = new Intl.NumberFormat();
+function cpLen(s) { var n = 0; for (var i = 0; i < s.length; i++) { var c = s.charCodeAt(i); if (c < 0xDC00 || c > 0xDFFF) n++; } return n; }
+function trunc(s, n) { s = String(s); return s.length > n ? s.slice(0, n - 1) + '…' : s; }
+function baseName(p) { var parts = String(p).replace(/[\/\\]+$/, '').split(/[\/\\]/); return parts[parts.length - 1] || String(p); }
+function looksLikePath(s) { return /[\/\\]/.test(s) || /\.[A-Za-z0-9]{1,8}$/.test(s); }
+function nowS() { return Date.now() / 1000; }
+function hashRand(str) { var x = 2166136261; for (var i = 0; i < str.length; i++) { x ^= str.charCodeAt(i); x = Math.imul(x, 16777619); } return ((x >>> 0) % 100000) / 100000; }
+function clock() { return performance.now(); }
+function hhmmss(d) { d = d || new Date(); function p(n) { return (n < 10 ? '0' : '') + n; } return p(d.getHours()) + ':' + p(d.getMinutes()) + ':' + p(d.getSeconds()); }
+function ago(ts) {
+  if (typeof ts !== 'number' || !isFinite(ts) || ts <= 0) return null;
+  var s = Math.max(0, nowS() - ts), out;
+  if (s < 60) out = 'just now';
+  else if (s < 3600) out = Math.floor(s / 60) + ' min ago';
+  else if (s < 86400) out = Math.floor(s / 3600) + ' h ago';
+  else out = Math.floor(s / 86400) + ' days ago';
+  return out + ' · ' + new Date(ts * 1000).toLocaleString();
+}
+function debounce(fn, ms) { var t = 0; return function () { var a = arguments, self = this; clearTimeout(t); t = setTimeout(function () { fn.apply(self, a); }, ms); }; }
+function store(k, v) { try { if (v == null) localStorage.removeItem(k); else localStorage.setItem(k, v); } catch (e) {} }
+function load(k) { try { return localStorage.getItem(k); } catch (e) { return null; } }
+function plural(n, word) { return nf.format(n) + ' ' + word + (n === 1 ? '' : 's'); }
+function levelName(level) { return level === 'project' ? 'project' : 'user'; }
+
+/* -------------------------------------------------------------------- state */
+var S = {
+  project: null,           // project_path shown next to the user graph, or null
+  projectCanon: null,      // the daemon's spelling of it (from /api/graph)
+  projects: [],
+  token: load('kgd.token') || '',
+  graphs: { user: emptyGraph(), project: null },
+  show: { archived: true, orphaned: false, files: true },
+  selected: null,          // {kind:'node'|'file', level, id}
+  panelMode: 'view',       // 'view' | 'edit' | 'confirm'
+  panelData: null,         // last fetched node (with edges) for the panel
+  panelNote: null,         // banner in the panel
+  hover: null,
+  marks: new Map(),        // visKey -> {kind:'new'|'flash', t}
+  ghosts: [],              // deleted nodes fading out
+  searchHits: new Set(),
+  searchSeq: 0,
+  loadSeq: 0,
+  loading: true,
+  loadedOnce: false,
+  loadError: null,
+  pending: [],
+  autoFit: true
+};
+function emptyGraph() { return { nodes: new Map(), edges: new Map(), tokens: 0, max_tokens: 0 }; }
+function ekey(e) { return e.from + '\u0000' + e.to + '\u0000' + e.rel; }
+function strList(v) { return Array.isArray(v) ? v.map(function (x) { return String(x); }) : (typeof v === 'string' ? [v] : []); }
+function normNode(n) {
+  var st = n.state === 'archived' || n.state === 'orphaned' ? n.state : 'active';
+  return { id: String(n.id), gist: n.gist == null ? '' : String(n.gist), notes: strList(n.notes), touches: strList(n.touches), state: st,
+           created_ts: typeof n.created_ts === 'number' ? n.created_ts : null, updated_ts: typeof n.updated_ts === 'number' ? n.updated_ts : null };
+}
+function normEdge(e) { return { from: String(e.from), to: String(e.to), rel: e.rel == null ? '' : String(e.rel), notes: strList(e.notes) }; }
+function toGraph(g) {
+  if (!g) return null;
+  var G = emptyGraph();
+  (g.nodes || []).forEach(function (n) { if (n && n.id != null) { var x = normNode(n); G.nodes.set(x.id, x); } });
+  (g.edges || []).forEach(function (e) { if (e && e.from != null && e.to != null) { var x = normEdge(e); G.edges.set(ekey(x), x); } });
+  G.tokens = +g.tokens || 0; G.max_tokens = +g.max_tokens || 0;
+  return G;
+}
+/* Contract section 5: the same estimate the daemon keeps, so live changes move the bar. */
+function estimate(G) {
+  var t = 0;
+  G.nodes.forEach(function (n) {
+    if (n.state !== 'active') return;
+    var s = cpLen(n.gist); for (var i = 0; i < n.notes.length; i++) s += cpLen(n.notes[i]);
+    t += 20 + Math.floor(s / 4);
+  });
+  G.edges.forEach(function (e) {
+    var a = G.nodes.get(e.from), b = G.nodes.get(e.to);
+    if (!a || a.state === 'active' || !b || b.state === 'active') t += 15;
+  });
+  return t;
+}
+function levels() { return S.graphs.project ? ['user', 'project'] : ['user']; }
+function graphOf(level) { return level === 'project' ? S.graphs.project : S.graphs.user; }
+function sameProject(p) { return p != null && (p === S.project || p === S.projectCanon); }
+
+/* ------------------------------------------------------------------- colors */
+var C = {};
+function readColors() {
+  var cs = getComputedStyle(document.documentElement);
+  ['bg', 'bg2', 'text', 'muted', 'faint', 'border', 'user', 'project', 'file', 'accent', 'ok', 'warn', 'danger', 'hl', 'canvas'].forEach(function (k) {
+    C[k] = cs.getPropertyValue('--' + k).trim() || '#888';
+  });
+  C.dark = isDark();
+}
+function isDark() {
+  var t = document.documentElement.dataset.theme;
+  if (t === 'dark') return true; if (t === 'light') return false;
+  return window.matchMedia && matchMedia('(prefers-color-scheme: dark)').matches;
+}
+function levelColor(level) { return level === 'project' ? C.project : C.user; }
+
+/* ------------------------------------------------------------------- api */
+function ApiError(message, status) { this.message = message; this.status = status; }
+var authWaiter = null;
+function askToken(again) {
+  if (authWaiter) return authWaiter.promise;
+  var box = $('auth'), err = $('autherr'), input = $('authtoken');
+  box.hidden = false;
+  err.hidden = !again; err.textContent = again ? 'That token was refused. Check the value given to --token / KG_TOKEN.' : '';
+  input.value = ''; setTimeout(function () { input.focus(); }, 0);
+  var w = {}; w.promise = new Promise(function (res) { w.resolve = res; });
+  authWaiter = w;
+  return w.promise;
+}
+$('authform').addEventListener('submit', function (ev) {
+  ev.preventDefault();
+  var v = $('authtoken').value.trim();
+  if (!v) return;
+  S.token = v; store('kgd.token', v);
+  $('auth').hidden = true;
+  var w = authWaiter; authWaiter = null;
+  if (w) w.resolve();
+  wsConnect(true);
+});
+async function api(path, opts) {
+  opts = opts || {};
+  for (var attempt = 0; attempt < 6; attempt++) {
+    var headers = { 'Accept': 'application/json' };
+    if (opts.body !== undefined) headers['Content-Type'] = 'application/json';
+    if (S.token) headers['Authorization'] = 'Bearer ' + S.token;
+    var res;
+    try {
+      res = await fetch(path, { method: opts.method || 'GET', headers: headers, cache: 'no-store',
+                                body: opts.body !== undefined ? JSON.stringify(opts.body) : undefined });
+    } catch (e) {
+      throw new ApiError('Cannot reach the kgd daemon at ' + location.host + '. Is it running?', 0);
+    }
+    if (res.status === 401) { await askToken(attempt > 0 || !!S.token); continue; }
+    var text = await res.text(), data = null;
+    try { data = text ? JSON.parse(text) : null; } catch (e) { data = null; }
+    if (!res.ok) throw new ApiError((data && typeof data.error === 'string' && data.error) || ('Request failed: HTTP ' + res.status + ' ' + res.statusText), res.status);
+    return data;
+  }
+  throw new ApiError('Not authorized.', 401);
+}
+function pq(first) { return S.project ? (first ? '?' : '&') + 'project_path=' + enc(S.project) : ''; }
+function nodeUrl(level, id) { return '/api/nodes/' + enc(level) + '/' + enc(id); }
+
+/* ------------------------------------------------------------------ toasts */
+function toast(msg, kind) {
+  kind = kind || 'info';
+  var t = h('div', { class: 'toast card ' + kind, role: kind === 'error' ? 'alert' : 'status' },
+    kind === 'error' ? h('b', { text: 'Error' }) : (kind === 'ok' ? h('b', { text: '✓' }) : null), h('span', { text: msg }));
+  $('toasts').append(t);
+  setTimeout(function () { t.style.transition = 'opacity .3s'; t.style.opacity = '0'; setTimeout(function () { t.remove(); }, 320); }, kind === 'error' ? 6500 : 2800);
+}
+
+/* ------------------------------------------------------------ activity log */
+var logCount = 0, unread = 0, logClosed = load('kgd.logClosed') === '1';
+function logEvent(verb, cls, level, what, target) {
+  var list = $('loglist');
+  var first = list.firstChild;
+  if (first && first.classList && first.classList.contains('empty')) first.remove();
+  var whatEl = target
+    ? h('button', { class: 'what mono', title: what, text: what, onclick: function () { openTarget(target); } })
+    : h('span', { class: 'what', title: what, text: what });
+  var li = h('li', null, h('time', { text: hhmmss() }), h('span', { class: 'verb ' + cls, text: verb }),
+    level ? h('span', { class: 'chip lv-' + level, text: level }) : null, whatEl);
+  list.prepend(li);
+  while (list.childNodes.length > 200) list.lastChild.remove();
+  logCount++;
+  $('logn').textContent = String(logCount);
+  if (logClosed) { unread++; $('logbadge').hidden = false; $('logbadge').textContent = String(unread); }
+}
+function setLogClosed(v) {
+  logClosed = v; store('kgd.logClosed', v ? '1' : '0');
+  $('log').classList.toggle('closed', v);
+  $('logtoggle').textContent = v ? '▴' : '▾';
+  $('logtoggle').title = v ? 'Expand' : 'Collapse';
+  if (!v) { unread = 0; $('logbadge').hidden = true; }
+}
+$('loghead').addEventListener('click', function () { setLogClosed(!logClosed); });
+setLogClosed(logClosed);
+function openTarget(t) {
+  if (t.kind === 'file') openFile(t.level, t.id);
+  else openNode(t.level, t.id, { focus: true });
+}
+
+/* ------------------------------------------------------------ visual model */
+/* V.nodes: what is drawn. Each entry keeps its position across rebuilds (keyed by level+id). */
+var V = { nodes: [], byKey: new Map(), links: [], order: [], bounds: {}, hidden: { archived: 0, orphaned: 0 } };
+function nkey(level, id) { return 'n\u0001' + level + '\u0001' + id; }
+function fkey(level, p) { return 'f\u0001' + level + '\u0001' + p; }
+function visible(state) { return state === 'active' || (state === 'archived' && S.show.archived) || (state === 'orphaned' && S.show.orphaned); }
+function radius(v) {
+  if (v.kind === 'file') return 4.2;
+  var r = 5.5 + Math.min(8, Math.sqrt(v.deg) * 1.7);
+  return v.data.state === 'orphaned' ? r * 0.8 : r;
+}
+var centers = { user: { x: 0, y: 0 }, project: { x: 0, y: 0 } };
+function computeCenters(counts) {
+  if (!S.graphs.project) { centers = { user: { x: 0, y: 0 }, project: { x: 0, y: 0 } }; return; }
+  var ru = 26 * Math.sqrt(counts.user + 1) + 70, rp = 26 * Math.sqrt(counts.project + 1) + 70;
+  centers = { user: { x: -(ru + 50), y: 0 }, project: { x: rp + 50, y: 0 } };
+}
+var rebuildQueued = false;
+function scheduleRebuild() {
+  if (rebuildQueued) return;
+  rebuildQueued = true;
+  // Small graphs rebuild at once; big ones coalesce a burst of live events into one rebuild.
+  var run = function () { rebuildQueued = false; rebuild(true); };
+  if (V.nodes.length > 800) setTimeout(run, 40); else Promise.resolve().then(run);
+}
+function rebuild(live) {
+  var tb = clock();
+  var keep = V.byKey, next = new Map(), nodes = [], counts = { user: 0, project: 0 }, hidden = { archived: 0, orphaned: 0 };
+  var lv = levels();
+  lv.forEach(function (level) {
+    graphOf(level).nodes.forEach(function (n) {
+      if (!visible(n.state)) { hidden[n.state]++; return; }
+      var k = nkey(level, n.id), v = keep.get(k);
+      if (!v) v = { key: k, kind: 'node', level: level, id: n.id, x: NaN, y: NaN, vx: 0, vy: 0, fx: null, fy: null };
+      v.data = n; v.deg = 0; v.nb = null;
+      next.set(k, v); nodes.push(v); counts[level]++;
+    });
+  });
+  var links = [];
+  function end(level, G, otherLevel, id) {
+    if (G.nodes.has(id)) return next.get(nkey(level, id)) || null;
+    var O = otherLevel && graphOf(otherLevel);
+    if (O && O.nodes.has(id) && !looksLikePath(id)) return next.get(nkey(otherLevel, id)) || null;
+    if (!S.show.files) return null;
+    var k = fkey(level, id), v = next.get(k);
+    if (!v) {
+      v = keep.get(k) || { key: k, kind: 'file', level: level, id: id, x: NaN, y: NaN, vx: 0, vy: 0, fx: null, fy: null };
+      v.deg = 0; v.data = null; next.set(k, v); nodes.push(v);
+    }
+    return v;
+  }
+  lv.forEach(function (level) {
+    var G = graphOf(level), other = level === 'user' ? (S.graphs.project ? 'project' : null) : 'user';
+    G.edges.forEach(function (e) {
+      var s = end(level, G, other, e.from); if (!s) return;
+      var t = end(level, G, other, e.to); if (!t || s === t) return;
+      if (s.kind === 'file' && t.kind === 'file') return;
+      links.push({ s: s, t: t, e: e, level: level, cross: s.level !== t.level });
+      s.deg++; t.deg++;
+    });
+  });
+  // File markers that lost every edge (e.g. their node got hidden) are dropped.
+  nodes = nodes.filter(function (v) { return v.kind === 'node' || v.deg > 0; });
+  computeCenters(counts);
+  placeNew(nodes, links);
+  var fresh = nodes.filter(function (v) { return !keep.has(v.key); }).length;
+  var gone = 0; keep.forEach(function (v, k) { if (!next.has(k)) gone++; });
+  V.nodes = nodes; V.links = links; V.hidden = hidden;
+  V.byKey = new Map(); nodes.forEach(function (v) { V.byKey.set(v.key, v); });
+  V.order = nodes.slice().sort(function (a, b) { return (b.kind === 'node') - (a.kind === 'node') || b.deg - a.deg; });
+  if (S.hover && !V.byKey.has(S.hover.key)) S.hover = null;
+  if (live && (fresh || gone)) reheat(nodes.length > 1500 ? 0.12 : 0.35);
+  else if (live) kick();
+  syncDrawn();
+  renderHud();
+  updateEmpty();
+  stats.rebuildMs = clock() - tb;
+}
+function placeNew(nodes, links) {
+  var adj = new Map();
+  links.forEach(function (l) {
+    if (isNaN(l.s.x) !== isNaN(l.t.x)) {
+      var a = isNaN(l.s.x) ? l.s : l.t, b = a === l.s ? l.t : l.s;
+      if (!adj.has(a)) adj.set(a, b);
+    }
+  });
+  var idx = { user: 0, project: 0 }, golden = Math.PI * (3 - Math.sqrt(5));
+  // Nodes with a placed neighbour start next to it; the rest start on a spiral round their level.
+  for (var pass = 0; pass < 2; pass++) {
+    nodes.forEach(function (v) {
+      if (!isNaN(v.x)) return;
+      var nb = adj.get(v);
+      if (nb && !isNaN(nb.x)) {
+        var a = hashRand(v.key) * 6.283;
+        v.x = nb.x + Math.cos(a) * 28; v.y = nb.y + Math.sin(a) * 28; return;
+      }
+      if (pass === 0 && v.kind === 'file') return;
+      var c = centers[v.level] || { x: 0, y: 0 }, i = idx[v.level]++;
+      var r = 16 * Math.sqrt(0.5 + i), ang = i * golden;
+      v.x = c.x + r * Math.cos(ang); v.y = c.y + r * Math.sin(ang);
+    });
+    links.forEach(function (l) {
+      if (isNaN(l.s.x) && !isNaN(l.t.x)) adj.set(l.s, l.t);
+      if (isNaN(l.t.x) && !isNaN(l.s.x)) adj.set(l.t, l.s);
+    });
+  }
+}
+
+/* The hidden mirror of what is drawn, for tests and assistive tech. */
+var drawnEl = $('kgd-drawn'), drawnLis = new Map();
+window.kgdDrawn = new Set();
+function syncDrawn() {
+  var seen = new Set();
+  V.nodes.forEach(function (v) {
+    if (v.kind !== 'node') return;
+    var k = v.level + ':' + v.id; seen.add(k);
+    var li = drawnLis.get(k);
+    if (!li) {
+      li = document.createElement('li');
+      li.dataset.level = v.level; li.dataset.id = v.id; li.textContent = v.id;
+      drawnEl.appendChild(li); drawnLis.set(k, li);
+    }
+    if (li.dataset.state !== v.data.state) li.dataset.state = v.data.state;
+  });
+  drawnLis.forEach(function (li, k) { if (!seen.has(k)) { li.remove(); drawnLis.delete(k); } });
+  window.kgdDrawn = seen;
+  drawnEl.dataset.count = String(seen.size);
+}
+
+/* ------------------------------------------------------------ force layout */
+/* d3-force style: many-body repulsion (Barnes-Hut), springs, a pull towards each level's
+   centre. Alpha cools to a stop, a frame spends at most ~12 ms on ticks, and a heat never
+   runs more than a bounded number of ticks, so big graphs settle and then cost nothing. */
+var sim = { alpha: 0, alphaMin: 0.003, alphaDecay: 0.02, alphaTarget: 0, ticks: 0, maxTicks: 500 };
+function reheat(a) {
+  var n = V.nodes.length;
+  sim.alphaDecay = n > 2000 ? 0.045 : n > 800 ? 0.03 : 0.02;
+  sim.maxTicks = n > 2000 ? 160 : n > 800 ? 260 : 500;
+  if (sim.alpha < a) sim.alpha = a;
+  sim.ticks = 0;
+  kick();
+}
+function charge(v) { return v.kind === 'file' ? -40 : (v.data.state === 'active' ? -150 : -90); }
+function bhBuild(ns) {
+  var x0 = Infinity, y0 = Infinity, x1 = -Infinity, y1 = -Infinity, i, n;
+  for (i = 0; i < ns.length; i++) { n = ns[i]; if (n.x < x0) x0 = n.x; if (n.y < y0) y0 = n.y; if (n.x > x1) x1 = n.x; if (n.y > y1) y1 = n.y; }
+  var root = { x: x0, y: y0, s: Math.max(x1 - x0, y1 - y0) + 1, body: null, more: null, kids: null, m: 0, cx: 0, cy: 0 };
+  for (i = 0; i < ns.length; i++) bhInsert(root, ns[i], 0);
+  bhSum(root);
+  return root;
+}
+function bhInsert(c, n, depth) {
+  for (;;) {
+    if (!c.kids) {
+      if (!c.body) { c.body = n; return; }
+      if (depth > 28) { (c.more || (c.more = [])).push(n); return; }
+      var b = c.body; c.body = null; c.kids = [null, null, null, null];
+      bhChild(c, b).body = b;
+    }
+    c = bhChild(c, n); depth++;
+    if (!c.kids && !c.body) { c.body = n; return; }
+  }
+}
+function bhChild(c, n) {
+  var hs = c.s / 2, i = (n.x >= c.x + hs ? 1 : 0) + (n.y >= c.y + hs ? 2 : 0), k = c.kids[i];
+  if (!k) k = c.kids[i] = { x: c.x + (i & 1 ? hs : 0), y: c.y + (i & 2 ? hs : 0), s: hs, body: null, more: null, kids: null, m: 0, cx: 0, cy: 0 };
+  return k;
+}
+function bhSum(c) {
+  var m = 0, x = 0, y = 0, w, i;
+  if (c.kids) {
+    for (i = 0; i < 4; i++) { var k = c.kids[i]; if (!k) continue; bhSum(k); w = Math.abs(k.m); m += k.m; x += k.cx * w; y += k.cy * w; }
+    var tw = 0; for (i = 0; i < 4; i++) if (c.kids[i]) tw += Math.abs(c.kids[i].m);
+    c.m = m; c.cx = tw ? x / tw : c.x; c.cy = tw ? y / tw : c.y; return;
+  }
+  var all = c.more ? [c.body].concat(c.more) : [c.body];
+  for (i = 0; i < all.length; i++) { var q = charge(all[i]); w = Math.abs(q); m += q; x += all[i].x * w; y += all[i].y * w; }
+  var aw = Math.abs(m) || 1; c.m = m; c.cx = x / aw; c.cy = y / aw;
+}
+var THETA2 = 0.81, DMAX2 = 520 * 520, stack = [];
+function bhApply(root, n, alpha) {
+  stack.length = 0; stack.push(root);
+  while (stack.length) {
+    var c = stack.pop(), dx = c.cx - n.x, dy = c.cy - n.y, d2 = dx * dx + dy * dy;
+    if (c.kids) {
+      if (c.s * c.s / THETA2 < d2) { if (d2 < DMAX2) { n.vx += dx * c.m * alpha / d2; n.vy += dy * c.m * alpha / d2; } continue; }
+      for (var i = 0; i < 4; i++) if (c.kids[i]) stack.push(c.kids[i]);
+      continue;
+    }
+    var bodies = c.more ? [c.body].concat(c.more) : [c.body];
+    for (var j = 0; j < bodies.length; j++) {
+      var b = bodies[j]; if (b === n) continue;
+      dx = b.x - n.x; dy = b.y - n.y;
+      if (dx === 0 && dy === 0) { dx = (Math.random() - 0.5) * 1e-2; dy = (Math.random() - 0.5) * 1e-2; }
+      d2 = dx * dx + dy * dy; if (d2 >= DMAX2) continue;
+      if (d2 < 25) d2 = Math.sqrt(25 * d2);
+      var q = charge(b) * alpha / d2;
+      n.vx += dx * q; n.vy += dy * q;
+    }
+  }
+}
+function tick() {
+  var ns = V.nodes, alpha = sim.alpha, i, n;
+  if (ns.length > 1) { var root = bhBuild(ns); for (i = 0; i < ns.length; i++) bhApply(root, ns[i], alpha); }
+  var ls = V.links;
+  for (i = 0; i < ls.length; i++) {
+    var l = ls[i], s = l.s, t = l.t;
+    var x = t.x + t.vx - s.x - s.vx, y = t.y + t.vy - s.y - s.vy, d = Math.sqrt(x * x + y * y) || 1e-3;
+    var dist = (s.kind === 'file' || t.kind === 'file') ? 34 : (l.cross ? 110 : 58);
+    var strength = (l.cross ? 0.25 : 1) / Math.max(1, Math.min(s.deg, t.deg));
+    var f = (d - dist) / d * alpha * strength, bias = s.deg / (s.deg + t.deg);
+    x *= f; y *= f;
+    t.vx -= x * bias; t.vy -= y * bias; s.vx += x * (1 - bias); s.vy += y * (1 - bias);
+  }
+  for (i = 0; i < ns.length; i++) {
+    n = ns[i];
+    var c = centers[n.level] || centers.user, k = n.kind === 'file' ? 0.015 : 0.045;
+    n.vx += (c.x - n.x) * k * alpha; n.vy += (c.y - n.y) * k * alpha;
+  }
+  for (i = 0; i < ns.length; i++) {
+    n = ns[i];
+    if (n.fx != null) { n.x = n.fx; n.y = n.fy; n.vx = 0; n.vy = 0; continue; }
+    n.vx *= 0.6; n.vy *= 0.6;
+    if (n.vx > 60) n.vx = 60; else if (n.vx < -60) n.vx = -60;
+    if (n.vy > 60) n.vy = 60; else if (n.vy < -60) n.vy = -60;
+    n.x += n.vx; n.y += n.vy;
+  }
+  sim.alpha += (sim.alphaTarget - sim.alpha) * sim.alphaDecay;
+  sim.ticks++;
+}
+function simRunning() { return (sim.alpha > sim.alphaMin || sim.alphaTarget > 0) && sim.ticks < sim.maxTicks && V.nodes.length > 0; }
+function prerun(ms) { var t0 = clock(); while (simRunning() && clock() - t0 < ms) tick(); }
+
+/* ----------------------------------------------------------------- camera */
+var canvas = $('graph'), ctx = canvas.getContext('2d'), dpr = 1, W = 0, H = 0;
+var cam = { x: 0, y: 0, k: 1 }, camAnim = null;
+function resize() {
+  var r = canvas.getBoundingClientRect();
+  dpr = Math.min(window.devicePixelRatio || 1, 2.5);
+  W = Math.max(1, r.width); H = Math.max(1, r.height);
+  canvas.width = Math.round(W * dpr); canvas.height = Math.round(H * dpr);
+  kick();
+}
+function toWorld(sx, sy) { return { x: (sx - cam.x) / cam.k, y: (sy - cam.y) / cam.k }; }
+function viewArea() {
+  var left = 0, right = W, hud = $('hud');
+  if (!$('panel').hidden && W > 640) right = W - $('panel').offsetWidth - 28;
+  var hw = hud.offsetParent ? hud.offsetWidth + 24 : 0;     // leave room for the budget card
+  if (right - hw >= 420) left = hw;
+  if (right - left < 300) { left = 0; right = W; }
+  return { x0: left, x1: right, y0: 0, y1: H };
+}
+function fitTarget() {
+  var x0 = Infinity, y0 = Infinity, x1 = -Infinity, y1 = -Infinity;
+  V.nodes.forEach(function (v) { if (v.x < x0) x0 = v.x; if (v.y < y0) y0 = v.y; if (v.x > x1) x1 = v.x; if (v.y > y1) y1 = v.y; });
+  if (!isFinite(x0)) return { x: W / 2, y: H / 2, k: 1 };
+  var a = viewArea(), padL = 60, padR = 150, padY = 60;    // screen pixels; labels sit right of nodes
+  var aw = Math.max(120, a.x1 - a.x0 - padL - padR), ah = Math.max(120, a.y1 - a.y0 - 2 * padY);
+  var k = Math.min(aw / Math.max(1, x1 - x0), ah / Math.max(1, y1 - y0), 1.6);
+  k = Math.max(0.04, k);
+  var cxs = a.x0 + padL + aw / 2, cys = a.y0 + padY + ah / 2;
+  return { k: k, x: cxs - (x0 + x1) / 2 * k, y: cys - (y0 + y1) / 2 * k };
+}
+function animateCam(to, ms) { camAnim = { from: { x: cam.x, y: cam.y, k: cam.k }, to: to, t0: clock(), ms: ms || 450 }; kick(); }
+function camStep() {
+  if (!camAnim) return false;
+  var p = Math.min(1, (clock() - camAnim.t0) / camAnim.ms), e = 1 - Math.pow(1 - p, 3), f = camAnim.from, t = camAnim.to;
+  cam.k = f.k * Math.pow(t.k / f.k, e);
+  cam.x = f.x + (t.x - f.x) * e; cam.y = f.y + (t.y - f.y) * e;
+  if (p >= 1) { camAnim = null; return false; }
+  return true;
+}
+function fitNow(animated) { S.autoFit = false; var t = fitTarget(); if (animated) animateCam(t, 500); else { cam.x = t.x; cam.y = t.y; cam.k = t.k; kick(); } }
+function zoomAt(sx, sy, factor) {
+  var k = Math.max(0.03, Math.min(8, cam.k * factor)); factor = k / cam.k;
+  cam.x = sx - (sx - cam.x) * factor; cam.y = sy - (sy - cam.y) * factor; cam.k = k;
+  S.autoFit = false; camAnim = null; kick();
+}
+function ensureVisible(v) {
+  var a = viewArea(), x = sx(v.x), y = sy(v.y), m = 60, dx = 0, dy = 0;
+  if (x > a.x1 - m) dx = a.x1 - m - x - 80; else if (x < a.x0 + m) dx = a.x0 + m - x + 40;
+  if (y > a.y1 - m) dy = a.y1 - m - y; else if (y < a.y0 + m) dy = a.y0 + m - y;
+  if (dx || dy) animateCam({ k: cam.k, x: cam.x + dx, y: cam.y + dy }, 380);
+}
+function focusOn(v) {
+  if (!v) return;
+  S.autoFit = false;
+  var a = viewArea(), k = Math.max(cam.k, 1.15);
+  animateCam({ k: k, x: (a.x0 + a.x1) / 2 - v.x * k, y: (a.y0 + a.y1) / 2 - v.y * k }, 520);
+}
+
+/* ---------------------------------------------------------------- drawing */
+var raf = 0, stats = { tickMs: 0, drawMs: 0, frames: 0, ticks: 0 };
+function kick() { if (!raf) raf = requestAnimationFrame(frame); }
+function frame() {
+  raf = 0;
+  var busy = false;
+  var t0 = clock();
+  if (simRunning()) {
+    var n = 0;
+    do { tick(); n++; } while (simRunning() && n < 4 && clock() - t0 < 10);
+    busy = true;
+    if (!simRunning()) sim.alpha = 0;
+    stats.tickMs = (clock() - t0) / n; stats.ticks += n;
+  }
+  if (S.autoFit && V.nodes.length) {
+    var t = fitTarget(), q = busy ? 0.2 : 1;
+    cam.k += (t.k - cam.k) * q; cam.x += (t.x - cam.x) * q; cam.y += (t.y - cam.y) * q;
+    if (!busy) S.autoFit = false;      // only while the first layout settles
+  }
+  if (camStep()) busy = true;
+  var now = clock();
+  S.marks.forEach(function (m, k) { if (now - m.t > (m.kind === 'new' ? 3200 : 1400)) S.marks.delete(k); });
+  S.ghosts = S.ghosts.filter(function (g) { return now - g.t < 900; });
+  if (S.marks.size || S.ghosts.length) busy = true;
+  var t1 = clock();
+  draw(now);
+  stats.drawMs = clock() - t1; stats.frames++;
+  if (busy) kick();
+}
+function roundRect(c, x, y, w, hh, r) {
+  c.moveTo(x + r, y); c.lineTo(x + w - r, y); c.quadraticCurveTo(x + w, y, x + w, y + r);
+  c.lineTo(x + w, y + hh - r); c.quadraticCurveTo(x + w, y + hh, x + w - r, y + hh);
+  c.lineTo(x + r, y + hh); c.quadraticCurveTo(x, y + hh, x, y + hh - r);
+  c.lineTo(x, y + r); c.quadraticCurveTo(x, y, x + r, y); c.closePath();
+}
+function alpha(color, a) {
+  if (color.charAt(0) === '#' && (color.length === 7 || color.length === 4)) {
+    var c = color.length === 4 ? '#' + color[1] + color[1] + color[2] + color[2] + color[3] + color[3] : color;
+    return 'rgba(' + parseInt(c.slice(1, 3), 16) + ',' + parseInt(c.slice(3, 5), 16) + ',' + parseInt(c.slice(5, 7), 16) + ',' + a + ')';
+  }
+  return color;
+}
+function neighbourhood() {
+  var sel = S.selected && V.byKey.get(S.selected.kind === 'file' ? fkey(S.selected.level, S.selected.id) : nkey(S.selected.level, S.selected.id));
+  var hov = S.hover;
+  var focus = sel || hov;
+  var set = new Set(), links = [];
+  if (focus) {
+    set.add(focus);
+    V.links.forEach(function (l) { if (l.s === focus || l.t === focus) { links.push(l); set.add(l.s); set.add(l.t); } });
+  }
+  return { sel: sel, hov: hov, focus: focus, set: set, links: links };
+}
+function draw(now) {
+  var k = cam.k;
+  ctx.setTransform(dpr, 0, 0, dpr, 0, 0);
+  ctx.fillStyle = C.canvas; ctx.fillRect(0, 0, W, H);
+  if (!V.nodes.length) return;
+  var x0 = -cam.x / k, y0 = -cam.y / k, x1 = (W - cam.x) / k, y1 = (H - cam.y) / k, m = 40 / k;
+  function onScreen(v, r) { return v.x + r > x0 - m && v.x - r < x1 + m && v.y + r > y0 - m && v.y - r < y1 + m; }
+  var nb = neighbourhood(), dim = !!nb.focus && !!nb.sel;
+  ctx.setTransform(dpr * k, 0, 0, dpr * k, dpr * cam.x, dpr * cam.y);
+
+  /* level islands */
+  var boxes = {};
+  V.nodes.forEach(function (v) {
+    var b = boxes[v.level] || (boxes[v.level] = { x0: Infinity, y0: Infinity, x1: -Infinity, y1: -Infinity, n: 0 });
+    if (v.x < b.x0) b.x0 = v.x; if (v.y < b.y0) b.y0 = v.y; if (v.x > b.x1) b.x1 = v.x; if (v.y > b.y1) b.y1 = v.y;
+    if (v.kind === 'node') b.n++;
+  });
+  V.bounds = boxes;
+  var pad = 34;
+  levels().forEach(function (level) {
+    var b = boxes[level]; if (!b || !b.n) return;
+    ctx.beginPath();
+    roundRect(ctx, b.x0 - pad, b.y0 - pad - 14 / k, b.x1 - b.x0 + 2 * pad, b.y1 - b.y0 + 2 * pad + 14 / k, Math.min(28, pad));
+    ctx.fillStyle = alpha(levelColor(level), C.dark ? 0.045 : 0.05); ctx.fill();
+    ctx.strokeStyle = alpha(levelColor(level), 0.22); ctx.lineWidth = 1 / k; ctx.setLineDash([6 / k, 5 / k]); ctx.stroke(); ctx.setLineDash([]);
+  });
+
+  /* links, batched by style */
+  var lw = Math.max(0.6, Math.min(1.4, 1.1 * Math.sqrt(k))) / k;
+  var groups = {};
+  var arrows = k > 0.55 && V.links.length < 2500;
+  V.links.forEach(function (l) {
+    var s = l.s, t = l.t;
+    if ((s.x < x0 && t.x < x0) || (s.x > x1 && t.x > x1) || (s.y < y0 && t.y < y0) || (s.y > y1 && t.y > y1)) return;
+    var faint = (s.kind === 'node' && s.data.state !== 'active') || (t.kind === 'node' && t.data.state !== 'active');
+    var key = (l.cross ? 'x' : (s.kind === 'file' || t.kind === 'file') ? 'f' : l.level) + (faint ? '~' : '');
+    (groups[key] || (groups[key] = [])).push(l);
+  });
+  Object.keys(groups).forEach(function (key) {
+    var base = key.charAt(0), faint = key.length > 1;
+    var col = base === 'x' ? C.accent : base === 'f' ? C.file : levelColor(base === 'p' ? 'project' : 'user');
+    var a = (base === 'f' ? 0.38 : (C.dark ? 0.5 : 0.42)) * (faint ? 0.45 : 1) * (dim ? 0.35 : 1);
+    ctx.strokeStyle = alpha(col, a); ctx.fillStyle = alpha(col, Math.min(1, a * 1.4)); ctx.lineWidth = lw;
+    if (base === 'x') ctx.setLineDash([5 / k, 4 / k]);
+    ctx.beginPath();
+    groups[key].forEach(function (l) { ctx.moveTo(l.s.x, l.s.y); ctx.lineTo(l.t.x, l.t.y); });
+    ctx.stroke(); ctx.setLineDash([]);
+    if (arrows) { ctx.beginPath(); groups[key].forEach(function (l) { arrowHead(l, 5 / Math.max(k, 0.8)); }); ctx.fill(); }
+  });
+  if (nb.links.length) {
+    ctx.lineWidth = 2 / k;
+    nb.links.forEach(function (l) {
+      var col = l.cross ? C.accent : (l.s.kind === 'file' || l.t.kind === 'file') ? C.file : levelColor(l.level);
+      ctx.strokeStyle = alpha(col, 0.95); ctx.fillStyle = alpha(col, 0.95);
+      ctx.beginPath(); ctx.moveTo(l.s.x, l.s.y); ctx.lineTo(l.t.x, l.t.y); ctx.stroke();
+      ctx.beginPath(); arrowHead(l, 6.5 / Math.max(k, 0.8)); ctx.fill();
+    });
+  }
+
+  /* nodes, batched by style */
+  var bat = {};
+  function put(key, v, r) { (bat[key] || (bat[key] = [])).push([v, r]); }
+  var drawnOnScreen = 0;
+  for (var i = 0; i < V.nodes.length; i++) {
+    var v = V.nodes[i], r = radius(v);
+    if (!onScreen(v, r)) continue;
+    drawnOnScreen++;
+    var d = dim && !nb.set.has(v) ? '~' : '';
+    if (v.kind === 'file') put('file' + d, v, r);
+    else put(v.data.state + ':' + v.level + d, v, r);
+  }
+  V.onScreen = drawnOnScreen;
+  var bw = 1.6 / Math.max(k, 0.35);
+  Object.keys(bat).forEach(function (key) {
+    var dimmed = key.slice(-1) === '~', kk = dimmed ? key.slice(0, -1) : key, list = bat[key];
+    var parts = kk.split(':'), st = parts[0], col = parts[1] ? levelColor(parts[1]) : C.file;
+    ctx.globalAlpha = dimmed ? 0.3 : 1;
+    ctx.beginPath();
+    if (st === 'file') {
+      list.forEach(function (p) { var v = p[0], r = p[1]; roundRect(ctx, v.x - r * 0.8, v.y - r, r * 1.6, r * 2, r * 0.35); });
+      ctx.fillStyle = alpha(C.file, 0.75); ctx.fill();
+      ctx.lineWidth = 1 / k; ctx.strokeStyle = alpha(C.file, 0.95); ctx.stroke();
+    } else {
+      var tiny = list.length > 400 && k * 5 < 2.2;     // zoomed far out: squares are as good and much cheaper
+      list.forEach(function (p) { var v = p[0], r = p[1]; if (tiny) ctx.rect(v.x - r, v.y - r, 2 * r, 2 * r); else { ctx.moveTo(v.x + r, v.y); ctx.arc(v.x, v.y, r, 0, 6.2832); } });
+      if (tiny) { ctx.fillStyle = st === 'active' ? col : alpha(col, st === 'archived' ? 0.35 : 0.15); ctx.fill(); }
+      else if (st === 'active') {
+        ctx.fillStyle = col; ctx.fill();
+        ctx.lineWidth = bw; ctx.strokeStyle = alpha(C.canvas, 0.9); ctx.stroke();
+      } else if (st === 'archived') {
+        ctx.fillStyle = C.canvas; ctx.fill();
+        ctx.fillStyle = alpha(col, 0.1); ctx.fill();
+        ctx.lineWidth = bw; ctx.strokeStyle = col; ctx.setLineDash([3 / Math.max(k, 0.5), 2.2 / Math.max(k, 0.5)]); ctx.stroke(); ctx.setLineDash([]);
+      } else {
+        ctx.fillStyle = alpha(col, 0.2); ctx.fill();
+        ctx.lineWidth = 1 / k; ctx.strokeStyle = alpha(col, 0.35); ctx.setLineDash([1.2 / Math.max(k, 0.5), 2 / Math.max(k, 0.5)]); ctx.stroke(); ctx.setLineDash([]);
+      }
+    }
+    ctx.globalAlpha = 1;
+  });
+
+  /* search hits, live highlights, ghosts, selection */
+  if (S.searchHits.size) {
+    ctx.lineWidth = 2.2 / k; ctx.strokeStyle = alpha(C.hl, 0.95);
+    ctx.beginPath();
+    S.searchHits.forEach(function (key) { var v = V.byKey.get(key); if (v) { var r = radius(v) + 4 / k; ctx.moveTo(v.x + r, v.y); ctx.arc(v.x, v.y, r, 0, 6.2832); } });
+    ctx.stroke();
+  }
+  S.marks.forEach(function (mk, key) {
+    var v = V.byKey.get(key); if (!v) return;
+    var dur = mk.kind === 'new' ? 3200 : 1400, p = Math.min(1, (now - mk.t) / dur), r = radius(v);
+    var col = mk.kind === 'new' ? C.ok : C.accent;
+    for (var w = 0; w < (mk.kind === 'new' ? 2 : 1); w++) {
+      var pp = (p * (mk.kind === 'new' ? 2 : 1) + w * 0.5) % 1;
+      ctx.beginPath(); ctx.arc(v.x, v.y, r + (4 + 22 * pp) / Math.max(k, 0.4), 0, 6.2832);
+      ctx.lineWidth = 2.5 / k; ctx.strokeStyle = alpha(col, (1 - pp) * (1 - p * 0.6)); ctx.stroke();
+    }
+  });
+  S.ghosts.forEach(function (g) {
+    var p = Math.min(1, (now - g.t) / 900);
+    ctx.beginPath(); ctx.arc(g.x, g.y, g.r * (1 - p) + 1, 0, 6.2832);
+    ctx.fillStyle = alpha(C.danger, 0.5 * (1 - p)); ctx.fill();
+    ctx.beginPath(); ctx.arc(g.x, g.y, g.r + 12 * p / Math.max(k, 0.4), 0, 6.2832);
+    ctx.lineWidth = 2 / k; ctx.strokeStyle = alpha(C.danger, 0.8 * (1 - p)); ctx.stroke();
+  });
+  if (nb.hov && nb.hov !== nb.sel) { var hr = radius(nb.hov) + 3.5 / k; ctx.beginPath(); ctx.arc(nb.hov.x, nb.hov.y, hr, 0, 6.2832); ctx.lineWidth = 1.5 / k; ctx.strokeStyle = alpha(C.text, 0.5); ctx.stroke(); }
+  if (nb.sel) { var sr = radius(nb.sel) + 4.5 / k; ctx.beginPath(); ctx.arc(nb.sel.x, nb.sel.y, sr, 0, 6.2832); ctx.lineWidth = 2.4 / k; ctx.strokeStyle = C.text; ctx.stroke(); }
+
+  /* screen-space text: island titles, labels, relation names */
+  ctx.setTransform(dpr, 0, 0, dpr, 0, 0);
+  drawIslandTitles(boxes, pad);
+  drawLabels(nb, now, onScreen);
+}
+function arrowHead(l, size) {
+  var s = l.s, t = l.t, dx = t.x - s.x, dy = t.y - s.y, d = Math.sqrt(dx * dx + dy * dy);
+  if (d < 1e-3) return;
+  var ux = dx / d, uy = dy / d, r = radius(t) + 1.5 / cam.k;
+  if (d < r + size * 2) return;
+  var px = t.x - ux * r, py = t.y - uy * r;
+  ctx.moveTo(px, py);
+  ctx.lineTo(px - ux * size * 1.6 - uy * size * 0.75, py - uy * size * 1.6 + ux * size * 0.75);
+  ctx.lineTo(px - ux * size * 1.6 + uy * size * 0.75, py - uy * size * 1.6 - ux * size * 0.75);
+  ctx.closePath();
+}
+function sx(x) { return x * cam.k + cam.x; }
+function sy(y) { return y * cam.k + cam.y; }
+var FONT = '"Inter",system-ui,-apple-system,"Segoe UI",Roboto,"Liberation Sans",Arial,sans-serif';
+function drawIslandTitles(boxes, pad) {
+  if (!S.graphs.project && !(boxes.user && boxes.user.n)) return;
+  levels().forEach(function (level) {
+    var b = boxes[level]; if (!b || !b.n) return;
+    var x = sx(b.x0 - pad) + 12, y = sy(b.y0 - pad - 14 / cam.k) + 20;
+    var G = graphOf(level), title = level === 'user' ? 'USER' : 'PROJECT', sub = level === 'user' ? 'memory across projects' : projectLabel();
+    ctx.font = '700 11px ' + FONT; ctx.fillStyle = levelColor(level);
+    ctx.textBaseline = 'alphabetic';
+    ctx.fillText(title, x, y);
+    var w = ctx.measureText(title).width;
+    ctx.font = '500 11px ' + FONT; ctx.fillStyle = alpha(C.muted, 1);
+    ctx.fillText(' · ' + trunc(sub, 48) + ' · ' + plural(G.nodes.size, 'node'), x + w, y);
+  });
+}
+function projectLabel() {
+  var p = S.projectCanon || S.project || '';
+  for (var i = 0; i < S.projects.length; i++) if (S.projects[i].project_path === p) return S.projects[i].slug || baseName(p);
+  return baseName(p);
+}
+function drawLabels(nb, now, onScreen) {
+  var k = cam.k, total = V.onScreen || 0;
+  var forced = [];
+  if (nb.sel) forced.push(nb.sel);
+  if (nb.hov) forced.push(nb.hov);
+  S.marks.forEach(function (mk, key) { var v = V.byKey.get(key); if (v) forced.push(v); });
+  S.searchHits.forEach(function (key) { var v = V.byKey.get(key); if (v) forced.push(v); });
+  if (nb.focus) nb.set.forEach(function (v) { forced.push(v); });
+  var all = total <= 160 || k >= 1.25;
+  var degCut = all ? 0 : (k > 0.7 ? 2 : k > 0.4 ? 4 : 8);
+  var cells = new Map(), CELL = 48, placed = 0, tried = 0;
+  function free(x, y, w, hh) {
+    var cx0 = Math.floor(x / CELL), cx1 = Math.floor((x + w) / CELL), cy0 = Math.floor(y / CELL), cy1 = Math.floor((y + hh) / CELL);
+    for (var cx = cx0; cx <= cx1; cx++) for (var cy = cy0; cy <= cy1; cy++) {
+      var list = cells.get(cx + ',' + cy); if (!list) continue;
+      for (var i = 0; i < list.length; i++) { var b = list[i]; if (x < b[0] + b[2] && x + w > b[0] && y < b[1] + b[3] && y + hh > b[1]) return false; }
+    }
+    return true;
+  }
+  function take(x, y, w, hh) {
+    var b = [x, y, w, hh], cx0 = Math.floor(x / CELL), cx1 = Math.floor((x + w) / CELL), cy0 = Math.floor(y / CELL), cy1 = Math.floor((y + hh) / CELL);
+    for (var cx = cx0; cx <= cx1; cx++) for (var cy = cy0; cy <= cy1; cy++) { var key = cx + ',' + cy; var list = cells.get(key); if (!list) cells.set(key, list = []); list.push(b); }
+  }
+  // Nodes are obstacles, so a label never covers another node.
+  if (total <= 2500) {
+    for (var j = 0; j < V.nodes.length; j++) {
+      var o = V.nodes[j], orr = radius(o) * k;
+      if (!onScreen(o, radius(o))) continue;
+      take(sx(o.x) - orr, sy(o.y) - orr, 2 * orr, 2 * orr);
+    }
+  }
+  ctx.textBaseline = 'middle'; ctx.lineJoin = 'round';
+  var seen = new Set();
+  function label(v, force) {
+    if (seen.has(v)) return; seen.add(v);
+    var r = radius(v);
+    if (!onScreen(v, r)) return;
+    var isFile = v.kind === 'file';
+    var txt = isFile ? trunc(baseName(v.id), 30) : trunc(v.id, 34);
+    var big = force && (v === nb.sel || v === nb.hov);
+    ctx.font = (isFile ? '500 10.5px ' : (big ? '650 12.5px ' : '550 11.5px ')) + FONT;
+    var w = ctx.measureText(txt).width, hh = 14, px = sx(v.x), py = sy(v.y), rs = r * k;
+    var cands = [[px + rs + 5, py], [px - rs - 5 - w, py], [px - w / 2, py + rs + 10], [px - w / 2, py - rs - 10]];
+    var pos = null;
+    for (var c = 0; c < cands.length; c++) {
+      if (free(cands[c][0] - 2, cands[c][1] - hh / 2, w + 4, hh)) { pos = cands[c]; break; }
+    }
+    if (!pos) { if (!force) return; pos = cands[0]; }
+    take(pos[0] - 2, pos[1] - hh / 2, w + 4, hh);
+    var st = isFile ? 'file' : v.data.state;
+    ctx.lineWidth = 3.2; ctx.strokeStyle = alpha(C.canvas, 0.88); ctx.strokeText(txt, pos[0], pos[1]);
+    ctx.fillStyle = st === 'active' ? C.text : st === 'archived' ? C.muted : st === 'file' ? C.file : C.faint;
+    if (nb.sel && !nb.set.has(v) && !force) ctx.globalAlpha = 0.35;
+    ctx.fillText(txt, pos[0], pos[1]);
+    ctx.globalAlpha = 1;
+    placed++;
+  }
+  forced.forEach(function (v) { label(v, true); });
+  drawRelLabels(nb, free, take);
+  for (var i = 0; i < V.order.length && placed < 450 && tried < 4000; i++) {
+    var v = V.order[i];
+    if (v.deg < degCut) { if (v.kind === 'node') continue; else break; }
+    if (v.kind === 'file' && !all && k < 0.9) continue;
+    tried++;
+    label(v, false);
+  }
+}
+function drawRelLabels(nb, free, take) {
+  var list = nb.links;
+  if (!list.length && cam.k >= 1.7 && V.links.length <= 400) list = V.links;
+  if (!list.length) return;
+  ctx.font = 'italic 500 10.5px ' + FONT; ctx.textBaseline = 'middle'; ctx.textAlign = 'center';
+  list.slice(0, 300).forEach(function (l) {
+    var mx = sx((l.s.x + l.t.x) / 2), my = sy((l.s.y + l.t.y) / 2);
+    if (mx < -50 || mx > W + 50 || my < -20 || my > H + 20) return;
+    var txt = trunc(l.e.rel, 26);
+    var len = Math.hypot(l.s.x - l.t.x, l.s.y - l.t.y) * cam.k - (radius(l.s) + radius(l.t)) * cam.k;
+    var tw = ctx.measureText(txt).width;
+    if (len < tw + 12 || !free(mx - tw / 2 - 2, my - 7, tw + 4, 14)) return;
+    take(mx - tw / 2 - 2, my - 7, tw + 4, 14);
+    ctx.lineWidth = 3; ctx.strokeStyle = alpha(C.canvas, 0.92); ctx.strokeText(txt, mx, my);
+    ctx.fillStyle = C.muted; ctx.fillText(txt, mx, my);
+  });
+  ctx.textAlign = 'start'; ctx.textBaseline = 'middle';
+}
+
+/* ------------------------------------------------------------ interaction */
+function pointerPos(e) { var r = canvas.getBoundingClientRect(); return { x: e.clientX - r.left, y: e.clientY - r.top }; }
+function hit(px, py) {
+  var w = toWorld(px, py), best = null, bd = Infinity, slack = 5 / cam.k;
+  for (var i = 0; i < V.nodes.length; i++) {
+    var v = V.nodes[i], r = radius(v) + slack, dx = v.x - w.x, dy = v.y - w.y, d = dx * dx + dy * dy;
+    if (d < r * r && d <= bd) { best = v; bd = d; }
+  }
+  return best;
+}
+var drag = null;
+canvas.addEventListener('pointerdown', function (e) {
+  if (e.button !== 0) return;
+  var p = pointerPos(e), v = hit(p.x, p.y);
+  try { canvas.setPointerCapture(e.pointerId); } catch (err) {}
+  drag = { v: v, x: p.x, y: p.y, cx: cam.x, cy: cam.y, moved: false, pinned: v ? v.fx != null : false };
+  camAnim = null;
+  canvas.classList.add('dragging');
+  hideTip();
+});
+canvas.addEventListener('pointermove', function (e) {
+  var p = pointerPos(e);
+  if (drag) {
+    if (!drag.moved && Math.abs(p.x - drag.x) + Math.abs(p.y - drag.y) > 4) drag.moved = true;
+    if (!drag.moved) return;
+    S.autoFit = false;
+    if (drag.v) {
+      var w = toWorld(p.x, p.y);
+      drag.v.fx = w.x; drag.v.fy = w.y; drag.v.x = w.x; drag.v.y = w.y;
+      sim.alphaTarget = 0.15; reheat(0.15);
+    } else {
+      cam.x = drag.cx + (p.x - drag.x); cam.y = drag.cy + (p.y - drag.y);
+    }
+    kick();
+    return;
+  }
+  var v = hit(p.x, p.y);
+  if (v !== S.hover) { S.hover = v; kick(); }
+  canvas.classList.toggle('pointing', !!v);
+  if (v) showTip(v, p); else hideTip();
+});
+function endDrag(e) {
+  if (!drag) return;
+  var d = drag; drag = null;
+  canvas.classList.remove('dragging');
+  sim.alphaTarget = 0;
+  if (d.v) {
+    if (!d.moved) {
+      if (!d.pinned) { d.v.fx = null; d.v.fy = null; }
+      if (d.v.kind === 'file') openFile(d.v.level, d.v.id); else openNode(d.v.level, d.v.id, { focus: false });
+    }
+  } else if (!d.moved && e && e.type === 'pointerup') {
+    if (S.selected) closePanel();
+  }
+  kick();
+}
+canvas.addEventListener('pointerup', endDrag);
+canvas.addEventListener('pointercancel', endDrag);
+canvas.addEventListener('pointerleave', function () { if (!drag && S.hover) { S.hover = null; hideTip(); kick(); } });
+canvas.addEventListener('dblclick', function (e) {
+  var p = pointerPos(e), v = hit(p.x, p.y);
+  if (v && v.fx != null) { v.fx = null; v.fy = null; reheat(0.2); }
+  else if (!v) zoomAt(p.x, p.y, 1.6);
+});
+canvas.addEventListener('wheel', function (e) {
+  e.preventDefault();
+  var p = pointerPos(e), dy = e.deltaMode === 1 ? e.deltaY * 16 : e.deltaY;
+  zoomAt(p.x, p.y, Math.exp(-dy * (e.ctrlKey ? 0.01 : 0.0016)));
+  hideTip();
+}, { passive: false });
+$('zin').addEventListener('click', function () { zoomAt(W / 2, H / 2, 1.35); });
+$('zout').addEventListener('click', function () { zoomAt(W / 2, H / 2, 1 / 1.35); });
+$('zfit').addEventListener('click', function () { fitNow(true); });
+
+var tip = $('tip');
+function showTip(v, p) {
+  clear(tip);
+  if (v.kind === 'file') {
+    tip.append(h('div', { class: 'tid mono', text: v.id }), h('div', { class: 'chips' }, h('span', { class: 'chip file', text: 'file' }), h('span', { class: 'chip lv-' + v.level, text: v.level })));
+  } else {
+    tip.append(h('div', { class: 'tid', text: v.id }), v.data.gist ? h('div', { class: 'tg', text: trunc(v.data.gist, 280) }) : null,
+      h('div', { class: 'chips' }, h('span', { class: 'chip lv-' + v.level, text: v.level }), h('span', { class: 'chip st-' + v.data.state, text: v.data.state }),
+        v.fx != null ? h('span', { class: 'chip', text: 'pinned' }) : null));
+  }
+  tip.hidden = false;
+  var tw = tip.offsetWidth, th = tip.offsetHeight, x = p.x + 16, y = p.y + 14;
+  if (x + tw > W - 8) x = p.x - tw - 12;
+  if (y + th > H - 8) y = p.y - th - 10;
+  tip.style.left = Math.max(6, x) + 'px'; tip.style.top = Math.max(6, y) + 'px';
+}
+function hideTip() { tip.hidden = true; }
+
+/* ------------------------------------------------------------------ panel */
+var panel = $('panel');
+function closePanel() {
+  S.selected = null; S.panelData = null; S.panelMode = 'view'; S.panelNote = null;
+  panel.hidden = true; clear(panel); kick();
+}
+function edgesOf(level, id) {
+  var G = graphOf(level), out = [];
+  if (!G) return out;
+  G.edges.forEach(function (e) { if (e.from === id || e.to === id) out.push(e); });
+  return out;
+}
+async function openNode(level, id, opts) {
+  opts = opts || {};
+  level = levelName(level);
+  S.selected = { kind: 'node', level: level, id: id };
+  S.panelMode = 'view'; S.panelNote = null;
+  var G = graphOf(level), local = G && G.nodes.get(id);
+  S.panelData = local ? Object.assign({ level: level }, local) : null;
+  renderPanel();
+  var v = V.byKey.get(nkey(level, id));
+  S.autoFit = false;
+  if (opts.focus && v) focusOn(v); else if (v) ensureVisible(v);
+  kick();
+  try {
+    var d = await api(nodeUrl(level, id) + pq(true));
+    if (!S.selected || S.selected.id !== id || S.selected.level !== level) return;
+    if (d && d.id != null) {
+      var lvl = d.level ? levelName(d.level) : level;
+      var G2 = graphOf(lvl);
+      var n = normNode(d);
+      if (G2) {
+        var old = G2.nodes.get(n.id);
+        if (old) { n.created_ts = n.created_ts != null ? n.created_ts : old.created_ts; n.updated_ts = n.updated_ts != null ? n.updated_ts : old.updated_ts; }
+        if (!old || old.state !== n.state || old.gist !== n.gist) {
+          if (old && old.state !== n.state && !wsLive()) logEvent('recalled', 'v-upd', lvl, n.id + ' → ' + n.state, { kind: 'node', level: lvl, id: n.id });
+          G2.nodes.set(n.id, n); rebuild(true); recomputeTokens();
+        } else G2.nodes.set(n.id, n);
+      }
+      S.panelData = Object.assign({ level: lvl, serverEdges: Array.isArray(d.edges) ? d.edges.map(normEdge) : null }, n);
+      if (S.panelMode === 'view') renderPanel();
+      if (opts.focus && !v) { var v2 = V.byKey.get(nkey(lvl, n.id)); if (v2) setTimeout(function () { focusOn(v2); }, 60); }
+    }
+  } catch (err) {
+    if (!S.selected || S.selected.id !== id) return;
+    S.panelNote = { err: true, text: err.message };
+    if (S.panelMode === 'view') renderPanel();
+  }
+}
+function openFile(level, path) {
+  S.selected = { kind: 'file', level: levelName(level), id: path };
+  S.panelMode = 'view'; S.panelNote = null; S.panelData = null;
+  renderPanel(); kick();
+}
+function endButton(level, end, selfId) {
+  var isSelf = end === selfId;
+  var G = graphOf(level), other = level === 'user' ? S.graphs.project : S.graphs.user;
+  var targetLevel = level, kind = 'node';
+  if (!G || !G.nodes.has(end)) {
+    if (other && other.nodes.has(end) && !looksLikePath(end)) targetLevel = level === 'user' ? 'project' : 'user';
+    else kind = 'file';
+  }
+  var label = kind === 'file' ? end : end;
+  return h('button', {
+    class: 'endbtn' + (isSelf ? ' self' : '') + (kind === 'file' ? ' file' : ''), title: end + (kind === 'file' ? ' (file / external end)' : ''), text: trunc(label, 64),
+    onclick: isSelf ? null : function () {
+      if (kind === 'file') { openFile(targetLevel, end); var v = V.byKey.get(fkey(targetLevel, end)); if (v) focusOn(v); }
+      else openNode(targetLevel, end, { focus: true });
+    }
+  });
+}
+function edgeRow(level, e, selfId) {
+  var notes = e.notes && e.notes.length ? h('div', { class: 'enotes', text: e.notes.join('\n') }) : null;
+  if (selfId != null && e.from === selfId && e.to !== selfId)
+    return h('div', { class: 'edge' }, h('span', { class: 'rel', text: e.rel }), h('span', { class: 'arrow', text: '→' }), endButton(level, e.to, selfId), notes);
+  if (selfId != null && e.to === selfId && e.from !== selfId)
+    return h('div', { class: 'edge' }, endButton(level, e.from, selfId), h('span', { class: 'arrow', text: '→' }), h('span', { class: 'rel', text: e.rel }), notes);
+  return h('div', { class: 'edge' }, endButton(level, e.from, selfId), h('span', { class: 'arrow', text: '—' }), h('span', { class: 'rel', text: e.rel }),
+    h('span', { class: 'arrow', text: '→' }), endButton(level, e.to, selfId), notes);
+}
+function renderPanel() {
+  clear(panel);
+  var sel = S.selected;
+  if (!sel) { panel.hidden = true; return; }
+  panel.hidden = false;
+  var head = h('div', { class: 'ph' });
+  var body = h('div', { class: 'pb' });
+  var foot = h('div', { class: 'pf' });
+  head.append(h('span', { class: 'chip lv-' + sel.level, text: sel.level }));
+  if (S.panelNote) body.append(h('div', { class: 'banner' + (S.panelNote.err ? ' err' : ''), text: S.panelNote.text }));
+  if (sel.kind === 'file') {
+    head.append(h('span', { class: 'chip file', text: 'file' }));
+    body.append(h('h2', { class: 'mono', text: sel.id }));
+    body.append(h('p', { class: 'muted', text: 'An edge end that is not a node of this graph, usually a file path.' }));
+    var fe = edgesOf(sel.level, sel.id);
+    var other = sel.level === 'user' ? S.graphs.project : S.graphs.user;
+    body.append(h('h3', null, 'Edges ', h('span', { class: 'n', text: String(fe.length) })));
+    var box = h('div', { class: 'edges' });
+    fe.forEach(function (e) { box.append(edgeRow(sel.level, e, sel.id)); });
+    if (!fe.length) box.append(h('span', { class: 'muted', text: 'No edges point here any more.' }));
+    body.append(box);
+    foot.hidden = true;
+  } else {
+    var n = S.panelData;
+    if (n) head.append(h('span', { class: 'chip st-' + n.state, text: n.state }));
+    body.append(h('h2', { class: 'mono', text: sel.id }));
+    if (!n) {
+      body.append(h('p', { class: 'muted', text: S.panelNote ? '' : 'Loading…' }));
+    } else if (S.panelMode === 'edit') {
+      renderEdit(body, foot, n);
+    } else {
+      body.append(h('p', { class: 'gist', text: n.gist || '(no gist)' }));
+      body.append(h('h3', null, 'Notes ', h('span', { class: 'n', text: String(n.notes.length) })));
+      if (n.notes.length) body.append(h('ul', { class: 'notes' }, n.notes.map(function (t) { return h('li', { text: t }); })));
+      else body.append(h('span', { class: 'muted', text: 'No notes.' }));
+      body.append(h('h3', null, 'Touches ', h('span', { class: 'n', text: String(n.touches.length) })));
+      if (n.touches.length) body.append(h('ul', { class: 'touches mono' }, n.touches.map(function (t) { return h('li', { text: t }); })));
+      else body.append(h('span', { class: 'muted', text: 'No files recorded.' }));
+      var G = graphOf(sel.level);
+      var edges = G && G.nodes.has(sel.id) ? edgesOf(sel.level, sel.id) : (n.serverEdges || []);
+      var outs = edges.filter(function (e) { return e.from === sel.id; }), ins = edges.filter(function (e) { return e.from !== sel.id; });
+      if (!edges.length) {
+        body.append(h('h3', null, 'Edges ', h('span', { class: 'n', text: '0' })), h('span', { class: 'muted', text: 'Not connected yet.' }));
+      }
+      [['Outgoing', outs], ['Incoming', ins]].forEach(function (grp) {
+        if (!grp[1].length) return;
+        body.append(h('h3', null, grp[0] + ' edges ', h('span', { class: 'n', text: String(grp[1].length) })));
+        var eb = h('div', { class: 'edges' });
+        grp[1].forEach(function (e) { eb.append(edgeRow(sel.level, e, sel.id)); });
+        body.append(eb);
+      });
+      var meta = h('div', { class: 'meta' });
+      var c = ago(n.created_ts), u = ago(n.updated_ts);
+      if (c) meta.append(h('b', { text: 'created' }), h('span', { text: c }));
+      if (u) meta.append(h('b', { text: 'updated' }), h('span', { text: u }));
+      meta.append(h('b', { text: 'level' }), h('span', { text: sel.level === 'user' ? 'user (shared by every project)' : 'project · ' + projectLabel() }));
+      body.append(meta);
+      if (S.panelMode === 'confirm') {
+        var ec = edgesOf(sel.level, sel.id).length;
+        var cbox = h('div', { class: 'confirm' },
+          h('div', null, 'Delete ', h('b', { class: 'mono', text: sel.id }), ' and its ' + ec + ' edge' + (ec === 1 ? '' : 's') + ' from the ' + sel.level + ' graph? Agents will no longer recall it.'),
+          h('div', { class: 'acts' },
+            h('button', { class: 'btn', type: 'button', text: 'Cancel', onclick: function () { S.panelMode = 'view'; renderPanel(); } }),
+            h('button', { class: 'btn danger solid', type: 'button', id: 'confirmdelete', text: 'Delete node', onclick: function (ev) { doDelete(ev.currentTarget); } })));
+        body.append(cbox);
+      }
+      foot.append(
+        h('button', { class: 'btn primary', type: 'button', text: 'Edit', onclick: function () { S.panelMode = 'edit'; renderPanel(); } }),
+        h('button', { class: 'btn', type: 'button', text: 'Focus', title: 'Centre the graph on this node', onclick: function () { focusOn(V.byKey.get(nkey(sel.level, sel.id))); } }),
+        h('button', { class: 'btn danger right', type: 'button', text: 'Delete…', onclick: function () { S.panelMode = 'confirm'; renderPanel(); var b = $('confirmdelete'); if (b) b.focus(); } }));
+    }
+  }
+  head.append(h('button', { class: 'x', type: 'button', title: 'Close (Esc)', 'aria-label': 'Close', text: '×', onclick: closePanel }));
+  panel.append(head, body, foot);
+}
+function lines(text) { return text.split(/\r?\n/).map(function (s) { return s.trim(); }).filter(function (s) { return s.length > 0; }); }
+function renderEdit(body, foot, n) {
+  var sel = S.selected;
+  var gist = h('textarea', { rows: 3, id: 'e-gist', required: true }); gist.value = n.gist;
+  var notes = h('textarea', { rows: 7, id: 'e-notes' }); notes.value = n.notes.join('\n');
+  var touches = h('textarea', { rows: 4, id: 'e-touches', class: 'mono' }); touches.value = n.touches.join('\n');
+  var form = h('form', { class: 'edit', id: 'editform' },
+    h('label', { for: 'e-gist' }, 'Gist'), gist,
+    h('label', { for: 'e-notes' }, 'Notes ', h('span', { text: '· one per line' })), notes,
+    h('label', { for: 'e-touches' }, 'Touches ', h('span', { text: '· one file per line' })), touches);
+  var save = h('button', { class: 'btn primary', type: 'submit', text: 'Save', form: 'editform' });
+  form.addEventListener('submit', async function (ev) {
+    ev.preventDefault();
+    if (!gist.value.trim()) { toast('The gist must not be empty.', 'error'); gist.focus(); return; }
+    var payload = { gist: gist.value.trim(), notes: lines(notes.value), touches: lines(touches.value) };
+    if (S.project) payload.project_path = S.project;
+    save.disabled = true; save.textContent = 'Saving…';
+    try {
+      var r = await api(nodeUrl(sel.level, sel.id), { method: 'PUT', body: payload });
+      var node = r && r.node ? r.node : Object.assign({ id: sel.id, state: 'active' }, payload);
+      var lvl = r && r.level ? levelName(r.level) : sel.level;
+      upsertNode(lvl, node, 'flash');
+      if (!wsLive()) logEvent('edited', 'v-upd', lvl, sel.id, { kind: 'node', level: lvl, id: sel.id });
+      S.panelMode = 'view';
+      if (S.selected && S.selected.id === sel.id) { S.panelData = Object.assign({ level: lvl }, graphOf(lvl).nodes.get(sel.id) || normNode(node)); renderPanel(); }
+      toast('Saved ' + trunc(sel.id, 60), 'ok');
+    } catch (err) {
+      toast(err.message, 'error');
+      save.disabled = false; save.textContent = 'Save';
+    }
+  });
+  form.addEventListener('keydown', function (ev) { if (ev.key === 'Enter' && (ev.ctrlKey || ev.metaKey)) { ev.preventDefault(); form.requestSubmit ? form.requestSubmit() : save.click(); } });
+  body.append(form);
+  foot.append(save, h('button', { class: 'btn', type: 'button', text: 'Cancel', onclick: function () { S.panelMode = 'view'; renderPanel(); } }),
+    h('span', { class: 'muted right', style: 'margin-left:auto;align-self:center;font-size:11.5px', text: 'Ctrl+Enter saves' }));
+  setTimeout(function () { gist.focus(); }, 0);
+}
+async function doDelete(btn) {
+  var sel = S.selected; if (!sel) return;
+  btn.disabled = true; btn.textContent = 'Deleting…';
+  try {
+    var r = await api(nodeUrl(sel.level, sel.id) + pq(true), { method: 'DELETE' });
+    if (removeNode(sel.level, sel.id) && !wsLive()) logEvent('deleted', 'v-del', sel.level, sel.id, null);
+    closePanel();
+    var n = r && typeof r.edges_removed === 'number' ? r.edges_removed : 0;
+    toast('Deleted ' + trunc(sel.id, 60) + (n ? ' and ' + n + ' edge' + (n === 1 ? '' : 's') : ''), 'ok');
+  } catch (err) {
+    toast(err.message, 'error');
+    btn.disabled = false; btn.textContent = 'Delete node';
+  }
+}
+
+/* ------------------------------------------------------------ mutations */
+function upsertNode(level, raw, mark) {
+  var G = graphOf(level); if (!G || !raw || raw.id == null) return null;
+  var n = normNode(raw), old = G.nodes.get(n.id);
+  if (old) {
+    if (n.created_ts == null) n.created_ts = old.created_ts;
+    if (raw.state == null) n.state = old.state;
+  } else if (n.created_ts == null) n.created_ts = nowS();
+  if (n.updated_ts == null) n.updated_ts = nowS();
+  G.nodes.set(n.id, n);
+  if (mark) S.marks.set(nkey(level, n.id), { kind: old ? 'flash' : mark, t: clock() });
+  recomputeTokens(); scheduleRebuild();
+  return old;
+}
+function removeNode(level, id) {
+  var G = graphOf(level); if (!G || !G.nodes.has(id)) return false;
+  var v = V.byKey.get(nkey(level, id));
+  if (v) S.ghosts.push({ x: v.x, y: v.y, r: radius(v), t: clock() });
+  G.nodes.delete(id);
+  G.edges.forEach(function (e, k) { if (e.from === id || e.to === id) G.edges.delete(k); });
+  S.searchHits.delete(nkey(level, id));
+  recomputeTokens(); scheduleRebuild();
+  return true;
+}
+var tokTimer = 0;
+function recomputeTokens() {
+  clearTimeout(tokTimer);
+  tokTimer = setTimeout(function () { levels().forEach(function (l) { var G = graphOf(l); if (G) G.tokens = estimate(G); }); renderHud(); }, 60);
+}
+function refreshPanelFor(level, id, deleted) {
+  var sel = S.selected;
+  if (!sel) return;
+  if (sel.kind === 'file') { if (sel.level === level && S.panelMode === 'view') renderPanel(); return; }
+  if (sel.level !== level) return;
+  if (sel.id === id) {
+    if (deleted) { S.panelNote = { err: true, text: 'This node was just deleted (by an agent or another window).' }; }
+    else { var n = graphOf(level).nodes.get(id); if (n) S.panelData = Object.assign({ level: level, serverEdges: S.panelData && S.panelData.serverEdges }, n); }
+    if (S.panelMode !== 'edit') renderPanel();
+    else if (deleted) toast('The node you are editing was deleted.', 'error');
+  } else if (S.panelMode === 'view') renderPanel();     // an edge list may have changed
+}
+
+/* WebSocket events: contract section 7. */
+function applyEvent(m) {
+  if (!m || typeof m !== 'object') return;
+  if (S.loading) { S.pending.push(m); return; }
+  var level = m.level === 'project' ? 'project' : m.level === 'user' ? 'user' : null;
+  if (!level) return;
+  if (level === 'project' && (!S.graphs.project || !sameProject(m.project_path))) return;
+  var G = graphOf(level), tgt;
+  switch (m.type) {
+    case 'node_put': {
+      if (!m.node || m.node.id == null) return;
+      var old = upsertNode(level, m.node, 'new');
+      var id = String(m.node.id);
+      tgt = { kind: 'node', level: level, id: id };
+      if (!old) logEvent('+ node', 'v-new', level, id, tgt);
+      else if (old.state !== (m.node.state || old.state)) logEvent('revived', 'v-upd', level, id + ' → ' + m.node.state, tgt);
+      else logEvent('updated', 'v-upd', level, id, tgt);
+      refreshPanelFor(level, id, false);
+      break;
+    }
+    case 'node_deleted': {
+      var did = m.id != null ? String(m.id) : (m.node && m.node.id != null ? String(m.node.id) : null);
+      if (did == null) return;
+      if (removeNode(level, did)) logEvent('− node', 'v-del', level, did, null);
+      refreshPanelFor(level, did, true);
+      break;
+    }
+    case 'edge_put':
+    case 'edge_deleted': {
+      var raw = m.edge || m;
+      if (raw.from == null || raw.to == null || raw.rel == null) return;
+      var e = normEdge(raw), k = ekey(e), put = m.type === 'edge_put';
+      var existed = G.edges.has(k);
+      if (put) G.edges.set(k, e); else if (existed) G.edges.delete(k); else return;
+      logEvent(put ? (existed ? 'edge ✎' : '+ edge') : '− edge', put ? (existed ? 'v-upd' : 'v-new') : 'v-del', level,
+        trunc(e.from, 28) + ' —' + e.rel + '→ ' + trunc(e.to, 28),
+        G.nodes.has(e.from) ? { kind: 'node', level: level, id: e.from } : null);
+      recomputeTokens(); scheduleRebuild();
+      refreshPanelFor(level, e.from, false); if (S.selected && S.selected.id === e.to) refreshPanelFor(level, e.to, false);
+      break;
+    }
+    case 'compacted': {
+      var n = 0;
+      function setState(ids, st) {
+        (Array.isArray(ids) ? ids : []).forEach(function (id) {
+          var x = G.nodes.get(String(id)); if (!x || x.state === st) return;
+          G.nodes.set(x.id, Object.assign({}, x, { state: st })); n++;
+        });
+      }
+      setState(m.archived, 'archived'); setState(m.restored, 'active'); setState(m.orphaned, 'orphaned');
+      var dels = Array.isArray(m.deleted) ? m.deleted : [];
+      dels.forEach(function (id) { if (removeNode(level, String(id))) n++; });
+      var parts = [];
+      [['archived', m.archived], ['restored', m.restored], ['orphaned', m.orphaned], ['deleted', m.deleted]].forEach(function (p) {
+        if (Array.isArray(p[1]) && p[1].length) parts.push(p[1].length + ' ' + p[0]);
+      });
+      logEvent('compacted', 'v-cmp', level, parts.join(', ') || 'no change', null);
+      recomputeTokens(); scheduleRebuild();
+      if (S.selected && S.selected.level === level) refreshPanelFor(level, S.selected.id, dels.indexOf(S.selected.id) >= 0);
+      break;
+    }
+    default: return;
+  }
+}
+
+/* ------------------------------------------------------------- WebSocket */
+function wsLive() { return !!(ws.sock && ws.sock.readyState === 1 && document.documentElement.dataset.kgdWs === 'live'); }
+var ws = { sock: null, gen: 0, attempt: 0, timer: 0, ping: 0, lastMsg: 0, countdown: 0, everLive: false, wantResync: false };
+function setLive(state, text) {
+  var el = $('live');
+  el.className = 'live ' + state;
+  el.querySelector('span').textContent = text || state;
+  document.documentElement.dataset.kgdWs = state;
+}
+function wsUrl() {
+  var qs = [];
+  if (S.project) qs.push('project_path=' + enc(S.project));
+  if (S.token) qs.push('token=' + enc(S.token));
+  return (location.protocol === 'https:' ? 'wss://' : 'ws://') + location.host + '/ws' + (qs.length ? '?' + qs.join('&') : '');
+}
+function wsConnect(now) {
+  clearTimeout(ws.timer); clearInterval(ws.countdown);
+  var gen = ++ws.gen;
+  if (ws.sock) { try { ws.sock.onclose = null; ws.sock.onmessage = null; ws.sock.close(); } catch (e) {} ws.sock = null; }
+  if (now) ws.attempt = 0;
+  setLive('connecting', 'connecting…');
+  var sock;
+  try { sock = new WebSocket(wsUrl()); } catch (e) { wsRetry(gen); return; }
+  ws.sock = sock;
+  sock.onmessage = function (ev) {
+    if (gen !== ws.gen) return;
+    ws.lastMsg = Date.now();
+    var m; try { m = JSON.parse(ev.data); } catch (e) { return; }
+    if (!m || typeof m !== 'object') return;
+    if (m.type === 'connected') {
+      ws.attempt = 0; sock.kgdLive = true;
+      setLive('live', 'live');
+      logEvent('live', 'v-sys', null, 'connected to the live feed', null);
+      if (ws.everLive || ws.wantResync) { ws.wantResync = false; loadGraph({ keep: true, quiet: true }); }
+      ws.everLive = true;
+      return;
+    }
+    if (m.type === 'pong') return;
+    applyEvent(m);
+  };
+  sock.onclose = function () {
+    if (gen !== ws.gen) return;
+    ws.sock = null;
+    if (sock.kgdLive) logEvent('offline', 'v-sys', null, 'live feed dropped; reconnecting', null);
+    wsRetry(gen);
+  };
+  sock.onerror = function () {};
+  clearInterval(ws.ping);
+  ws.lastMsg = Date.now();
+  ws.ping = setInterval(function () {
+    if (gen !== ws.gen || !ws.sock || ws.sock.readyState !== 1) return;
+    try { ws.sock.send('ping'); } catch (e) {}
+    if (Date.now() - ws.lastMsg > 75000) { try { ws.sock.close(); } catch (e) {} }
+  }, 25000);
+}
+function wsRetry(gen) {
+  if (gen !== ws.gen) return;
+  var delay = Math.min(20000, 600 * Math.pow(2, ws.attempt)) * (0.8 + Math.random() * 0.4);
+  ws.attempt = Math.min(ws.attempt + 1, 10);
+  ws.wantResync = true;
+  var until = Date.now() + delay;
+  function show() { setLive('offline', 'offline · retry in ' + Math.max(1, Math.ceil((until - Date.now()) / 1000)) + 's'); }
+  show();
+  clearInterval(ws.countdown); ws.countdown = setInterval(show, 1000);
+  clearTimeout(ws.timer);
+  ws.timer = setTimeout(function () { clearInterval(ws.countdown); wsConnect(false); }, delay);
+}
+$('live').addEventListener('click', function () { if (!ws.sock) wsConnect(true); });
+
+/* ------------------------------------------------------------ HUD, empty */
+function renderHud() {
+  var box = $('budgets'); clear(box);
+  levels().forEach(function (level) {
+    var G = graphOf(level); if (!G) return;
+    var counts = { active: 0, archived: 0, orphaned: 0 };
+    G.nodes.forEach(function (n) { counts[n.state]++; });
+    var max = G.max_tokens || 0, tok = G.tokens || 0, frac = max ? tok / max : 0;
+    var col = frac > 1 ? C.danger : frac > 0.8 ? C.warn : levelColor(level);
+    var name = level === 'user' ? 'User graph' : 'Project · ' + projectLabel();
+    var bar = h('b'); bar.style.width = Math.min(100, frac * 100).toFixed(1) + '%'; bar.style.background = col;
+    box.append(h('div', { class: 'budget', title: level === 'user' ? 'Memory shared across all projects' : (S.projectCanon || S.project || '') },
+      h('div', { class: 'row' }, h('span', { class: 'name' }, h('span', { class: 'dot', style: 'background:' + levelColor(level) }), h('span', { text: name })),
+        h('span', { class: 'tok' + (frac > 1 ? ' over' : ''), title: max ? Math.round(frac * 100) + ' % of the budget' : '', text: nf.format(tok) + (max ? ' / ' + nf.format(max) : '') + ' tok' })),
+      h('div', { class: 'meter', title: 'Active-graph token estimate; compaction archives down to 80 % when it exceeds the budget' }, bar, h('u')),
+      h('div', { class: 'counts' },
+        h('span', null, h('b', { text: nf.format(counts.active) }), 'active'),
+        h('span', null, h('b', { text: nf.format(counts.archived) }), 'archived'),
+        h('span', null, h('b', { text: nf.format(counts.orphaned) }), 'orphaned'),
+        h('span', null, h('b', { text: nf.format(G.edges.size) }), 'edges'))));
+  });
+}
+function totalNodes() { var t = 0; levels().forEach(function (l) { t += graphOf(l).nodes.size; }); return t; }
+function updateEmpty() {
+  var box = $('empty'), card = $('emptycard');
+  $('loading').hidden = !S.loading || S.loadedOnce;
+  if (S.loading && !S.loadedOnce) { box.hidden = true; return; }
+  clear(card);
+  if (S.loadError) {
+    card.append(h('h2', { text: 'Could not load the graph' }), h('p', { text: S.loadError }),
+      h('button', { class: 'btn primary', type: 'button', text: 'Retry', onclick: function () { loadGraph({}); } }));
+    box.hidden = false; return;
+  }
+  var total = totalNodes();
+  if (V.nodes.length) { box.hidden = true; return; }
+  if (total > 0) {
+    card.append(h('h2', { text: 'Everything here is hidden' }),
+      h('p', { text: nf.format(V.hidden.orphaned) + ' orphaned and ' + nf.format(V.hidden.archived) + ' archived nodes are hidden by the filters above.' }),
+      h('button', { class: 'btn primary', type: 'button', text: 'Show them', onclick: function () { $('t-orphaned').checked = true; $('t-archived').checked = true; onToggle(); } }));
+    box.hidden = false; return;
+  }
+  var mcp = location.origin + '/mcp';
+  card.append(
+    h('h2', { text: S.project ? 'No memories yet for this project' : 'No memories yet' }),
+    h('p', { text: 'kgd fills up as your coding agents work. They write memory through MCP, not through this page:' }),
+    h('ol', null,
+      h('li', null, 'the agent calls ', h('code', { text: 'kg_read' }), ' with its working directory to start a session,'),
+      h('li', null, 'saves insights with ', h('code', { text: 'kg_put_node' }), ' and links them with ', h('code', { text: 'kg_put_edge' }), ','),
+      h('li', null, 'and this view updates live as they do.')),
+    h('p', { text: 'Connect an agent, for example Claude Code:' }),
+    h('pre', { class: 'mono', text: 'claude mcp add --transport http kgd ' + mcp }));
+  box.hidden = false;
+}
+
+/* ---------------------------------------------------------------- search */
+var qEl = $('q'), resEl = $('results'), resIdx = -1;
+function hideResults() { resEl.hidden = true; resIdx = -1; if (S.searchHits.size) { S.searchHits.clear(); kick(); } }
+function markText(parent, text, words) {
+  if (!words.length) { parent.append(text); return; }
+  var lower = text.toLowerCase(), i = 0, guard = 0;
+  while (i < text.length && guard++ < 200) {
+    var best = -1, bl = 0;
+    words.forEach(function (w) { var j = lower.indexOf(w, i); if (j >= 0 && (best < 0 || j < best)) { best = j; bl = w.length; } });
+    if (best < 0) break;
+    if (best > i) parent.append(text.slice(i, best));
+    parent.append(h('mark', { text: text.slice(best, best + bl) }));
+    i = best + bl;
+  }
+  if (i < text.length) parent.append(text.slice(i));
+}
+var runSearch = debounce(async function () {
+  var text = qEl.value.trim();
+  if (!text) { hideResults(); return; }
+  var seq = ++S.searchSeq;
+  try {
+    var d = await api('/api/search?q=' + enc(text) + pq(false));
+    if (seq !== S.searchSeq) return;
+    renderResults(d && Array.isArray(d.results) ? d.results : [], text);
+  } catch (err) {
+    if (seq !== S.searchSeq) return;
+    clear(resEl); resEl.append(h('div', { class: 'none', text: err.message })); resEl.hidden = false;
+  }
+}, 180);
+function renderResults(results, text) {
+  clear(resEl); resIdx = -1; S.searchHits.clear();
+  var words = text.toLowerCase().split(/\s+/).filter(function (w) { return w.length > 0; });
+  if (!results.length) { resEl.append(h('div', { class: 'none', text: 'No memory matches “' + trunc(text, 60) + '”.' })); resEl.hidden = false; kick(); return; }
+  results.forEach(function (r, i) {
+    if (!r || r.id == null) return;
+    var level = levelName(r.level), id = String(r.id), st = r.state || 'active';
+    S.searchHits.add(nkey(level, id));
+    var idEl = h('span', { class: 'rid mono' }); markText(idEl, id, words);
+    var gEl = h('div', { class: 'rgist' }); markText(gEl, trunc(r.gist == null ? '' : String(r.gist), 240), words);
+    var b = h('button', { class: 'res', type: 'button', role: 'option', dataset: { i: i },
+      onclick: function () { hideResults(); qEl.blur(); openNode(level, id, { focus: true }); } },
+      h('div', { class: 'top' }, h('span', { class: 'chip lv-' + level, text: level }), st !== 'active' ? h('span', { class: 'chip st-' + st, text: st }) : null, idEl,
+        typeof r.score === 'number' ? h('span', { class: 'score', text: r.score.toFixed(2) }) : null),
+      gEl);
+    resEl.append(b);
+  });
+  resEl.hidden = false; kick();
+}
+function moveRes(d) {
+  var items = resEl.querySelectorAll('.res'); if (!items.length) return;
+  resIdx = (resIdx + d + items.length) % items.length;
+  items.forEach(function (x, i) { x.classList.toggle('on', i === resIdx); });
+  items[resIdx].scrollIntoView({ block: 'nearest' });
+}
+qEl.addEventListener('input', function () { $('qkbd').hidden = !!qEl.value; runSearch(); });
+qEl.addEventListener('focus', function () { if (qEl.value.trim() && resEl.childNodes.length) resEl.hidden = false; });
+qEl.addEventListener('keydown', function (e) {
+  if (e.key === 'ArrowDown') { e.preventDefault(); moveRes(1); }
+  else if (e.key === 'ArrowUp') { e.preventDefault(); moveRes(-1); }
+  else if (e.key === 'Enter') { e.preventDefault(); var items = resEl.querySelectorAll('.res'); var it = items[resIdx >= 0 ? resIdx : 0]; if (it) it.click(); }
+  else if (e.key === 'Escape') { qEl.value = ''; $('qkbd').hidden = false; hideResults(); qEl.blur(); }
+});
+document.addEventListener('pointerdown', function (e) { if (!resEl.hidden && !e.target.closest('.search')) { resEl.hidden = true; } });
+document.addEventListener('keydown', function (e) {
+  var t = e.target, typing = t && (t.tagName === 'INPUT' || t.tagName === 'TEXTAREA' || t.tagName === 'SELECT');
+  if (e.key === '/' && !typing) { e.preventDefault(); qEl.focus(); qEl.select(); }
+  else if (e.key === 'Escape' && !typing) { if (!$('auth').hidden) return; if (S.selected) closePanel(); }
+  else if ((e.key === 'f' || e.key === 'F') && !typing && !e.ctrlKey && !e.metaKey) fitNow(true);
+});
+
+/* -------------------------------------------------------- toggles, theme */
+function onToggle() {
+  S.show.archived = $('t-archived').checked; S.show.orphaned = $('t-orphaned').checked; S.show.files = $('t-files').checked;
+  store('kgd.show', JSON.stringify(S.show));
+  rebuild(true);
+}
+(function () {
+  try { var s = JSON.parse(load('kgd.show') || 'null'); if (s) { ['archived', 'orphaned', 'files'].forEach(function (k) { if (typeof s[k] === 'boolean') S.show[k] = s[k]; }); } } catch (e) {}
+  $('t-archived').checked = S.show.archived; $('t-orphaned').checked = S.show.orphaned; $('t-files').checked = S.show.files;
+  ['t-archived', 't-orphaned', 't-files'].forEach(function (id) { $(id).addEventListener('change', onToggle); });
+})();
+var THEMES = ['auto', 'dark', 'light'];
+function applyTheme(t) {
+  if (t === 'dark' || t === 'light') document.documentElement.dataset.theme = t; else delete document.documentElement.dataset.theme;
+  $('theme').title = 'Theme: ' + (t || 'auto') + ' (click to change)';
+  $('theme').textContent = t === 'dark' ? '☾' : t === 'light' ? '☀' : '◐';
+  readColors(); renderHud(); kick();
+}
+$('theme').addEventListener('click', function () {
+  var cur = load('kgd.theme') || 'auto', next = THEMES[(THEMES.indexOf(cur) + 1) % THEMES.length];
+  store('kgd.theme', next); applyTheme(next);
+});
+if (window.matchMedia) { var mq = matchMedia('(prefers-color-scheme: dark)'); if (mq.addEventListener) mq.addEventListener('change', function () { readColors(); renderHud(); kick(); }); }
+
+/* ------------------------------------------------------ projects, loading */
+function hashProject() {
+  var raw = location.hash.replace(/^#\??/, '');
+  var p = new URLSearchParams(raw);
+  if (p.has('project')) return { given: true, value: p.get('project') || null };
+  var q = new URLSearchParams(location.search);
+  if (q.has('project')) return { given: true, value: q.get('project') || null };
+  return { given: false, value: null };
+}
+function setHash(project, replace) {
+  var h2 = '#?project=' + (project ? enc(project) : '');
+  if (location.hash === h2) return;
+  if (replace) history.replaceState(null, '', h2); else history.pushState(null, '', h2);
+}
+var picker = $('project');
+function renderPicker() {
+  clear(picker);
+  picker.append(h('option', { value: '', text: 'User graph only' }));
+  var current = '';
+  S.projects.forEach(function (p) {
+    if (!p || !p.project_path) return;
+    var label = (p.slug || baseName(p.project_path)) + '  ·  ' + plural(p.nodes || 0, 'node');
+    picker.append(h('option', { value: p.project_path, title: p.project_path, text: label }));
+    if (p.project_path === S.project || p.project_path === S.projectCanon) current = p.project_path;
+  });
+  if (S.project && !current) {
+    picker.append(h('option', { value: S.project, title: S.project, text: baseName(S.project) + '  ·  (no graph on disk yet)' }));
+    current = S.project;
+  }
+  picker.value = current;
+  picker.title = S.project ? S.project : 'Project graph shown next to the user graph';
+  pickerKey = JSON.stringify([S.projects, S.project, S.projectCanon]);
+}
+var pickerKey = '';
+async function loadProjects(quiet) {
+  try {
+    var d = await api('/api/projects');
+    S.projects = d && Array.isArray(d.projects) ? d.projects : [];
+  } catch (err) { if (!quiet) toast('Projects: ' + err.message, 'error'); return; }
+  // Never rebuild the list under an open dropdown, nor when nothing changed.
+  if (quiet && (document.activeElement === picker || pickerKey === JSON.stringify([S.projects, S.project, S.projectCanon]))) return;
+  renderPicker();
+}
+setInterval(function () { if (!document.hidden && S.loadedOnce) loadProjects(true); }, 30000);
+document.addEventListener('visibilitychange', function () { if (!document.hidden && S.loadedOnce) loadProjects(true); });
+picker.addEventListener('change', function () { switchProject(picker.value || null, false); });
+window.addEventListener('hashchange', function () { var hp = hashProject(); if ((hp.value || null) !== (S.project || null)) switchProject(hp.value, true); });
+window.addEventListener('popstate', function () { var hp = hashProject(); if ((hp.value || null) !== (S.project || null)) switchProject(hp.value, true); });
+function switchProject(p, fromHash) {
+  S.project = p || null; S.projectCanon = null;
+  if (!fromHash) setHash(S.project, false);
+  closePanel(); hideResults();
+  renderPicker();
+  loadGraph({});
+  wsConnect(true);
+}
+async function loadGraph(opts) {
+  opts = opts || {};
+  var seq = ++S.loadSeq;
+  S.loading = true; S.loadError = null;
+  if (!opts.quiet) updateEmpty();
+  try {
+    var d, projectErr = null;
+    try { d = await api('/api/graph' + pq(true)); }
+    catch (err) {
+      // An unknown project (stale link, moved repository) still shows the user graph.
+      if (!S.project || (err.status !== 404 && err.status !== 400)) throw err;
+      projectErr = err.message;
+      d = await api('/api/graph');
+      d.project = null; d.project_path = S.project;
+    }
+    if (seq !== S.loadSeq) return;
+    if (projectErr) toast('Project graph: ' + projectErr, 'error');
+    S.graphs.user = toGraph(d && d.user) || emptyGraph();
+    S.graphs.project = S.project ? (toGraph(d && d.project) || emptyGraph()) : null;
+    S.projectCanon = d && d.project_path ? String(d.project_path) : S.project;
+    if (!opts.keep) { V.byKey = new Map(); S.autoFit = true; camAnim = null; }
+    S.loading = false; S.loadedOnce = true;
+    rebuild(false);
+    var q = S.pending; S.pending = [];
+    q.forEach(applyEvent);
+    if (!opts.keep) {
+      reheat(1);
+      prerun(V.nodes.length > 1500 ? 250 : 160);
+      var t = fitTarget(); cam.x = t.x; cam.y = t.y; cam.k = t.k;
+    } else kick();
+    renderHud(); renderPicker(); updateEmpty();
+    if (S.selected && S.selected.kind === 'node' && S.panelMode === 'view') { var n = graphOf(S.selected.level); if (n && n.nodes.has(S.selected.id)) refreshPanelFor(S.selected.level, S.selected.id, false); }
+    document.documentElement.dataset.kgdReady = '1';
+  } catch (err) {
+    if (seq !== S.loadSeq) return;
+    S.loading = false;
+    var q2 = S.pending; S.pending = [];
+    if (S.loadedOnce) { toast(err.message, 'error'); q2.forEach(applyEvent); }
+    else { S.loadError = err.message; updateEmpty(); }
+  }
+}
+
+/* ------------------------------------------------------------------ boot */
+var ro = window.ResizeObserver ? new ResizeObserver(function () { resize(); }) : null;
+if (ro) ro.observe(canvas); else window.addEventListener('resize', resize);
+window.kgd = {
+  state: S, vis: V, stats: stats,
+  reload: function () { return loadGraph({ keep: true }); },
+  fit: function () { fitNow(false); },
+  /* page coordinates of a drawn node, or null: lets a test click it */
+  screenOf: function (level, id, file) {
+    var v = V.byKey.get(file ? fkey(level, id) : nkey(level, id)); if (!v) return null;
+    var r = canvas.getBoundingClientRect();
+    return { x: r.left + sx(v.x), y: r.top + sy(v.y) };
+  }
+};
+(async function boot() {
+  applyTheme(load('kgd.theme') || 'auto');
+  resize();
+  renderHud();
+  var hp = hashProject();
+  S.project = hp.value;
+  renderPicker();
+  await loadProjects();
+  if (!hp.given) {
+    var best = null;
+    S.projects.forEach(function (p) { if (p && p.project_path && (!best || (p.active || 0) > (best.active || 0) || ((p.active || 0) === (best.active || 0) && (p.nodes || 0) > (best.nodes || 0)))) best = p; });
+    if (best) { S.project = best.project_path; setHash(S.project, true); renderPicker(); }
+  }
+  wsConnect(true);
+  await loadGraph({});
+})();
+})();
+</script>
+</body>
+</html>
+"""
+
+
+def page_bytes() -> bytes:
+    """The page as UTF-8, ready for `Content-Type: text/html; charset=utf-8`."""
+    return PAGE.encode("utf-8")

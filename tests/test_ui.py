@@ -1,0 +1,241 @@
+"""The /ui viewer end to end: a real daemon, a real headless Chromium, the page's live feed.
+
+The page draws on a <canvas>, so it mirrors what it draws into `<ul id="kgd-drawn">` (one
+`<li data-level data-id data-state>` per drawn node) and `window.kgdDrawn` (a Set of "level:id").
+Chromium is driven over `--remote-debugging-pipe` (NUL-separated JSON on fds 3 and 4), which
+needs nothing beyond the standard library and lets the test put a node *after* the page has
+loaded and watch it arrive over the WebSocket.
+
+Needs the `daemon` fixture from conftest.py (`.url`, `.call_tool(name, args)`).
+A screenshot is left in tests/artifacts/ui.png.
+"""
+
+import base64
+import fcntl
+import json
+import os
+import shutil
+import subprocess
+import tempfile
+import threading
+import time
+from pathlib import Path
+from urllib.parse import quote
+
+import pytest
+
+CHROMIUM = "/usr/bin/chromium"
+ARTIFACTS = Path(__file__).resolve().parent / "artifacts"
+
+if not os.path.exists(CHROMIUM):
+    pytest.skip("headless Chromium is not installed at %s (apt-get install chromium)" % CHROMIUM,
+                allow_module_level=True)
+
+
+class Chromium:
+    """Headless Chromium with a minimal DevTools Protocol client over --remote-debugging-pipe."""
+
+    def __init__(self, width=1400, height=900):
+        self.width, self.height = width, height
+        self.profile = tempfile.mkdtemp(prefix="kgd-ui-chromium-")
+        to_child_r, self.wfd = os.pipe()
+        self.rfd, from_child_w = os.pipe()
+        # Park the child's ends above fd 4 so the dup2 calls below cannot clobber each other.
+        cr = fcntl.fcntl(to_child_r, fcntl.F_DUPFD_CLOEXEC, 10)
+        cw = fcntl.fcntl(from_child_w, fcntl.F_DUPFD_CLOEXEC, 10)
+        os.close(to_child_r)
+        os.close(from_child_w)
+
+        def pipes_on_3_and_4():
+            os.dup2(cr, 3)
+            os.dup2(cw, 4)
+            os.set_inheritable(3, True)
+            os.set_inheritable(4, True)
+
+        cmd = [CHROMIUM, "--headless", "--no-sandbox", "--disable-gpu", "--disable-dev-shm-usage",
+               "--disable-quic", "--no-first-run", "--no-default-browser-check",
+               "--disable-background-networking", "--disable-component-update", "--disable-sync",
+               "--disable-extensions", "--mute-audio", "--hide-scrollbars",
+               "--user-data-dir=" + self.profile, "--window-size=%d,%d" % (width, height),
+               "--remote-debugging-pipe", "about:blank"]
+        self.proc = subprocess.Popen(cmd, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
+                                     stderr=subprocess.DEVNULL, preexec_fn=pipes_on_3_and_4,
+                                     close_fds=False)
+        os.close(cr)
+        os.close(cw)
+        self.next_id = 0
+        self.replies = {}
+        self.events = []
+        self.closed = False
+        self.cond = threading.Condition()
+        self.session = None
+        threading.Thread(target=self._read, daemon=True).start()
+
+    def _read(self):
+        buf = b""
+        while True:
+            try:
+                chunk = os.read(self.rfd, 1 << 16)
+            except OSError:
+                chunk = b""
+            if not chunk:
+                with self.cond:
+                    self.closed = True
+                    self.cond.notify_all()
+                return
+            buf += chunk
+            while b"\0" in buf:
+                raw, buf = buf.split(b"\0", 1)
+                try:
+                    msg = json.loads(raw)
+                except ValueError:
+                    continue
+                with self.cond:
+                    if "id" in msg:
+                        self.replies[msg["id"]] = msg
+                    else:
+                        self.events.append(msg)
+                    self.cond.notify_all()
+
+    def send(self, method, params=None, session=True, timeout=20):
+        with self.cond:
+            self.next_id += 1
+            mid = self.next_id
+        msg = {"id": mid, "method": method, "params": params or {}}
+        if session and self.session:
+            msg["sessionId"] = self.session
+        os.write(self.wfd, json.dumps(msg).encode() + b"\0")
+        deadline = time.monotonic() + timeout
+        with self.cond:
+            while mid not in self.replies:
+                if self.closed:
+                    raise RuntimeError("Chromium closed the DevTools pipe (crashed or failed to start)")
+                left = deadline - time.monotonic()
+                if left <= 0:
+                    raise TimeoutError("Chromium did not answer %s within %ss" % (method, timeout))
+                self.cond.wait(left)
+            reply = self.replies.pop(mid)
+        if "error" in reply:
+            raise RuntimeError("%s failed: %s" % (method, reply["error"]))
+        return reply.get("result", {})
+
+    def open(self, url):
+        targets = self.send("Target.getTargets", session=False)["targetInfos"]
+        pages = [t for t in targets if t.get("type") == "page"]
+        if pages:
+            target = pages[0]["targetId"]
+        else:
+            target = self.send("Target.createTarget", {"url": "about:blank"}, session=False)["targetId"]
+        self.session = self.send("Target.attachToTarget", {"targetId": target, "flatten": True},
+                                 session=False)["sessionId"]
+        self.send("Emulation.setDeviceMetricsOverride",
+                  {"width": self.width, "height": self.height, "deviceScaleFactor": 1, "mobile": False})
+        self.send("Runtime.enable")
+        self.send("Page.enable")
+        self.send("Page.navigate", {"url": url})
+
+    def eval(self, expression, timeout=20):
+        r = self.send("Runtime.evaluate", {"expression": expression, "returnByValue": True,
+                                           "awaitPromise": True}, timeout=timeout)
+        if "exceptionDetails" in r:
+            raise RuntimeError("page script failed: %s" % json.dumps(r["exceptionDetails"])[:500])
+        return r.get("result", {}).get("value")
+
+    def wait_for(self, expression, timeout=20.0, interval=0.1):
+        """Poll a JS expression until it is truthy; returns its last value."""
+        deadline = time.monotonic() + timeout
+        value = None
+        while time.monotonic() < deadline:
+            try:
+                value = self.eval(expression, timeout=5)
+            except (RuntimeError, TimeoutError):
+                value = None
+            if value:
+                return value
+            time.sleep(interval)
+        return value
+
+    def exceptions(self):
+        with self.cond:
+            return [json.dumps(e["params"]["exceptionDetails"])[:800] for e in self.events
+                    if e.get("method") == "Runtime.exceptionThrown"]
+
+    def screenshot(self, path):
+        data = self.send("Page.captureScreenshot", {"format": "png"})["data"]
+        Path(path).write_bytes(base64.b64decode(data))
+
+    def close(self):
+        try:
+            if self.proc.poll() is None:
+                try:
+                    self.send("Browser.close", session=False, timeout=5)
+                except Exception:
+                    pass
+                try:
+                    self.proc.wait(timeout=5)
+                except subprocess.TimeoutExpired:
+                    self.proc.kill()
+                    self.proc.wait(timeout=5)
+        finally:
+            for fd in (self.wfd, self.rfd):
+                try:
+                    os.close(fd)
+                except OSError:
+                    pass
+            shutil.rmtree(self.profile, ignore_errors=True)
+
+
+def drawn(level, node_id):
+    """JS: is this node in the page's drawn set?"""
+    return "!!(window.kgdDrawn && window.kgdDrawn.has(%s))" % json.dumps(level + ":" + node_id)
+
+
+HOSTILE = 'xss-<img src=x onerror="window.__kgdPwned=1">'
+
+
+def test_ui_draws_both_graphs_and_live_changes(daemon, tmp_path):
+    project_dir = tmp_path / "ui-project"
+    project_dir.mkdir()
+    read = daemon.call_tool("kg_read", {"cwd": str(project_dir)})
+    sid, project_path = read["session_id"], read["project_path"]
+
+    def put(level, node_id, gist, **extra):
+        args = {"session_id": sid, "level": level, "id": node_id, "gist": gist}
+        args.update(extra)
+        return daemon.call_tool("kg_put_node", args)
+
+    put("user", "before-node", "Put before the page loaded")
+    put("user", HOSTILE, '<script>window.__kgdPwned=2</script> gist text is data, not markup')
+    put("project", "before-project-node", "A project-level memory", touches=["src/app.py"])
+    daemon.call_tool("kg_put_edge", {"session_id": sid, "level": "project", "from": "before-project-node",
+                                     "to": "src/app.py", "rel": "implemented-in"})
+
+    ARTIFACTS.mkdir(parents=True, exist_ok=True)
+    browser = Chromium()
+    try:
+        browser.open(daemon.url + "/ui#?project=" + quote(project_path, safe=""))
+        assert browser.wait_for("document.documentElement.dataset.kgdReady === '1'", 20), \
+            "the page never finished its first graph load; exceptions: %s" % browser.exceptions()
+        assert browser.eval("document.title") == "kgd — knowledge graph"
+
+        assert browser.wait_for(drawn("user", "before-node"), 10), "before-node was not drawn"
+        assert browser.wait_for(drawn("project", "before-project-node"), 10), "the project graph was not drawn"
+        assert browser.eval(drawn("user", HOSTILE)), "a node whose id looks like HTML was not drawn"
+        assert browser.eval("document.querySelector('#kgd-drawn li[data-id=\"before-node\"]').dataset.state") == "active"
+
+        assert browser.wait_for("document.documentElement.dataset.kgdWs === 'live'", 15), \
+            "the live feed (WebSocket /ws) never connected"
+        put("user", "after-node", "Put after the page loaded; arrives over the WebSocket")
+        assert browser.wait_for(drawn("user", "after-node"), 10), "after-node did not appear without a reload"
+
+        time.sleep(0.6)   # let the arrival highlight and the activity log settle into the picture
+        browser.screenshot(ARTIFACTS / "ui.png")
+
+        daemon.call_tool("kg_delete_node", {"session_id": sid, "level": "user", "id": "after-node"})
+        assert browser.wait_for("!(%s)" % drawn("user", "after-node"), 10), "a deleted node stayed on the page"
+
+        assert browser.eval("window.__kgdPwned === undefined"), "data from the graph was run as markup"
+        assert browser.eval("document.querySelectorAll('#kgd-drawn img, #kgd-drawn script').length") == 0
+        assert browser.exceptions() == []
+    finally:
+        browser.close()
