@@ -153,8 +153,11 @@ def _as_list(value):
 
 
 def _version_ts(versions, node_id):
-    """Times the reference plugin keeps in _meta.versions: a number or a dict of them."""
-    v = versions.get(node_id) if isinstance(versions, dict) else None
+    """Times the reference plugin keeps in _meta.versions, keyed "node:<id>" (or the bare id),
+    as a number or a dict such as {"v", "ts", "session"}."""
+    if not isinstance(versions, dict):
+        return None, None
+    v = versions.get("node:" + node_id, versions.get(node_id))
     if isinstance(v, (int, float)) and not isinstance(v, bool):
         return float(v), float(v)
     if isinstance(v, dict):

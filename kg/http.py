@@ -70,6 +70,7 @@ class Handler(BaseHTTPRequestHandler):
     def handle_one_request(self):
         self.request_started = time.monotonic()
         self.command = None
+        self.body_consumed = False
         try:
             super().handle_one_request()
         except (ConnectionError, socket.timeout, OSError):
@@ -88,7 +89,26 @@ class Handler(BaseHTTPRequestHandler):
         self.close_connection = True
         self.respond(code, {"error": message or "bad request"})
 
+    def _skip_unread_body(self):
+        """A request answered without reading its body (403, 404, 405...) must not leave that
+        body in the stream to be parsed as the next request: drain a small one, else close."""
+        if self.body_consumed or self.close_connection or getattr(self, "headers", None) is None:
+            return
+        self.body_consumed = True
+        if "chunked" in (self.headers.get("Transfer-Encoding") or "").lower():
+            self.close_connection = True
+            return
+        try:
+            n = int(self.headers.get("Content-Length") or 0)
+        except ValueError:
+            n = -1
+        if n < 0 or n > 65536:
+            self.close_connection = True
+        elif n:
+            self.rfile.read(n)
+
     def respond(self, status, obj=None, headers=None, body=None, content_type="application/json"):
+        self._skip_unread_body()
         if body is None and obj is not None:
             body = json.dumps(obj, ensure_ascii=False, separators=(",", ":")).encode("utf-8")
         body = body or b""
@@ -212,6 +232,7 @@ class Handler(BaseHTTPRequestHandler):
 
     def read_body(self):
         """The request body, or None after answering an error (413, 400, 411)."""
+        self.body_consumed = True
         te = (self.headers.get("Transfer-Encoding") or "").lower()
         if "chunked" in te:
             return self.read_chunked()

@@ -11,10 +11,10 @@ Rules owned here (contract section 3; the 2026-07-28 rules from that revision's 
   JSON-RPC errors travel with HTTP 200 (the TypeScript SDK treats any other status as a
   transport failure). Methods: initialize, ping, tools/list, tools/call, server/discover.
 - Stateless revision 2026-07-28: params._meta must carry the protocol version and the client
-  capabilities (else -32602, HTTP 400); headers that are sent must agree with the body
-  (MCP-Protocol-Version with the _meta version, Mcp-Method with the method, Mcp-Name with the
-  tool name; else -32020 HEADER_MISMATCH, HTTP 400) — headers a client leaves out are not
-  demanded; a version other than 2026-07-28 gets -32022 UnsupportedProtocolVersionError (HTTP
+  capabilities (else -32602, HTTP 400); over HTTP the headers MCP-Protocol-Version (equal to
+  the _meta version), Mcp-Method (equal to the method) and, on tools/call, Mcp-Name (equal to
+  the tool name, =?base64?...?= decoded) must be present and agree with the body (else -32020
+  HEADER_MISMATCH, HTTP 400); a version other than 2026-07-28 gets -32022 UnsupportedProtocolVersionError (HTTP
   400, data {supported, requested}). Methods: server/discover, tools/list, tools/call; any
   other is -32601 with HTTP 404; bad params or an unknown tool are -32602 with HTTP 400.
   Every result carries resultType "complete" and _meta["io.modelcontextprotocol/serverInfo"];
@@ -40,7 +40,11 @@ UNSUPPORTED_PROTOCOL_VERSION = -32022
 HEADER_MISMATCH = -32020
 
 SERVER_INFO = {"name": "kgd", "title": "kgd knowledge-graph memory", "version": __version__}
-CAPABILITIES = {"tools": {"listChanged": False}}
+def capabilities():
+    """A fresh dict per answer: callers may add to a result without changing the next one."""
+    return {"tools": {"listChanged": False}}
+
+
 TTL_MS = 3600 * 1000
 
 INSTRUCTIONS = """\
@@ -123,7 +127,7 @@ class Server:
                 exc.http_status = 400
             raise
         result["resultType"] = "complete"
-        result.setdefault("_meta", {})[META_SERVER_INFO] = SERVER_INFO
+        result.setdefault("_meta", {})[META_SERVER_INFO] = dict(SERVER_INFO)
         return result
 
     @staticmethod
@@ -133,18 +137,14 @@ class Server:
         if version is None or not isinstance(meta.get(META_CAPABILITIES), dict):
             raise RpcError(INVALID_PARAMS, "Invalid params: protocol 2026-07-28 needs params._meta with %s and %s."
                            % (META_VERSION, META_CAPABILITIES), http_status=400)
-        hv = req.header_version if req is not None else None
-        if hv is not None and hv != version:
-            raise RpcError(HEADER_MISMATCH, "Header mismatch: MCP-Protocol-Version %r but params._meta says %r."
-                           % (hv[:50], str(version)[:50]), http_status=400)
-        hm = req.header_method if req is not None else None
-        if hm is not None and hm != method:
-            raise RpcError(HEADER_MISMATCH, "Header mismatch: Mcp-Method %r but the body's method is %r."
-                           % (hm[:100], method[:100]), http_status=400)
-        hn = decode_header_value(req.header_name) if req is not None else None
-        if hn is not None and method == "tools/call" and hn != params.get("name"):
-            raise RpcError(HEADER_MISMATCH, "Header mismatch: Mcp-Name %r but the body calls %r."
-                           % (hn[:100], str(params.get("name"))[:100]), http_status=400)
+        if req is not None:  # over HTTP: the spec's required headers must mirror the body
+            checks = [("MCP-Protocol-Version", req.header_version, version), ("Mcp-Method", req.header_method, method)]
+            if method == "tools/call":
+                checks.append(("Mcp-Name", decode_header_value(req.header_name), params.get("name")))
+            for header, got, want in checks:
+                if got is None or got != str(want):
+                    raise RpcError(HEADER_MISMATCH, "Header mismatch: %s header %s but the body says %r." % (
+                        header, "missing" if got is None else "%r" % got[:100], str(want)[:100]), http_status=400)
         if version != STATELESS_VERSION:
             raise RpcError(UNSUPPORTED_PROTOCOL_VERSION, "Unsupported protocol version",
                            {"supported": SUPPORTED_VERSIONS, "requested": str(version)[:100]}, http_status=400)
@@ -152,12 +152,12 @@ class Server:
     def initialize(self, params):
         asked = params.get("protocolVersion")
         version = asked if asked in HANDSHAKE_VERSIONS else LATEST_HANDSHAKE
-        return {"protocolVersion": version, "capabilities": CAPABILITIES, "serverInfo": SERVER_INFO,
+        return {"protocolVersion": version, "capabilities": capabilities(), "serverInfo": dict(SERVER_INFO),
                 "instructions": INSTRUCTIONS}
 
     def discover(self, params):
-        return {"supportedVersions": SUPPORTED_VERSIONS, "capabilities": CAPABILITIES, "serverInfo": SERVER_INFO,
-                "instructions": INSTRUCTIONS, "ttlMs": TTL_MS, "cacheScope": "public"}
+        return {"supportedVersions": list(SUPPORTED_VERSIONS), "capabilities": capabilities(),
+                "serverInfo": dict(SERVER_INFO), "instructions": INSTRUCTIONS, "ttlMs": TTL_MS, "cacheScope": "public"}
 
     def ping(self, params):
         return {}

@@ -87,7 +87,7 @@ def public_edge(edge):
 def _bad_chars(s, allow_newlines=False):
     for ch in s:
         o = ord(ch)
-        if o == 0 or (o < 32 and not (allow_newlines and ch in "\n\t\r")) or o == 0x7F:
+        if o == 0 or (o < 32 and not (allow_newlines and ch in "\n\t\r")) or 0x7F <= o <= 0x9F:
             return True
     return False
 
@@ -100,7 +100,7 @@ def check_text(value, name, max_len, allow_empty=False, allow_newlines=False):
     if len(value) > max_len:
         raise BadInput("%s is %d characters; the limit is %d. Shorten it." % (name, len(value), max_len))
     if _bad_chars(value, allow_newlines):
-        raise BadInput("%s contains control characters (NUL, escapes); remove them." % name)
+        raise BadInput("%s contains control characters (NUL, escapes, C1 controls); remove them." % name)
     return value
 
 

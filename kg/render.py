@@ -5,7 +5,7 @@ at most READ_LIMIT characters and a search at most SEARCH_LIMIT, whatever the gr
 When a read would be longer, the least valuable parts go first, and the text says what was left
 out and how to get it: edge notes are never shown here, then archived ids are cut to a count,
 then edges, then gists of the oldest active nodes are shortened, and as a last resort the oldest
-active nodes are listed by id only, then counted; nothing is dropped without a line saying so.
+active nodes are listed by id only (within a character budget), then counted; nothing is dropped without a line saying so.
 """
 
 import json
@@ -24,25 +24,40 @@ def _edge_line(e):
     return "%s -[%s]-> %s" % (e["from"], e["rel"], e["to"])
 
 
+# Per mode: (gist length, active nodes listed with a gist, characters for the ids of the rest).
+_MODES = [(600, None, None), (600, None, None), (600, None, None), (160, None, None),
+          (80, 150, 12000), (60, 60, 6000), (40, 20, 2000)]
+
+
+def _id_list(ids, budget):
+    out, used = [], 0
+    for i in ids:
+        if budget is not None and used + len(i) + 2 > budget:
+            break
+        out.append(i)
+        used += len(i) + 2
+    return out
+
+
 def _graph_lines(title, g, max_tokens, mode):
-    """Lines of one level; mode grows stricter as the text must shrink (0..5)."""
+    """Lines of one level; mode grows stricter as the text must shrink (0..6)."""
     nodes = sorted(g["nodes"], key=lambda n: -g["recency"].get(n["id"], 0))
     lines = ["## %s graph: %d active, %d archived, ~%d/%d tokens" % (
         title, len(nodes), len(g["archived"]), g["tokens"], max_tokens)]
     if not nodes and not g["archived"]:
         lines.append("(empty)")
-    gist_len = {0: 600, 1: 600, 2: 600, 3: 160, 4: 80, 5: 60}[mode]
-    full = len(nodes) if mode < 4 else max(0, min(len(nodes), 150 if mode == 4 else 60))
+    gist_len, full, id_budget = _MODES[mode]
+    full = len(nodes) if full is None else min(full, len(nodes))
     for n in nodes[:full]:
         lines.append("- %s: %s" % (n["id"], _clip(n["gist"], gist_len)))
     rest = nodes[full:]
     if rest:
-        if mode == 4:
-            lines.append("Older active nodes, ids only (kg_read ids=[...] for gists): " + ", ".join(n["id"] for n in rest))
+        shown = _id_list([n["id"] for n in rest], id_budget)
+        if len(shown) == len(rest):
+            lines.append("Older active nodes, ids only (kg_read ids=[...] for gists): " + ", ".join(shown))
         else:
-            shown = rest[:300]
-            lines.append("%d older active nodes not listed to fit the context; ids of the newest: %s%s" % (
-                len(rest), ", ".join(n["id"] for n in shown), " …" if len(rest) > len(shown) else ""))
+            lines.append("%d older active nodes not listed in full to fit the context; the newest of them: %s …"
+                         % (len(rest), ", ".join(shown)))
     if g["archived"]:
         if mode == 0:
             lines.append("Archived (kg_read id=... recalls one): " + ", ".join(g["archived"]))
@@ -63,7 +78,7 @@ def render_read(result, max_tokens, limit=READ_LIMIT):
     tail = ["", "Use: kg_read id=... for a node's notes and edges; kg_put_node / kg_put_edge to save insights "
                 "(level user = cross-project, project = this codebase); kg_sync in long sessions."]
     text = ""
-    for mode in range(6):
+    for mode in range(len(_MODES)):
         body = head[:]
         for title, key in (("User", "user"), ("Project", "project")):
             body.append("")

@@ -120,7 +120,11 @@ def load_json(path, clock=time.time):
         try:
             obj = _parse_file(candidate)
         except (OSError, ValueError, UnicodeDecodeError) as exc:
-            aside = "%s.corrupt-%d" % (candidate, int(clock()))
+            aside = base = "%s.corrupt-%d" % (candidate, int(clock()))
+            n = 1
+            while os.path.exists(aside):
+                aside = "%s-%d" % (base, n)
+                n += 1
             log.warning("%s does not parse (%s); moved aside to %s", candidate, exc, aside)
             try:
                 os.replace(candidate, aside)
@@ -230,7 +234,17 @@ class Journal:
         if self._fd is None:
             ensure_dir(os.path.dirname(self.path))
             self._fd = os.open(self.path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, FILE_MODE)
-            self._size = self._durable_size = os.fstat(self._fd).st_size
+            size = os.fstat(self._fd).st_size
+            if size:
+                # A torn last record (crash mid-append) must not have the next record glued to it.
+                with open(self.path, "rb") as f:
+                    data = f.read()
+                keep = data.rfind(b"\n") + 1
+                if keep != size:
+                    os.ftruncate(self._fd, keep)
+                    os.fsync(self._fd)
+                    size = keep
+            self._size = self._durable_size = size
             self._tail = (self._appended, self._size)
         return self._fd
 

@@ -153,6 +153,10 @@ class Store:
             self.user = self._load_graph(self.layout.user_file, "user")
             obj = load_json(self.layout.sessions_file) or {}
             self.seq = int(obj.get("seq", 0)) if isinstance(obj.get("seq", 0), int) else 0
+            if not obj.get("clean"):
+                # sessions.json is saved lazily: after a crash, marks and seq may be stale, so
+                # every restored session gets one full resync rather than a silent gap.
+                self.seq += 1
             self.log_floor = self.seq
             now = self.clock()
             for raw in (obj.get("sessions") or {}).values() if isinstance(obj.get("sessions"), dict) else ():
@@ -170,7 +174,7 @@ class Store:
         with self.lock:
             for g in list(self.dirty.values()):
                 self._fold(g)
-            self._save_sessions()
+            self._save_sessions(clean=True)
             for j in self.journals.values():
                 j.close()
         self.root_lock.release()
@@ -192,13 +196,14 @@ class Store:
             g.project_path = project_path
         jpath = self._journal_path(path)
         records = Journal.replay(jpath)
+        torn = not records and os.path.exists(jpath) and os.path.getsize(jpath) > 0
         for rec in records:
             try:
                 apply_record(g, rec)
             except (KeyError, TypeError, ValueError, AttributeError):
                 log.warning("%s: skipping a malformed journal record", jpath)
         self.journals[id(g)] = Journal(jpath)
-        if records:
+        if records or torn:
             self.dirty[id(g)] = g
             self._fold(g)
         return g
@@ -211,8 +216,18 @@ class Store:
             if g is None:
                 known = {p.slug: p.project_path for p in self.projects.values()}
                 slug = self.layout.slug_for(project_path, known)
-                g = self._load_graph(self.layout.graph_file(slug), "project", project_path, slug)
+                path = self.layout.graph_file(slug)
+                g = self._load_graph(path, "project", project_path, slug)
                 self.projects[project_path] = g
+                if not os.path.exists(path):
+                    # Claim the slug on disk (graph.json records project_path) before any record
+                    # lands in its journal, so a crash cannot hand the journal to a namesake.
+                    try:
+                        atomic_write(path, dumps(g.to_obj()))
+                    except OSError as exc:
+                        del self.projects[project_path]
+                        self.journals.pop(id(g), None)
+                        raise storage_error(exc, "the project graph") from exc
             return g
 
     def graph(self, level, session=None, project_path=None):
@@ -283,8 +298,8 @@ class Store:
                 self._expire(s)
             return len(stale)
 
-    def _save_sessions(self):
-        obj = {"seq": self.seq, "sessions": {s.id: s.to_obj() for s in self.sessions.values()}}
+    def _save_sessions(self, clean=False):
+        obj = {"seq": self.seq, "clean": clean, "sessions": {s.id: s.to_obj() for s in self.sessions.values()}}
         try:
             atomic_write(self.layout.sessions_file, dumps(obj))
         except OSError as exc:
