@@ -24,9 +24,10 @@ def _edge_line(e):
     return "%s -[%s]-> %s" % (e["from"], e["rel"], e["to"])
 
 
-# Per mode: (gist length, active nodes listed with a gist, characters for the ids of the rest).
+# Per mode, strictest last: (gist length, active nodes listed with a gist, characters for the
+# ids of the rest). Modes 0-2 also decide whether archived ids and edges are listed.
 _MODES = [(600, None, None), (600, None, None), (600, None, None), (160, None, None),
-          (80, 150, 12000), (60, 60, 6000), (40, 20, 2000)]
+          (120, 400, 15000), (100, 250, 12000), (80, 150, 10000), (60, 60, 6000), (40, 20, 2000)]
 
 
 def _id_list(ids, budget):
@@ -40,7 +41,7 @@ def _id_list(ids, budget):
 
 
 def _graph_lines(title, g, max_tokens, mode):
-    """Lines of one level; mode grows stricter as the text must shrink (0..6)."""
+    """Lines of one level; mode grows stricter as the text must shrink (0..8)."""
     nodes = sorted(g["nodes"], key=lambda n: -g["recency"].get(n["id"], 0))
     lines = ["## %s graph: %d active, %d archived, ~%d/%d tokens" % (
         title, len(nodes), len(g["archived"]), g["tokens"], max_tokens)]
