@@ -312,10 +312,15 @@ class Handler(BaseHTTPRequestHandler):
         def wanted(event, _p=project_path):
             return event.get("level") == "user" or (_p is not None and event.get("project_path") == _p)
 
+        try:
+            # The feed's own session: a viewer may pass it to REST writes so kg_sync can tell them apart.
+            session = store.start_session(project_path)
+        except Exception as exc:  # KgError (disk refused sessions.json): a clear error, no upgrade
+            return self.error(getattr(exc, "status", 500), getattr(exc, "message", "could not start a session"))
         self.wfile.write(ws.handshake_response(accept))
         self.wfile.flush()
         self.close_connection = True
-        hello = {"type": "connected", "session_id": None, "project_path": project_path, "version": __version__}
+        hello = {"type": "connected", "session_id": session.id, "project_path": project_path, "version": __version__}
         try:
             self.connection.settimeout(None)
             ws.serve(self.connection, self.server.hub, wanted, hello, stop_event=self.server.stop_event)

@@ -120,8 +120,6 @@ def check_rel(value):
 def check_list(value, name, max_items, max_len, allow_newlines):
     if value is None:
         return None
-    if isinstance(value, str):
-        value = [value]
     if not isinstance(value, list):
         raise BadInput("%s must be a list of strings." % name)
     if len(value) > max_items:

@@ -258,7 +258,6 @@ def test_check_text_allow_empty():
 @pytest.mark.parametrize("value, expected", [
     (None, None),                         # omitted: keep the old list
     ([], []),                             # given empty: clear the list
-    ("single note", ["single note"]),     # a bare string is one note
     (["a", "b"], ["a", "b"]),
     (["multi\nline\nnote"], ["multi\nline\nnote"]),   # newlines allowed in notes
     (["crlf\r\nnote"], ["crlf\r\nnote"]),
@@ -272,6 +271,7 @@ def test_check_notes_accepts(value, expected):
 
 @pytest.mark.parametrize("value", [
     5,
+    "single note",                   # notes is a list of strings (contract 3), never a bare string
     {"a": "b"},
     ("a", "b"),                      # a tuple is not a JSON list
     [1],
@@ -295,7 +295,7 @@ def test_check_notes_rejects(value):
 @pytest.mark.parametrize("value, ok", [
     (None, True),
     ([], True),
-    ("src/app.py", True),
+    ("src/app.py", False),           # a list of strings, never a bare string
     (["src/app.py", "README.md"], True),
     (["x" * model.MAX_TOUCH], True),
     (["x" * (model.MAX_TOUCH + 1)], False),

@@ -283,7 +283,7 @@ def test_put_new_node_needs_gist(one):
     (None, ["n1", "n2"], None, ("old gist", ["n1", "n2"], ["src/old.py"])),
     (None, None, ["src/new.py"], ("old gist", ["old note"], ["src/new.py"])),
     (None, [], [], ("old gist", [], [])),
-    ("g", "one note", "one/touch.py", ("g", ["one note"], ["one/touch.py"])),
+    ("g", ["one note"], ["one/touch.py"], ("g", ["one note"], ["one/touch.py"])),
 ])
 def test_put_merges(one, env, gist, notes, touches, expected):
     store, s = one
