@@ -148,9 +148,12 @@ def past_grace(node, now, settings):
 class _Graph:
     """One compact() call's working view: adjacency index, cached states, running estimate."""
 
-    def __init__(self, nodes, edges):
+    def __init__(self, nodes, edges, index=None):
         self.nodes = nodes
         self.edges = edges
+        if index is not None:
+            self._from_index(*index)
+            return
         self.state = {nid: node_state(n) for nid, n in nodes.items()}
         self.recency = {nid: recency(n) for nid, n in nodes.items()}
         # node id -> [(edge key, other end, counts as out, counts as in)]
@@ -176,6 +179,35 @@ class _Graph:
         # model.estimate_tokens, from the cached states (tests hold the two equal)
         self.estimate = (sum(node_tokens(nodes[v]) for v, st in state.items() if st == ACTIVE)
                          + EDGE_TOKENS * live_edges)
+
+    def _from_index(self, candidates, adjacency, estimate):
+        """The working view from a store's own index: only the active and archived nodes
+        (`candidates`), their neighbours and their edges, so the cost of a pass after a write
+        does not grow with the orphaned part of the graph. `adjacency` maps a node id to the
+        keys of its edges; `estimate` is the store's running model.estimate_tokens."""
+        nodes, edges = self.nodes, self.edges
+        adj = {}
+        state, rec = {}, {}
+        for v in candidates:
+            n = nodes[v]
+            state[v] = node_state(n)
+            rec[v] = recency(n)
+            lst = adj[v] = []
+            for key in adjacency.get(v, ()):
+                e = edges[key]
+                f, t = e["from"], e["to"]
+                if f == t:
+                    lst.append((key, v, True, True))
+                    continue
+                other = t if f == v else f
+                lst.append((key, other, f == v, t == v))
+                if other not in state:
+                    on = nodes.get(other)
+                    if on is not None:
+                        state[other] = node_state(on)
+                        rec[other] = recency(on)
+        self.state, self.recency, self.adj = state, rec, adj
+        self.estimate = estimate
 
     def live(self, end):
         """An edge end that makes the edge count: an active node or not a node at all."""
@@ -347,15 +379,20 @@ def _delete_pass(g, now, settings, result):
     result.deleted.extend(doomed)
 
 
-def compact(nodes, edges, now, settings=Settings()):
-    """Run pass 1, 1b, 2 and deletion on one graph, mutating `nodes` and `edges` in place."""
-    g = _Graph(nodes, edges)
+def compact(nodes, edges, now, settings=Settings(), index=None):
+    """Run pass 1, 1b, 2 and deletion on one graph, mutating `nodes` and `edges` in place.
+
+    `index` = (ids of every active and archived node, node id -> its edge keys, the current
+    estimate) lets a store that keeps these run the passes without visiting orphaned nodes;
+    the deletion pass then does not run (maintenance passes call without an index)."""
+    g = _Graph(nodes, edges, index)
     result = Result(estimate_before=g.estimate)
     archived_before = {v for v, st in g.state.items() if st == ARCHIVED}
     _archive_pass(g, now, settings, result)
     _resurrect_pass(g, now, settings, result, archived_before)
     _orphan_pass(g, now, settings, result)
-    _delete_pass(g, now, settings, result)
+    if index is None:
+        _delete_pass(g, now, settings, result)
     result.estimate_after = g.estimate
     return result
 

@@ -413,7 +413,11 @@ class Store:
                 return
             if now < g.compact_idle_until:
                 return
-        result = compaction.compact(g.nodes, g.edges, now, self.compaction_settings)
+        index = None
+        if not full:
+            candidates = g.by_state[model.ACTIVE] | g.by_state[model.ARCHIVED]
+            index = (sorted(candidates), g.adj, g.tokens)
+        result = compaction.compact(g.nodes, g.edges, now, self.compaction_settings, index)
         if not result.changed:
             grace = self.compaction_settings.grace_s
             waits = [(n.get("_created_ts") or 0) + grace for n in g.nodes.values()
@@ -422,7 +426,11 @@ class Store:
             g.compact_idle_until = min(waits) if waits else now + grace
             return
         g.compact_idle_until = 0.0
-        g.recount()
+        if result.deleted:
+            g.recount()
+        else:
+            for nid in result.changed_ids:
+                g.refresh(nid)
         for nid in sorted(result.changed_ids):
             node = g.nodes.get(nid)
             if node is None:

@@ -657,3 +657,28 @@ def test_random_graphs_exercise_every_pass():
         for k in seen:
             seen[k] += bool(getattr(res, k))
     assert all(v >= 5 for v in seen.values()), seen
+
+
+# ---- the store's fast path: compact() with an index gives the same result as without ----
+
+def _index_of(nodes, edges):
+    adjacency = {}
+    for key, e in edges.items():
+        adjacency.setdefault(e["from"], set()).add(key)
+        adjacency.setdefault(e["to"], set()).add(key)
+    candidates = sorted(v for v, n in nodes.items() if node_state(n) in (ACTIVE, ARCHIVED))
+    return candidates, adjacency, estimate_tokens(nodes, edges)
+
+
+@pytest.mark.parametrize("seed", range(200))
+def test_indexed_pass_equals_full_pass_without_deletion(seed):
+    nodes, edges, settings = random_graph(seed)
+    now = NOW
+    far_future = Settings(settings.max_tokens, settings.grace_s, 10 ** 12)  # no deletion in either run
+    a_nodes, a_edges = copy.deepcopy(nodes), copy.deepcopy(edges)
+    b_nodes, b_edges = copy.deepcopy(nodes), copy.deepcopy(edges)
+    full = compact(a_nodes, a_edges, now, far_future)
+    fast = compact(b_nodes, b_edges, now, far_future, _index_of(b_nodes, b_edges))
+    assert (fast.archived, fast.restored, fast.orphaned) == (full.archived, full.restored, full.orphaned)
+    assert fast.estimate_after == full.estimate_after == estimate_tokens(b_nodes, b_edges)
+    assert a_nodes == b_nodes and a_edges == b_edges
