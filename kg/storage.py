@@ -226,6 +226,7 @@ class Journal:
         self._tail = (0, 0)  # (last ticket, size after it), read together by commit()
         self._durable_size = 0
         self._lost = 0  # tickets up to this one were in a batch whose fsync failed
+        self._undone = set()  # tickets cut off by undo()
         self.failed = False
         self._sync_lock = threading.Lock()
         self.records = 0  # records since the last fold
@@ -284,11 +285,11 @@ class Journal:
         with self._sync_lock:
             if self._synced >= ticket:
                 return
-            if self.failed or ticket <= self._lost:
+            if self.failed or ticket <= self._lost or ticket in self._undone:
                 raise StorageError("the disk failed to save this change; it was not kept. Retry in a moment.")
             target, size = self._tail
             try:
-                os.fsync(self._fd)
+                os.fsync(self._open())
             except OSError as exc:
                 # Records after the last good fsync may or may not be on disk: none of them
                 # is acknowledged, and rollback() cuts them off before anything else is written.
@@ -302,13 +303,33 @@ class Journal:
         """After a failed fsync (caller holds the store lock): cut the journal back to what was
         durable, so the file again holds exactly the acknowledged records."""
         with self._sync_lock:
-            if self._fd is not None:
-                os.ftruncate(self._fd, self._durable_size)
-                os.fsync(self._fd)
+            fd = self._open()
+            os.ftruncate(fd, self._durable_size)
+            try:
+                os.fsync(fd)
+            except OSError:
+                pass  # the disk is still failing: the next commit will say so
             self._size = self._durable_size
-            self._synced = self._appended
+            # Every record appended so far and not yet durable is gone: its commit must fail.
+            self._lost = max(self._lost, self._appended)
             self._tail = (self._appended, self._size)
             self.failed = False
+
+    def mark(self):
+        """Where the journal is now (caller holds the store lock): undo() cuts back to it."""
+        self._open()
+        return self._size, self._appended
+
+    def undo(self, mark):
+        """Cut off the records appended after mark() by an operation that then failed under
+        the same lock hold (none of them was acknowledged; their commits will fail)."""
+        size, appended = mark
+        with self._sync_lock:
+            if self._fd is not None and self._size > size:
+                os.ftruncate(self._fd, size)
+                self._size = size
+            self._undone.update(range(appended + 1, self._appended + 1))
+            self._tail = (self._appended, self._size)
 
     def reset(self):
         """Empty the journal after a fold (caller holds the store lock)."""
@@ -316,6 +337,7 @@ class Journal:
         os.ftruncate(fd, 0)
         os.fsync(fd)
         self._size = self._durable_size = 0
+        self._undone.clear()
         self._tail = (self._appended, 0)
         self.records = 0
         self._synced = self._appended

@@ -22,7 +22,7 @@ import threading
 import time
 
 from . import compaction, model, search
-from .errors import BadInput, Conflict, KgError, NotFound
+from .errors import BadInput, Conflict, KgError, NotFound, StorageError
 from .graph import Graph, apply_record, graph_from_obj
 from .storage import Journal, Layout, RootLock, atomic_write, dumps, ensure_dir, load_json, storage_error
 
@@ -170,14 +170,20 @@ class Store:
         return self
 
     def close(self):
-        """Flush everything: fold every journal into its graph file, save sessions."""
-        with self.lock:
-            for g in list(self.dirty.values()):
-                self._fold(g)
-            self._save_sessions(clean=True)
-            for j in self.journals.values():
-                j.close()
-        self.root_lock.release()
+        """Flush everything: fold every journal into its graph file, save sessions. On a bad
+        disk the journals still hold every acknowledged change; the lock is released anyway."""
+        try:
+            with self.lock:
+                for g in list(self.dirty.values()):
+                    self._fold(g)
+                try:
+                    self._save_sessions(clean=True)
+                except KgError as exc:
+                    log.error("could not save sessions.json at shutdown: %s", exc.message)
+                for j in self.journals.values():
+                    j.close()
+        finally:
+            self.root_lock.release()
 
     def _graph_file(self, g):
         return self.layout.user_file if g.level == "user" else self.layout.graph_file(g.slug)
@@ -261,9 +267,11 @@ class Store:
             self.sessions[s.id] = s
             try:
                 self._save_sessions()
-            except KgError:
-                del self.sessions[s.id]
-                raise
+            except KgError as exc:
+                # A full disk must not keep an agent from its memory: the session lives in
+                # memory and the next maintenance pass saves it.
+                log.warning("session started but not saved yet: %s", exc.message)
+                self.sessions_dirty = True
             return s
 
     def session(self, sid, required=True):
@@ -371,12 +379,28 @@ class Store:
             if g is None:
                 return
             log.error("a write to %s failed to reach the disk; reloading that graph from disk", journal.path)
-            journal.close()
-            fresh = self._load_graph(self._graph_file(g), g.level, g.project_path, g.slug)
-            fresh_journal = self.journals.pop(id(fresh))
-            self.dirty.pop(id(fresh), None)
-            g.__dict__.update(fresh.__dict__)
-            self.journals[id(g)] = fresh_journal
+            self._reload(g)
+
+    def _reload(self, g):
+        """Put graph g (same object: sessions and the change log refer to it) back to what its
+        files hold (lock held)."""
+        journal = self.journals[id(g)]
+        journal.close()  # reopened on next use; pending tickets of this journal stay valid
+        fresh = self._load_graph(self._graph_file(g), g.level, g.project_path, g.slug)
+        self.journals.pop(id(fresh)).close()
+        self.dirty.pop(id(fresh), None)
+        if os.path.exists(journal.path) and os.path.getsize(journal.path):
+            self.dirty[id(g)] = g
+        g.__dict__.update(fresh.__dict__)
+
+    def _undo(self, g, mark):
+        """An operation failed after changing g in memory (lock held): cut its records off the
+        journal and reload g from disk, so memory never runs ahead of the disk."""
+        try:
+            self.journals[id(g)].undo(mark)
+        except OSError:
+            log.exception("could not cut back %s", self.journals[id(g)].path)
+        self._reload(g)
 
     def _fold(self, g):
         """Write the graph file whole from memory, then empty its journal (lock held)."""
@@ -384,9 +408,15 @@ class Store:
         try:
             atomic_write(path, dumps(g.to_obj()))
             self.journals[id(g)].reset()
-        except OSError:
-            log.exception("could not fold the journal into %s; it stays in the journal", path)
+        except OSError as exc:
+            if not getattr(g, "fold_failing", False):  # log once per failure streak, not every beat
+                log.error("could not fold the journal into %s (%s); the changes stay in the journal",
+                          path, exc.strerror or exc)
+            g.fold_failing = True
             return False
+        if getattr(g, "fold_failing", False):
+            log.info("folding %s works again", path)
+            g.fold_failing = False
         self.dirty.pop(id(g), None)
         return True
 
@@ -417,6 +447,7 @@ class Store:
         if not full:
             candidates = g.by_state[model.ACTIVE] | g.by_state[model.ARCHIVED]
             index = (sorted(candidates), g.adj, g.tokens)
+        mark = self.journals[id(g)].mark()
         result = compaction.compact(g.nodes, g.edges, now, self.compaction_settings, index)
         if not result.changed:
             grace = self.compaction_settings.grace_s
@@ -431,14 +462,22 @@ class Store:
         else:
             for nid in result.changed_ids:
                 g.refresh(nid)
-        for nid in sorted(result.changed_ids):
-            node = g.nodes.get(nid)
-            if node is None:
-                tickets.append(self._append(g, {"op": "del_node", "id": nid}))
-            else:
-                tickets.append(self._append(g, {"op": "node", "node": node}))
-        for key in result.deleted_edges:
-            tickets.append(self._append(g, {"op": "del_edge", "key": key}))
+        mine = []
+        try:
+            for nid in sorted(result.changed_ids):
+                node = g.nodes.get(nid)
+                if node is None:
+                    mine.append(self._append(g, {"op": "del_node", "id": nid}))
+                else:
+                    mine.append(self._append(g, {"op": "node", "node": node}))
+            for key in result.deleted_edges:
+                mine.append(self._append(g, {"op": "del_edge", "key": key}))
+            tickets.extend(mine)
+        except StorageError as exc:
+            # Compaction is redone by a later pass; the write that triggered it stands.
+            log.warning("compaction of the %s graph not saved (%s); it will be retried", g.level, exc.message)
+            self._undo(g, mark)
+            return
         self._change(None, g, "compacted", {"archived": list(result.archived), "restored": list(result.restored),
                                             "orphaned": list(result.orphaned), "deleted": list(result.deleted)}, events)
 
@@ -640,17 +679,26 @@ class Store:
                         continue
                     hit = True
                     neighbours = {e["to"] if e["from"] == nid else e["from"] for e in g.edges_of(nid)}
+                    before = {c: dict(g.nodes[c]) for c in neighbours | {nid} if c in g.nodes}
                     changed = compaction.promote_on_read(g.nodes, g.edges, nid, now, neighbours)
+                    mark = self.journals[id(g)].mark()
+                    try:
+                        mine = [self._append(g, {"op": "node", "node": g.nodes[c]}) for c in sorted(set(changed) | {nid})]
+                    except StorageError as exc:
+                        # Recency and promotion are best effort: on a bad disk the read still answers.
+                        log.warning("read of %r not recorded (%s)", nid[:100], exc.message)
+                        self.journals[id(g)].undo(mark)
+                        for c, old in before.items():
+                            g.nodes[c].clear()
+                            g.nodes[c].update(old)
+                        changed, mine = [], []
+                    tickets.extend(mine)
                     if changed:
                         g.compact_idle_until = 0.0
-                    g.refresh(nid)
-                    for cid in changed:
-                        if cid != nid:
-                            g.refresh(cid)
-                    for cid in sorted(set(changed) | {nid}):
-                        tickets.append(self._append(g, {"op": "node", "node": g.nodes[cid]}))
-                        if cid in changed:
-                            self._change(sid, g, "node_put", {"node": model.public_node(g.nodes[cid])}, events)
+                    for c in set(changed) | {nid}:
+                        g.refresh(c)
+                    for c in sorted(changed):
+                        self._change(sid, g, "node_put", {"node": model.public_node(g.nodes[c])}, events)
                     item = model.public_node(node)
                     item["level"] = g.level
                     item["edges"] = [model.public_edge(e) for e in g.edges_of(nid)]
@@ -661,7 +709,10 @@ class Store:
                 self._compact(g, now, events, tickets)
             if session:
                 session.reads += 1
-        self._commit(tickets)
+        try:
+            self._commit(tickets)
+        except KgError as exc:
+            log.warning("a read's recency was not saved (%s)", exc.message)
         self._publish(events)
         return {"session_id": sid, "nodes": out, "missing": missing}
 
