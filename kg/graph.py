@@ -24,6 +24,7 @@ class Graph:
         self.by_state = {model.ACTIVE: set(), model.ARCHIVED: set(), model.ORPHANED: set()}
         self.search_cache = {}  # id -> lower-cased text, owned by kg/search.py
         self.compact_idle_until = 0.0  # see Store._compact
+        self.path_known = True  # False for an old project file that does not record its path
 
     # ---- figures
 
@@ -136,7 +137,7 @@ class Graph:
 
     def to_obj(self):
         meta = dict(self.meta)
-        if self.project_path is not None:
+        if self.project_path is not None and self.path_known:
             meta["project_path"] = self.project_path
         meta["level"] = self.level
         return {"nodes": self.nodes, "edges": self.edges, "_meta": meta}

@@ -220,9 +220,19 @@ class Store:
         with self.lock:
             g = self.projects.get(project_path)
             if g is None:
-                known = {p.slug: p.project_path for p in self.projects.values()}
+                known = {p.slug: p.project_path for p in self.projects.values() if p.path_known}
                 slug = self.layout.slug_for(project_path, known)
                 path = self.layout.graph_file(slug)
+                stray = next((p for p in self.projects.values() if p.slug == slug and not p.path_known), None)
+                if stray is not None:
+                    # A graph loaded for search before anyone claimed it (an old file that does not
+                    # record its project): it is this project's; record the path from now on.
+                    del self.projects[stray.project_path]
+                    stray.project_path, stray.path_known = project_path, True
+                    self.projects[project_path] = stray
+                    self.dirty[id(stray)] = stray
+                    self._fold(stray)
+                    return stray
                 g = self._load_graph(path, "project", project_path, slug)
                 self.projects[project_path] = g
                 if not os.path.exists(path):
@@ -758,9 +768,13 @@ class Store:
             for slug in self.layout.project_slugs():
                 if any(g.slug == slug for g in self.projects.values()):
                     continue
-                path = self.layout.recorded_project_path(slug) or os.path.join("/", slug)
+                path = self.layout.recorded_project_path(slug)
+                known = path is not None
+                path = path or "(unknown project: projects/%s)" % slug
                 if path not in self.projects:
-                    self.projects[path] = self._load_graph(self.layout.graph_file(slug), "project", path, slug)
+                    g = self._load_graph(self.layout.graph_file(slug), "project", path, slug)
+                    g.path_known = known
+                    self.projects[path] = g
             return list(self.projects.values())
 
     def sync(self, session):

@@ -970,3 +970,29 @@ def test_maintenance_folds_and_saves_sessions(env):
     with open(os.path.join(env.root, "sessions.json")) as f:
         assert s.id not in f.read()
     assert os.path.getsize(os.path.join(env.root, "user.journal")) == 0
+
+
+def test_old_project_file_without_path_is_adopted_not_duplicated(tmp_path):
+    """A project file that does not record its project_path (older format) is loaded by a
+    search without a session; when its project later starts a session, that same graph is
+    used and the path recorded, not a second graph beside it."""
+    root = tmp_path / "root"
+    (root / "projects" / "app").mkdir(parents=True)
+    (root / "projects" / "app" / "graph.json").write_text(json.dumps(
+        {"nodes": {"old-insight": {"id": "old-insight", "gist": "kept from the plugin", "notes": [], "touches": []}},
+         "edges": {}, "_meta": {}}))
+    proj = tmp_path / "src" / "app"
+    (proj / ".git").mkdir(parents=True)
+    store = Store(str(root), Settings()).open()
+    try:
+        hits = store.search("plugin")["results"]
+        assert [h["id"] for h in hits] == ["old-insight"]
+        s = store.start_session(str(proj))
+        g = store.graph("project", s)
+        assert "old-insight" in g.nodes
+        assert sorted(os.listdir(root / "projects")) == ["app"]
+        assert len([p for p in store.projects.values() if p.slug == "app"]) == 1
+    finally:
+        store.close()
+    meta = json.loads((root / "projects" / "app" / "graph.json").read_text())["_meta"]
+    assert meta["project_path"] == str(proj)
