@@ -81,6 +81,9 @@ def build_parser():
     sub = parser.add_subparsers(dest="command")
     p = sub.add_parser("serve", help="run the daemon (the default)")
     add_common(p)
+    for action in p._actions:  # flags given before `serve` must not be reset by its defaults
+        if action.dest != "help":
+            action.default = argparse.SUPPRESS
     return parser, sub
 
 

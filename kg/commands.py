@@ -365,6 +365,14 @@ def stop(args, cfg):
             cfg["root"], cfg["root"]))
         return 1
     try:
+        with open(os.path.join(cfg["root"], "kgd.lock"), "r", encoding="utf-8", errors="replace") as f:
+            note = f.read(200)
+    except OSError:
+        note = ""
+    if " import" in note:
+        warn("`kgd import` (pid %d) holds root %s, not a daemon; let it finish" % (pid, cfg["root"]))
+        return 1
+    try:
         os.kill(pid, signal.SIGTERM)
     except ProcessLookupError:
         warn("the lock names pid %d but no such process is visible here (another container or PID "
@@ -376,7 +384,7 @@ def stop(args, cfg):
     deadline = time.monotonic() + args.timeout
     while time.monotonic() < deadline:
         if not lock_state(cfg["root"])[0]:
-            say("kgd (pid %d, port %s) stopped; root %s is flushed" % (pid, port, cfg["root"]))
+            say("kgd (pid %d%s) stopped; root %s is flushed" % (pid, ", port %d" % port if port else "", cfg["root"]))
             return 0
         time.sleep(0.05)
     warn("kgd (pid %d) did not stop within %.0f s; it may still be flushing. `kill -9 %d` forces it "
@@ -403,7 +411,7 @@ def _read_obj(path):
             obj = json.loads(data.decode("utf-8"))
             if isinstance(obj, dict):
                 if candidate != path:
-                    warn("%s does not parse; using %s" % (path, candidate))
+                    warn("%s is missing or does not parse; using %s" % (path, candidate))
                 return obj, mtime
         except (UnicodeDecodeError, ValueError):
             pass
@@ -519,9 +527,9 @@ def export_doc(cfg, projects=None, include_user=True):
         doc["projects"].append({"slug": slug, "project_path": g.project_path, "graph": g.to_obj()})
     missing = [w for w in projects or () if w not in matched]
     if missing:
-        have = ", ".join(p["slug"] for p in doc["projects"]) or "none"
-        raise CommandError("no project graph matches %s (a project folder or a slug under %s/projects)" % (
-            ", ".join(missing), layout.root) + ("" if projects else "; have: " + have))
+        have = ", ".join(project_slugs_on_disk(layout)) or "none"
+        raise CommandError("no project graph matches %s (give a project folder or one of the slugs under "
+                           "%s/projects: %s)" % (", ".join(missing), layout.root, have))
     return doc
 
 
@@ -533,7 +541,7 @@ def export(args, cfg):
         return 1
     data = dumps(doc) + b"\n"
     if args.output and args.output != "-":
-        atomic_write(os.path.abspath(args.output), data)
+        _write_private(os.path.abspath(args.output), data)
         n = sum(len(p["graph"]["nodes"]) for p in doc["projects"]) + len((doc["user"] or {}).get("nodes", {}))
         warn("exported %d node(s) in %d graph(s) to %s" % (n, len(doc["projects"]) + bool(doc["user"]), args.output))
     else:
@@ -541,6 +549,24 @@ def export(args, cfg):
         out.write(data)
         out.flush()
     return 0
+
+
+def _write_private(path, data):
+    """Write a file readable by its owner only (the memory is private), replacing it whole."""
+    tmp = "%s.tmp-%d" % (path, os.getpid())
+    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, FILE_MODE)
+    try:
+        with os.fdopen(fd, "wb") as f:
+            f.write(data)
+            f.flush()
+            os.fsync(f.fileno())
+        os.replace(tmp, path)
+    except BaseException:
+        try:
+            os.unlink(tmp)
+        except OSError:
+            pass
+        raise
 
 
 # ---------------------------------------------------------------- import

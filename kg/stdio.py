@@ -12,6 +12,7 @@ Rules owned here:
 - End of stdin ends the bridge; the daemon keeps running for its other clients.
 """
 
+import base64
 import http.client
 import json
 import logging
@@ -24,14 +25,52 @@ log = logging.getLogger("kgd.stdio")
 INTERNAL_ERROR = -32603
 
 
-def _request_ids(line):
-    """(ids of the requests in a line, parsed ok). Notifications and responses have no id to answer."""
+META_VERSION = "io.modelcontextprotocol/protocolVersion"
+_NOT_PARSED = object()
+
+
+def _parse(line):
     try:
-        msg = json.loads(line.decode("utf-8"))
+        return json.loads(line.decode("utf-8"))
     except (UnicodeDecodeError, ValueError):
-        return [None], False
+        return _NOT_PARSED
+
+
+def _request_ids(msg):
+    """The ids to answer with an error: requests' ids (notifications and responses have none)."""
+    if msg is _NOT_PARSED:
+        return [None]
     msgs = msg if isinstance(msg, list) else [msg]
-    return [m.get("id") for m in msgs if isinstance(m, dict) and "id" in m and "method" in m], True
+    return [m.get("id") for m in msgs if isinstance(m, dict) and "id" in m and "method" in m]
+
+
+def _header_safe(value):
+    return isinstance(value, str) and value.isascii() and value.isprintable() and len(value) < 200
+
+
+def _http_headers(msg, negotiated):
+    """The headers an HTTP client would send with this message, which stdio does not carry.
+
+    The stateless revision (a version in params._meta) requires MCP-Protocol-Version, Mcp-Method
+    and, on tools/call, Mcp-Name mirroring the body; the handshake revisions want the version
+    that initialize negotiated."""
+    if not isinstance(msg, dict):
+        return {}
+    params = msg.get("params") if isinstance(msg.get("params"), dict) else {}
+    meta = params.get("_meta") if isinstance(params.get("_meta"), dict) else {}
+    version = meta.get(META_VERSION)
+    if version is None:
+        return {"MCP-Protocol-Version": negotiated} if negotiated and msg.get("method") != "initialize" else {}
+    headers = {}
+    if _header_safe(version):
+        headers["MCP-Protocol-Version"] = version
+    if _header_safe(msg.get("method")):
+        headers["Mcp-Method"] = msg["method"]
+    name = params.get("name")
+    if msg.get("method") == "tools/call" and isinstance(name, str):
+        headers["Mcp-Name"] = name if _header_safe(name) else "=?base64?%s?=" % base64.b64encode(
+            name.encode("utf-8")).decode("ascii")
+    return headers
 
 
 def _error_line(ids, code, message, batch=False):
@@ -64,6 +103,7 @@ class Bridge:
         self.cfg = cfg
         self.out = out
         self.api = None
+        self.negotiated = None  # protocolVersion from the last initialize (handshake revisions)
 
     def connect(self):
         port, proc = commands.ensure_daemon(self.cfg, timeout=5.0)
@@ -77,7 +117,10 @@ class Bridge:
 
     def forward(self, line):
         """-> the bytes to write back (one line, no newline) or None."""
+        msg = _parse(line)
+        batch = isinstance(msg, list)
         headers = {"Accept": "application/json, text/event-stream"}
+        headers.update(_http_headers(msg, self.negotiated))
         for attempt in (0, 1):
             try:
                 if self.api is None:
@@ -90,12 +133,13 @@ class Bridge:
                 self.api = None
                 if attempt:
                     log.error("kgd is not reachable: %s", exc)
-                    ids, _ = _request_ids(line)
-                    return _error_line(ids, INTERNAL_ERROR, "kgd is not reachable: %s" % exc, line.lstrip()[:1] == b"[")
+                    return _error_line(_request_ids(msg), INTERNAL_ERROR, "kgd is not reachable: %s" % exc, batch)
                 log.warning("lost the daemon (%s); finding or starting it again", exc)
         if status == 202 or (status == 200 and not data.strip()):
             return None
         if data.strip() and _is_jsonrpc(data):
+            if status == 200 and isinstance(msg, dict) and msg.get("method") == "initialize":
+                self._remember_version(data)
             return _one_line(data)
         try:
             detail = json.loads(data.decode("utf-8")).get("error")
@@ -104,9 +148,14 @@ class Bridge:
         if status == 401:
             detail = "%s Give the bridge the daemon's token: KG_TOKEN or --token." % (detail or "unauthorized.")
         log.error("kgd answered %d: %s", status, detail)
-        ids, _ = _request_ids(line)
-        return _error_line(ids, INTERNAL_ERROR, "kgd answered HTTP %d: %s" % (status, detail),
-                           line.lstrip()[:1] == b"[")
+        return _error_line(_request_ids(msg), INTERNAL_ERROR, "kgd answered HTTP %d: %s" % (status, detail), batch)
+
+    def _remember_version(self, data):
+        try:
+            version = json.loads(data.decode("utf-8"))["result"]["protocolVersion"]
+        except (UnicodeDecodeError, ValueError, KeyError, TypeError):
+            return
+        self.negotiated = version if _header_safe(version) else None
 
     def serve(self, stdin):
         try:

@@ -1,0 +1,141 @@
+"""`kgd.py bundle`: one kgd.pyz that runs alone, anywhere Python 3.9+ is (issue 6)."""
+
+import json
+import os
+import shutil
+import socket
+import subprocess
+import sys
+import zipfile
+
+import pytest
+
+from conftest import START_LINE, Daemon
+
+REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+
+
+def clean_env(**extra):
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("KG_", "PYTHON"))}
+    env.update({k: str(v) for k, v in extra.items()})
+    return env
+
+
+@pytest.fixture(scope="module")
+def pyz(tmp_path_factory):
+    out = tmp_path_factory.mktemp("build") / "kgd.pyz"
+    r = subprocess.run([sys.executable, os.path.join(REPO, "kgd.py"), "bundle", "-o", str(out)],
+                       stdout=subprocess.PIPE, stderr=subprocess.PIPE, timeout=60)
+    assert r.returncode == 0, r.stderr.decode()
+    return out
+
+
+@pytest.fixture
+def alone(pyz, tmp_path):
+    """The archive copied alone into an empty folder."""
+    d = tmp_path / "empty"
+    d.mkdir()
+    shutil.copy(pyz, d / "kgd.pyz")
+    return d / "kgd.pyz"
+
+
+def run_pyz(path, *args, **kw):
+    return subprocess.run([sys.executable, "-S", str(path)] + [str(a) for a in args], cwd=str(path.parent),
+                          env=clean_env(), stdout=subprocess.PIPE, stderr=subprocess.PIPE, timeout=60, **kw)
+
+
+def start_pyz(path, root):
+    """A Daemon (conftest's HTTP helpers) around `python3 kgd.pyz --port 0 --root ROOT`."""
+    d = Daemon(root)
+    d.proc = subprocess.Popen([sys.executable, str(path), "--port", "0", "--root", str(root)], cwd=str(path.parent),
+                              env=clean_env(), stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+    line = d.proc.stderr.readline().decode()
+    m = START_LINE.search(line)
+    assert m, line + d.proc.stderr.read().decode()
+    d.port = int(m.group(3))
+    return d
+
+
+def test_archive_contents(pyz):
+    with zipfile.ZipFile(pyz) as z:
+        names = set(z.namelist())
+    assert "__main__.py" in names
+    assert {"kg/__init__.py", "kg/cli.py", "kg/commands.py", "kg/stdio.py", "kg/ui.py", "kg/http.py"} <= names
+    assert not any(n.startswith("tests/") or "__pycache__" in n for n in names)
+    with open(pyz, "rb") as f:
+        assert f.readline() == b"#!/usr/bin/env python3\n"
+    assert os.access(pyz, os.X_OK)
+    assert os.path.getsize(pyz) < 1024 * 1024
+
+
+def test_runs_alone_and_speaks_mcp(alone, tmp_path, project):
+    d = start_pyz(alone, tmp_path / "root")
+    try:
+        tools = d.rpc("tools/list")["result"]["tools"]
+        assert len(tools) == 8
+        sid = d.call_tool("kg_read", {"cwd": str(project / "src")})["session_id"]
+        put = d.call_tool("kg_put_node", {"session_id": sid, "level": "project", "id": "from-pyz",
+                                          "gist": "the single-file build works"})
+        assert put["created"] is True
+        got = d.call_tool("kg_read", {"session_id": sid, "id": "from-pyz"})
+        assert got["nodes"][0]["gist"] == "the single-file build works"
+        status, page = d.request("GET", "/ui")[:3:2]
+        assert status == 200 and b"<html" in page  # kg/ui.py came along
+        assert d.stop() == 0
+    finally:
+        d.stop()
+
+
+def test_subcommands_work_from_the_archive(alone, tmp_path):
+    root = tmp_path / "root"
+    d = start_pyz(alone, root)
+    try:
+        d.json("PUT", "/api/nodes/user/n1", {"gist": "exported from a pyz"})
+        r = run_pyz(alone, "status", "--json", "--root", root, "--port", d.port)
+        assert r.returncode == 0 and json.loads(r.stdout)["running"] is True
+        r = run_pyz(alone, "export", "--root", root)
+        assert json.loads(r.stdout)["user"]["nodes"]["n1"]["gist"] == "exported from a pyz"
+        r = run_pyz(alone, "stop", "--root", root)
+        assert r.returncode == 0, r.stderr
+        assert d.proc.wait(10) == 0
+    finally:
+        d.stop()
+    again = tmp_path / "again.pyz"
+    r = run_pyz(alone, "bundle", "-o", again)  # a pyz rebuilds itself
+    assert r.returncode == 0, r.stderr
+    assert run_pyz(again, "--version").stdout.startswith(b"kgd ")
+
+
+def test_stdio_from_the_archive_starts_the_archive(alone, tmp_path):
+    """The bridge spawns the daemon from the file it runs from: here the .pyz, not a kgd.py."""
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    root = tmp_path / "root"
+    env = clean_env(KG_HTTP_PORT=port, KG_STORAGE_ROOT=root)
+    p = subprocess.Popen([sys.executable, "-S", str(alone), "stdio"], cwd=str(alone.parent), env=env,
+                         stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL)
+    try:
+        out, _ = p.communicate(b'{"jsonrpc":"2.0","id":1,"method":"ping"}\n', timeout=30)
+        assert json.loads(out) == {"jsonrpc": "2.0", "id": 1, "result": {}}
+        pid = int((root / "kgd.lock").read_text().split()[1])
+        if not os.path.isdir("/proc/%d" % pid):
+            pytest.skip("no /proc here to read the daemon's command line")
+        with open("/proc/%d/cmdline" % pid, "rb") as f:
+            argv = f.read().split(b"\0")
+        assert str(alone).encode() in argv and b"serve" in argv
+    finally:
+        if p.poll() is None:
+            p.kill()
+        r = subprocess.run([sys.executable, "-S", str(alone), "stop", "--root", str(root)], env=env,
+                           stdout=subprocess.PIPE, timeout=30)
+        assert r.returncode == 0
+
+
+def test_sources_only_build(tmp_path):
+    out = tmp_path / "src.pyz"
+    subprocess.run([sys.executable, os.path.join(REPO, "kgd.py"), "bundle", "--no-bytecode", "-o", str(out)],
+                   check=True, stdout=subprocess.DEVNULL)
+    with zipfile.ZipFile(out) as z:
+        assert not any(n.endswith(".pyc") for n in z.namelist())
+    assert run_pyz(out, "--version").stdout.startswith(b"kgd ")
