@@ -44,6 +44,14 @@ def stateless_meta(version=STATELESS):
     return {META_VERSION: version, META_CAPS: {}}
 
 
+def stateless_headers(method, name=None, version=STATELESS):
+    """The headers the 2026-07-28 revision requires beside the body (Server Validation)."""
+    h = {"MCP-Protocol-Version": version, "Mcp-Method": method}
+    if name is not None:
+        h["Mcp-Name"] = name
+    return h
+
+
 def post(daemon, body, headers=None, path="/mcp"):
     """POST raw bytes (or a JSON value) -> (status, headers, parsed JSON or None)."""
     if not isinstance(body, (bytes, bytearray)):
@@ -383,7 +391,8 @@ def test_no_mcp_session_id_header_ever(srv, project):
         {"jsonrpc": "2.0", "id": 5, "method": "nope"},
     ]
     for m in msgs:
-        status, hdrs, _ = one_shot(srv, "POST", "/mcp", m, {"Accept": "application/json, text/event-stream"})
+        extra = stateless_headers(m["method"]) if m["method"] == "server/discover" else {}
+        status, hdrs, _ = one_shot(srv, "POST", "/mcp", m, dict(extra, Accept="application/json, text/event-stream"))
         assert "mcp-session-id" not in hdrs, m
     # A client that sends a session id anyway is served as usual.
     status, hdrs, data = one_shot(srv, "POST", "/mcp", {"jsonrpc": "2.0", "id": 9, "method": "ping"},
@@ -541,7 +550,7 @@ def test_tool_definitions(srv):
 
 def test_server_discover(srv):
     status, hdrs, obj = post(srv, {"jsonrpc": "2.0", "id": 1, "method": "server/discover",
-                                      "params": {"_meta": stateless_meta()}})
+                                      "params": {"_meta": stateless_meta()}}, stateless_headers("server/discover"))
     assert status == 200, obj
     r = obj["result"]
     assert STATELESS in r["supportedVersions"] and "2025-11-25" in r["supportedVersions"]
@@ -555,28 +564,30 @@ def test_server_discover(srv):
     assert "mcp-session-id" not in hdrs
 
 
-def test_server_discover_with_matching_header(srv):
-    status, _, obj = post(srv, {"jsonrpc": "2.0", "id": 1, "method": "server/discover",
-                                   "params": {"_meta": stateless_meta()}}, {"MCP-Protocol-Version": STATELESS})
-    assert status == 200 and obj["result"]["resultType"] == "complete"
+def test_server_discover_without_the_required_headers_is_400_32020(srv):
+    """2026-07-28 Server Validation: MCP-Protocol-Version and Mcp-Method must mirror the body."""
+    for headers in ({}, {"MCP-Protocol-Version": STATELESS}, {"Mcp-Method": "server/discover"}):
+        status, _, obj = post(srv, {"jsonrpc": "2.0", "id": 1, "method": "server/discover",
+                                       "params": {"_meta": stateless_meta()}}, headers)
+        assert status == 400 and obj["error"]["code"] == -32020, (headers, obj)
 
 
 def test_stateless_tools_list_and_call_carry_result_type(srv, project):
     status, _, obj = post(srv, {"jsonrpc": "2.0", "id": 1, "method": "tools/list",
-                                   "params": {"_meta": stateless_meta()}}, {"MCP-Protocol-Version": STATELESS})
+                                   "params": {"_meta": stateless_meta()}}, stateless_headers("tools/list"))
     assert status == 200
     assert obj["result"]["resultType"] == "complete"
     assert {t["name"] for t in obj["result"]["tools"]} == TOOL_NAMES
     status, _, obj = post(srv, {"jsonrpc": "2.0", "id": 2, "method": "tools/call", "params": {
         "name": "kg_read", "arguments": {"cwd": str(project)}, "_meta": stateless_meta()}},
-        {"MCP-Protocol-Version": STATELESS})
+        stateless_headers("tools/call", "kg_read"))
     assert status == 200
     r = obj["result"]
     assert r["resultType"] == "complete"
     assert r["isError"] is False and r["structuredContent"]["session_id"]
     # A tool failure is still a complete result.
     status, _, obj = post(srv, {"jsonrpc": "2.0", "id": 3, "method": "tools/call", "params": {
-        "name": "kg_sync", "arguments": {}, "_meta": stateless_meta()}})
+        "name": "kg_sync", "arguments": {}, "_meta": stateless_meta()}}, stateless_headers("tools/call", "kg_sync"))
     assert status == 200
     assert obj["result"]["isError"] is True and obj["result"]["resultType"] == "complete"
 
@@ -589,7 +600,8 @@ def test_handshake_results_do_not_carry_result_type(srv):
 @pytest.mark.parametrize("method", ["server/discover", "tools/list", "ping"])
 def test_stateless_unsupported_version_is_400_32022(srv, method):
     status, hdrs, obj = post(srv, {"jsonrpc": "2.0", "id": 5, "method": method,
-                                      "params": {"_meta": stateless_meta("2099-01-01")}})
+                                      "params": {"_meta": stateless_meta("2099-01-01")}},
+                             stateless_headers(method, version="2099-01-01"))
     assert status == 400, obj
     assert obj["id"] == 5
     err = obj["error"]
@@ -601,7 +613,8 @@ def test_stateless_unsupported_version_is_400_32022(srv, method):
 def test_stateless_header_mismatch_is_400_32020(srv):
     for header in ("2025-11-25", "2099-01-01"):
         status, hdrs, obj = post(srv, {"jsonrpc": "2.0", "id": 6, "method": "tools/list",
-                                          "params": {"_meta": stateless_meta()}}, {"MCP-Protocol-Version": header})
+                                          "params": {"_meta": stateless_meta()}},
+                                 stateless_headers("tools/list", version=header))
         assert status == 400, (header, obj)
         assert obj["id"] == 6
         assert obj["error"]["code"] == -32020
