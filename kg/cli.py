@@ -151,11 +151,18 @@ def serve(cfg):
     return 0
 
 
+# Operator subcommands live in kg/commands.py, which the daemon itself never needs: `serve`
+# does not import it (about 2 MB less resident memory for the background service).
+OPERATOR_COMMANDS = ("status", "start", "stop", "stdio", "export", "import", "bundle", "doctor", "desktop")
+
+
 def main(argv=None):
     argv = list(sys.argv[1:] if argv is None else argv)
     parser, sub = build_parser()
-    from . import commands
-    commands.register(sub, add_common)
+    commands = None
+    if any(a in OPERATOR_COMMANDS or a in ("-h", "--help") for a in argv):
+        from . import commands
+        commands.register(sub, add_common)
     args = parser.parse_args(argv)
     try:
         cfg = resolve_config(args)

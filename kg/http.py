@@ -14,7 +14,6 @@ Rules owned here:
 - Any unexpected exception becomes a plain 500 JSON error; the traceback goes to the log.
 """
 
-import hmac
 import json
 import logging
 import socket
@@ -23,7 +22,7 @@ import time
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from urllib.parse import parse_qs, urlsplit
 
-from . import __version__, jsonrpc, mcp, rest, ws
+from . import __version__, jsonrpc, mcp, ws
 
 log = logging.getLogger(__name__)
 
@@ -192,6 +191,7 @@ class Handler(BaseHTTPRequestHandler):
             return self.respond(200, body=ui.page_bytes(), content_type="text/html; charset=utf-8",
                                 headers={"Content-Security-Policy": UI_CSP})
         if path.startswith("/api/"):
+            from . import rest  # loaded on first use: the OpenAPI document is large
             body = None
             if method in ("POST", "PUT", "PATCH"):
                 body = self.read_body()
@@ -224,6 +224,8 @@ class Handler(BaseHTTPRequestHandler):
                 given = auth[7:].strip()
             elif path == "/ws" and query.get("token"):
                 given = query["token"][0]
+            import hmac  # only with a token configured
+
             if given is None or not hmac.compare_digest(given.encode("utf-8", "replace"), token.encode("utf-8")):
                 self.error(401, "missing or wrong token: send Authorization: Bearer <token> (the daemon's --token).",
                            {"WWW-Authenticate": 'Bearer realm="kgd"'})

@@ -15,7 +15,6 @@ Rules owned here:
 
 import errno
 import fcntl
-import hashlib
 import json
 import logging
 import os
@@ -158,6 +157,8 @@ def base_slug(project_path):
 
 
 def hashed_slug(project_path):
+    import hashlib  # only on a slug collision: hashlib costs start-up memory
+
     digest = hashlib.sha256(project_path.encode("utf-8", "surrogatepass")).hexdigest()[:8]
     return "%s-%s" % (base_slug(project_path), digest)
 

@@ -37,8 +37,6 @@ from __future__ import annotations
 
 import base64
 import codecs
-import hashlib
-import ipaddress
 import json
 import logging
 import queue
@@ -47,7 +45,9 @@ import socket
 import struct
 import threading
 import time
-from typing import Any, Callable, Iterable, List, Mapping, NamedTuple, Optional, Tuple
+from collections import namedtuple
+# Annotations name typing's Any, Optional, ... as strings only (never evaluated, see the
+# __future__ import): the typing module itself is not imported, to keep start-up memory low.
 from urllib.parse import urlsplit
 
 log = logging.getLogger(__name__)
@@ -115,6 +115,8 @@ class InvalidState(RuntimeError):
 
 
 def accept_key(sec_websocket_key: str) -> str:
+    import hashlib  # only on a handshake: hashlib costs start-up memory
+
     digest = hashlib.sha1((sec_websocket_key + GUID).encode("ascii")).digest()
     return base64.b64encode(digest).decode("ascii")
 
@@ -193,11 +195,8 @@ def origin_is_local(origin: Optional[str], extra_hosts: Iterable[str] = ()) -> b
     host = _normalise_host(host)
     if host == "localhost":
         return True
-    try:
-        if ipaddress.ip_address(host).is_loopback:
-            return True
-    except ValueError:
-        pass
+    if _is_loopback_address(host):
+        return True
     return host in {_normalise_host(h) for h in extra_hosts if h}
 
 
@@ -205,11 +204,20 @@ def origin_is_local(origin: Optional[str], extra_hosts: Iterable[str] = ()) -> b
 # Frames (pure)
 
 
-class Frame(NamedTuple):
-    fin: bool
-    opcode: int
-    payload: bytes
-    mask: Optional[bytes] = None  # the 4-byte key a masked frame carried; None if unmasked
+def _is_loopback_address(host: str) -> bool:
+    """127.0.0.0/8 or ::1, written in full (no shorthand such as 127.1)."""
+    for family, loopback in ((socket.AF_INET, None), (socket.AF_INET6, b"\0" * 15 + b"\1")):
+        try:
+            packed = socket.inet_pton(family, host)
+        except (OSError, ValueError):
+            continue
+        return packed[0] == 127 if loopback is None else packed == loopback
+    return False
+
+
+# fin, opcode, payload, and mask: the 4-byte key a masked frame carried (None if unmasked).
+# (A namedtuple, not typing.NamedTuple: typing costs start-up memory.)
+Frame = namedtuple("Frame", "fin opcode payload mask", defaults=(None,))
 
 
 def apply_mask(data: bytes, mask: bytes) -> bytes:

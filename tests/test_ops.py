@@ -343,3 +343,15 @@ def test_readme_covers_the_commands_and_settings():
                  "kg_sync", "kg_progress"):
         assert "mcp__kg__" + tool in text
     assert "http://localhost" not in text
+
+
+def test_operator_command_names_match_cli():
+    """cli.main imports kg/commands.py only when one of OPERATOR_COMMANDS is on the command
+    line; every registered subcommand must be in that list or it would be unreachable."""
+    import argparse
+
+    from kg import cli, commands
+    parser = argparse.ArgumentParser()
+    sub = parser.add_subparsers(dest="command")
+    commands.register(sub, cli.add_common)
+    assert set(sub.choices) == set(cli.OPERATOR_COMMANDS)
