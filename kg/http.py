@@ -38,12 +38,23 @@ MCP_PATHS = ("/", "/mcp")
 
 
 def host_name(value):
-    """'127.0.0.1:8765' -> '127.0.0.1'; '[::1]:80' -> '[::1]'."""
+    """The host part of a Host header: '127.0.0.1:8765' -> '127.0.0.1', '[::1]:80' -> '[::1]'.
+    Anything that is not host[:port] with a numeric port (text after ']' or after the port)
+    gives '' , which no guard accepts."""
     value = (value or "").strip().lower()
     if value.startswith("["):
         end = value.find("]")
-        return value[: end + 1] if end > 0 else value
-    return value.rsplit(":", 1)[0] if value.count(":") == 1 else value
+        if end < 0:
+            return ""
+        host, rest = value[: end + 1], value[end + 1:]
+    elif value.count(":") == 1:
+        host, rest = value.split(":", 1)
+        rest = ":" + rest
+    else:
+        host, rest = value, ""
+    if rest and not (rest[0] == ":" and rest[1:].isdigit() and rest[1:].isascii()):
+        return ""
+    return host
 
 
 class Handler(BaseHTTPRequestHandler):
