@@ -715,8 +715,8 @@ class Store:
                     out.append(item)
                 if not hit:
                     missing.append(nid)
-            for g in graphs:
-                self._compact(g, now, events, tickets)
+            # No compaction here: a read is not a write (contract 5), and compacting now would
+            # archive again the node the agent just recalled. The next write or pass does it.
             if session:
                 session.reads += 1
         try:
