@@ -51,14 +51,17 @@ class Graph:
             self.by_state[old_state].discard(node_id)
         self.tokens -= self._node_cost.pop(node_id, 0)
         if node is not None:
-            state = model.node_state(node)
-            self._node_state[node_id] = state
-            self.by_state[state].add(node_id)
-            cost = model.node_tokens(node) if state == model.ACTIVE else 0
-            self._node_cost[node_id] = cost
-            self.tokens += cost
+            self._count_node(node_id, node)
         for key in self.adj.get(node_id, ()):
             self._count_edge(key)
+
+    def _count_node(self, node_id, node):
+        state = model.node_state(node)
+        self._node_state[node_id] = state
+        self.by_state[state].add(node_id)
+        cost = model.node_tokens(node) if state == model.ACTIVE else 0
+        self._node_cost[node_id] = cost
+        self.tokens += cost
 
     def recount(self):
         """Everything from scratch (after a compaction pass or a load)."""
@@ -72,14 +75,8 @@ class Graph:
         for key, edge in self.edges.items():
             self.adj.setdefault(edge["from"], set()).add(key)
             self.adj.setdefault(edge["to"], set()).add(key)
-        for node_id in self.nodes:
-            node = self.nodes[node_id]
-            state = model.node_state(node)
-            self._node_state[node_id] = state
-            self.by_state[state].add(node_id)
-            cost = model.node_tokens(node) if state == model.ACTIVE else 0
-            self._node_cost[node_id] = cost
-            self.tokens += cost
+        for node_id, node in self.nodes.items():
+            self._count_node(node_id, node)
         for key in self.edges:
             self._count_edge(key)
 
