@@ -77,8 +77,14 @@ class Handler(BaseHTTPRequestHandler):
         finally:
             self.server.track(self, False)
 
+    def parse_request(self):
+        ok = super().parse_request()  # sets self.command BEFORE reading the headers
+        self.headers_done = True
+        return ok
+
     def handle_one_request(self):
         self.request_started = time.monotonic()
+        self.headers_done = False
         self.command = None
         self.body_consumed = False
         try:
@@ -162,6 +168,13 @@ class Handler(BaseHTTPRequestHandler):
 
     def do_HEAD(self):
         self.route("HEAD")
+
+    def __getattr__(self, name):
+        # Any other method (TRACE, CONNECT, lower-case get, garbage): routed like the rest, so a
+        # known path answers 405 with Allow and an unknown one 404, never http.server's 501.
+        if name.startswith("do_"):
+            return lambda: self.route(self.command)
+        raise AttributeError(name)
 
     def route(self, method):
         try:
@@ -264,11 +277,32 @@ class Handler(BaseHTTPRequestHandler):
             self.close_connection = True
             self.error(413, "body of %d bytes is over the 4 MiB limit." % n)
             return None
-        data = self.rfile.read(n)
-        if len(data) < n:
+        data = self.read_exactly(n)
+        if data is None or len(data) < n:
             self.close_connection = True
             return None
         return data
+
+    def read_exactly(self, n):
+        """n body bytes, or None when they do not all arrive within HEADER_DEADLINE (R.U.D.Y.)."""
+        deadline = time.monotonic() + HEADER_DEADLINE
+        parts, got = [], 0
+        try:
+            while got < n:
+                left = deadline - time.monotonic()
+                if left <= 0:
+                    return None
+                self.connection.settimeout(min(left, IDLE_TIMEOUT))
+                b = self.rfile.read1(min(n - got, 65536))
+                if not b:
+                    break
+                parts.append(b)
+                got += len(b)
+        except OSError:  # socket.timeout included
+            return None
+        finally:
+            self.connection.settimeout(IDLE_TIMEOUT)
+        return b"".join(parts)
 
     def read_chunked(self):
         chunks, total = [], 0
@@ -401,7 +435,7 @@ class Daemon(ThreadingHTTPServer):
             handlers = list(self._conns)
         for h in handlers:
             started = h.request_started
-            if started is not None and now - started > HEADER_DEADLINE and getattr(h, "command", None) is None:
+            if started is not None and now - started > HEADER_DEADLINE and not getattr(h, "headers_done", False):
                 try:
                     h.connection.shutdown(socket.SHUT_RDWR)
                 except OSError:

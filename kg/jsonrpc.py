@@ -77,10 +77,38 @@ def _one(msg, dispatch, ctx):
     return {"jsonrpc": "2.0", "id": req_id, "result": result}, 200
 
 
+def _no_constant(name):
+    raise ValueError("%s is not JSON" % name)
+
+
+def _finite(text):
+    value = float(text)
+    if value in (float("inf"), float("-inf")):
+        raise ValueError("number %s is out of range" % text[:40])
+    return value
+
+
+def strict_loads(body):
+    """RFC 8259 JSON only: UTF-8, no NaN / Infinity / 1e999, no lone surrogates; too deep is a ValueError."""
+    text = body.decode("utf-8") if isinstance(body, (bytes, bytearray)) else body
+    try:
+        obj = json.loads(text, parse_constant=_no_constant, parse_float=_finite)
+    except RecursionError:
+        raise ValueError("nested too deeply") from None
+    if "\\u" in text:
+        try:
+            json.dumps(obj, ensure_ascii=False).encode("utf-8")
+        except UnicodeEncodeError:
+            raise ValueError("a string holds a lone surrogate (\\ud800-\\udfff)") from None
+        except RecursionError:
+            raise ValueError("nested too deeply") from None
+    return obj
+
+
 def handle(body, dispatch, ctx=None):
     """Parse a POST body and run it. Returns (payload or None, status): None means 202, no body."""
     try:
-        msg = json.loads(body.decode("utf-8") if isinstance(body, (bytes, bytearray)) else body)
+        msg = strict_loads(body)
     except (UnicodeDecodeError, ValueError) as exc:
         return error_response(None, PARSE_ERROR, "Parse error: the body is not valid UTF-8 JSON (%s)." % str(exc)[:200]), 400
     if isinstance(msg, list):

@@ -7,12 +7,12 @@ and the single mapping of KgError to a status code and `{"error": ...}` body (40
 is not JSON, 507 the disk refused the write).
 """
 
-import json
 import re
 from urllib.parse import unquote
 
 from . import __version__, model
 from .errors import BadInput, KgError, NotFound
+from .jsonrpc import strict_loads
 
 
 class RestError(Exception):
@@ -41,7 +41,7 @@ def _json_body(body, content_type):
     if ct != "application/json" and not ct.endswith("+json"):
         raise RestError(415, "the body must be JSON: send Content-Type: application/json.")
     try:
-        obj = json.loads(body.decode("utf-8"))
+        obj = strict_loads(body)
     except (UnicodeDecodeError, ValueError) as exc:
         raise BadInput("the body is not valid UTF-8 JSON (%s)." % str(exc)[:200])
     if not isinstance(obj, dict):
@@ -137,17 +137,25 @@ def sync(store, m, q, body):
     return store.sync(store.session(_q(q, "session_id", True)))
 
 
+def _query_level(q):
+    if "level" in q:
+        model.check_level(q["level"][0])
+
+
 def get_progress(store, m, q, body):
+    _query_level(q)
     s = _session(store, _q(q, "session_id"))
     return store.progress(s, m["task_id"], level=_q(q, "level"), project_path=_q(q, "project_path"))
 
 
 def put_progress(store, m, q, body):
     _body_fields(body, ("state", "session_id", "project_path", "level"))
+    _query_level(q)
     if "state" not in body:
         raise BadInput("state is required (a JSON object, or null to clear it).")
     s = _session(store, body.get("session_id"))
-    return store.progress(s, m["task_id"], body["state"], body.get("level") or _q(q, "level"), has_state=True,
+    return store.progress(s, m["task_id"], body["state"],
+                          body["level"] if body.get("level") is not None else _q(q, "level"), has_state=True,
                           project_path=body.get("project_path") or _q(q, "project_path"))
 
 
@@ -286,7 +294,7 @@ OPENAPI = {
         "/api/sessions": {"post": {
             "summary": "start a session", "operationId": "createSession",
             "requestBody": {"required": False, "content": _json({"type": "object", "additionalProperties": False,
-                                                                  "properties": {"project_path": {"type": "string"}}})},
+                                                                  "properties": {"project_path": {"type": ["string", "null"]}}})},
             "responses": dict({"200": _ok({"type": "object", "required": ["session_id", "project_path"], "properties": {
                 "session_id": {"type": "string"}, "project_path": {"type": ["string", "null"]}}})}, **_errors(400, 415))}},
         "/api/sessions/{sid}": {"get": {
@@ -302,7 +310,7 @@ OPENAPI = {
                     "requestBody": {"required": True, "content": _json({
                         "type": "object", "additionalProperties": False, "properties": {
                             "gist": {"type": "string"}, "notes": _STRS, "touches": _STRS,
-                            "session_id": {"type": "string"}, "project_path": {"type": "string"}}})},
+                            "session_id": {"type": ["string", "null"]}, "project_path": {"type": ["string", "null"]}}})},
                     "responses": dict({"200": _ok(_ref("PutNodeResult"))}, **_errors(400, 404, 415, 507))},
             "delete": {"summary": "delete a node and its edges", "operationId": "deleteNode",
                        "parameters": [_LEVEL_P, _param("id", "path", True), _PP, _SID],
@@ -315,8 +323,8 @@ OPENAPI = {
                     "requestBody": {"required": True, "content": _json({
                         "type": "object", "required": ["from", "to", "rel"], "additionalProperties": False,
                         "properties": {"from": {"type": "string"}, "to": {"type": "string"}, "rel": {"type": "string"},
-                                       "notes": _STRS, "session_id": {"type": "string"},
-                                       "project_path": {"type": "string"}}})},
+                                       "notes": _STRS, "session_id": {"type": ["string", "null"]},
+                                       "project_path": {"type": ["string", "null"]}}})},
                     "responses": dict({"200": _ok(_ref("PutEdgeResult"))}, **_errors(400, 404, 415, 507))},
             "delete": {"summary": "delete an edge", "operationId": "deleteEdge",
                        "parameters": [_LEVEL_P, _param("from", required=True), _param("to", required=True),
@@ -345,9 +353,9 @@ OPENAPI = {
                                    _param("level", schema={"type": "string", "enum": list(model.LEVELS)})],
                     "requestBody": {"required": True, "content": _json({
                         "type": "object", "required": ["state"], "additionalProperties": False,
-                        "properties": {"state": {"type": ["object", "null"]}, "session_id": {"type": "string"},
-                                       "project_path": {"type": "string"},
-                                       "level": {"type": "string", "enum": list(model.LEVELS)}}})},
+                        "properties": {"state": {"type": ["object", "null"]}, "session_id": {"type": ["string", "null"]},
+                                       "project_path": {"type": ["string", "null"]},
+                                       "level": {"type": ["string", "null"], "enum": list(model.LEVELS) + [None]}}})},
                     "responses": dict({"200": _ok(_ref("Progress"))}, **_errors(400, 404, 415, 507))}},
         "/api/projects": {"get": {
             "summary": "project graphs on disk", "operationId": "projects",

@@ -80,6 +80,10 @@ def resolve_project_root(cwd):
         raise BadInput("cwd must be the absolute path of the directory the agent works in.")
     if "\x00" in cwd or len(cwd) > model.MAX_PATH:
         raise BadInput("cwd is not a usable path (NUL byte or over %d characters)." % model.MAX_PATH)
+    try:
+        cwd.encode("utf-8")
+    except UnicodeEncodeError:
+        raise BadInput("cwd is not a usable path (it holds a lone surrogate).") from None
     if not os.path.isabs(cwd):
         raise BadInput("cwd must be an absolute path, got %r." % cwd[:200])
     path = os.path.realpath(cwd)
@@ -115,7 +119,7 @@ def _worktree_main_root(d, git_file):
                 common = os.path.realpath(os.path.join(gitdir, f.read().strip()))
         if os.path.basename(common) == ".git" and os.path.isdir(os.path.dirname(common)):
             return os.path.dirname(common)
-    except OSError:
+    except (OSError, ValueError):  # unreadable, not UTF-8 (UnicodeDecodeError), NUL in the path
         pass
     return d
 
