@@ -80,11 +80,17 @@ class Handler(BaseHTTPRequestHandler):
     def parse_request(self):
         ok = super().parse_request()  # sets self.command BEFORE reading the headers
         self.headers_done = True
+        # One lower-cased dict per request: email.message's get() rescans every header per call.
+        self.h = {}
+        if ok:
+            for k, v in self.headers.items():
+                self.h.setdefault(k.lower(), v)
         return ok
 
     def handle_one_request(self):
         self.request_started = time.monotonic()
         self.headers_done = False
+        self.h = {}
         self.command = None
         self.body_consumed = False
         try:
@@ -108,14 +114,14 @@ class Handler(BaseHTTPRequestHandler):
     def _skip_unread_body(self):
         """A request answered without reading its body (403, 404, 405...) must not leave that
         body in the stream to be parsed as the next request: drain a small one, else close."""
-        if self.body_consumed or self.close_connection or getattr(self, "headers", None) is None:
+        if self.body_consumed or self.close_connection or not self.h:
             return
         self.body_consumed = True
-        if "chunked" in (self.headers.get("Transfer-Encoding") or "").lower():
+        if "chunked" in (self.h.get("transfer-encoding") or "").lower():
             self.close_connection = True
             return
         try:
-            n = int(self.headers.get("Content-Length") or 0)
+            n = int(self.h.get("content-length") or 0)
         except ValueError:
             n = -1
         if n < 0 or n > 65536:
@@ -192,7 +198,7 @@ class Handler(BaseHTTPRequestHandler):
     def _route(self, method):
         url = urlsplit(self.path)
         path = url.path
-        query = parse_qs(url.query, keep_blank_values=True)
+        query = parse_qs(url.query, keep_blank_values=True) if url.query else {}
         if not self.guard(path, method, query):
             return
         if path in MCP_PATHS:
@@ -222,7 +228,7 @@ class Handler(BaseHTTPRequestHandler):
                 if body is None:
                     return
             status, obj, headers = rest.handle(self.server.store, method, path, query, body,
-                                               self.headers.get("Content-Type"))
+                                               self.h.get("content-type"))
             return self.respond(status, obj, headers)
         return self.error(404, "no such path %s; kgd serves MCP on POST / and /mcp, /health, /api/..., /ws and /ui."
                           % path[:200])
@@ -230,20 +236,20 @@ class Handler(BaseHTTPRequestHandler):
     # ------------------------------------------------------------ guards and bodies
 
     def guard(self, path, method, query):
-        host = self.headers.get("Host")
+        host = self.h.get("host")
         if host is not None and host_name(host) not in self.server.allowed_hosts:
             self.close_connection = True
             self.error(403, "Host %r is not this machine; kgd only answers requests addressed to it "
                             "(DNS-rebinding guard)." % host[:100])
             return False
-        origin = self.headers.get("Origin")
+        origin = self.h.get("origin")
         if origin is not None and not ws.origin_is_local(origin, self.server.extra_hosts):
             self.error(403, "Origin %r is not on this machine; browsers on other sites may not use kgd." % origin[:100])
             return False
         token = self.server.token
         if token and not (method in ("GET", "HEAD") and path in ("/health", "/ui", "/ui/")):
             given = None
-            auth = self.headers.get("Authorization") or ""
+            auth = self.h.get("authorization") or ""
             if auth[:7].lower() == "bearer ":
                 given = auth[7:].strip()
             elif path == "/ws" and query.get("token"):
@@ -259,10 +265,10 @@ class Handler(BaseHTTPRequestHandler):
     def read_body(self):
         """The request body, or None after answering an error (413, 400, 411)."""
         self.body_consumed = True
-        te = (self.headers.get("Transfer-Encoding") or "").lower()
+        te = (self.h.get("transfer-encoding") or "").lower()
         if "chunked" in te:
             return self.read_chunked()
-        length = self.headers.get("Content-Length")
+        length = self.h.get("content-length")
         if length is None:
             return b""
         try:
@@ -332,8 +338,8 @@ class Handler(BaseHTTPRequestHandler):
         body = self.read_body()
         if body is None:
             return
-        req = mcp.Request(self.headers.get("MCP-Protocol-Version"), self.headers.get("Mcp-Method"),
-                          self.headers.get("Mcp-Name"))
+        req = mcp.Request(self.h.get("mcp-protocol-version"), self.h.get("mcp-method"),
+                          self.h.get("mcp-name"))
         payload, status = jsonrpc.handle(body, self.server.mcp.dispatch, req)
         if payload is None:
             return self.respond(202)
