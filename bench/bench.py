@@ -73,7 +73,9 @@ def timed(fn, n):
 
 
 def rps(durations):
-    return len(durations) / sum(durations)
+    """Requests per second from the median round trip: robust to the spikes of a noisy machine
+    (the same statistic for the ceiling and for kgd, so their ratio is fair)."""
+    return 1.0 / statistics.median(durations)
 
 
 def ms(x):
@@ -138,6 +140,7 @@ def ceiling(n):
     srv = ThreadingHTTPServer(("127.0.0.1", 0), Bare)
     threading.Thread(target=srv.serve_forever, daemon=True).start()
     c = Client(srv.server_address[1])
+    timed(lambda i: c.rpc("ping"), 200)  # warm-up
     d = timed(lambda i: c.rpc("ping"), n)
     srv.shutdown()
     srv.server_close()
@@ -208,6 +211,7 @@ def main():
         row("kgd start-up to first answered request", ms(k.startup_s), "ms", None, "(target < 300)")
         row("kgd resident memory, idle", rss_kb(k.proc.pid) / 1024.0, "MB", None, "(target < 25)")
         c = Client(k.port)
+        timed(lambda i: c.rpc("ping"), 200)  # warm-up, as for the ceiling
         r = timed(lambda i: c.rpc("ping"), N)
         row("MCP ping", rps(r), "req/s", rps(r) / ceil)
 
@@ -257,7 +261,9 @@ def main():
             t.join()
         wall = time.perf_counter() - t0
         conc = 8 * per / wall
+        seq_mean = N / sum(d_small)  # total throughput is a mean rate: compare it with the mean sequential rate
         row("8 concurrent writers, total", conc, "req/s", conc / ceil, "(target >= sequential)")
+        row("  sequential kg_put_node, mean rate (for comparison)", seq_mean, "req/s", seq_mean / ceil)
         row("  8 writers: p50 latency", ms(statistics.median(lat)), "ms")
         row("  8 writers: p99 latency", ms(sorted(lat)[int(len(lat) * 0.99) - 1]), "ms")
 

@@ -7,6 +7,8 @@ orphaned when `_orphaned_ts` is set, else archived when `_archived` is true, els
 An edge is `{"from", "to", "rel", "notes"}`, keyed `"FROM->TO:REL"` in a graph file.
 """
 
+import re
+
 from .errors import BadInput
 
 ACTIVE, ARCHIVED, ORPHANED = "active", "archived", "orphaned"
@@ -84,12 +86,13 @@ def public_edge(edge):
 
 # ---- validation: every argument that reaches the store passes one of these ----
 
+# Control characters: C0 (NUL, escapes...), DEL and C1; notes may keep tab, newline and CR.
+_CONTROL = re.compile("[\x00-\x1f\x7f-\x9f]")
+_CONTROL_BUT_LINES = re.compile("[\x00-\x08\x0b\x0c\x0e-\x1f\x7f-\x9f]")
+
+
 def _bad_chars(s, allow_newlines=False):
-    for ch in s:
-        o = ord(ch)
-        if o == 0 or (o < 32 and not (allow_newlines and ch in "\n\t\r")) or 0x7F <= o <= 0x9F:
-            return True
-    return False
+    return (_CONTROL_BUT_LINES if allow_newlines else _CONTROL).search(s) is not None
 
 
 def check_text(value, name, max_len, allow_empty=False, allow_newlines=False):

@@ -7,7 +7,7 @@ Rules owned here:
 - A graph file is only ever written whole: temp file in the same folder, flush, fsync,
   os.replace, fsync the folder; the previous good file is kept as <file>.prev.
 - A mutation is made durable by appending one JSON line to the graph's journal
-  (<file minus .json>.journal) and fsyncing it; concurrent writers share one fsync
+  (<file minus .json>.journal) and fdatasyncing it; concurrent writers share one sync
   (group commit). The journal is folded into the graph file by the atomic writer, then emptied.
   Replay at start drops a torn last record (it was never acknowledged).
 - A file that fails to parse is moved aside to <file>.corrupt-<timestamp> and .prev is used.
@@ -41,6 +41,14 @@ def ensure_dir(path):
         os.mkdir(path, DIR_MODE)
     except FileExistsError:
         pass
+
+
+def sync_appended(fd):
+    """Make appended records durable: fdatasync flushes the data and the file size needed to
+    read it back, without waiting for timestamps as fsync does (about 20 % cheaper here).
+    macOS has no fdatasync: fsync there."""
+    sync = getattr(os, "fdatasync", None) or os.fsync
+    sync(fd)
 
 
 def fsync_dir(path):
@@ -290,7 +298,7 @@ class Journal:
                 raise StorageError("the disk failed to save this change; it was not kept. Retry in a moment.")
             target, size = self._tail
             try:
-                os.fsync(self._open())
+                sync_appended(self._open())
             except OSError as exc:
                 # Records after the last good fsync may or may not be on disk: none of them
                 # is acknowledged, and rollback() cuts them off before anything else is written.

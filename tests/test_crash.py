@@ -375,7 +375,7 @@ class Injector:
     from 1) copies the storage root to a crash image and raises Crash. A write is torn: half
     its bytes reach the file before the image is taken."""
 
-    NAMES = ("open", "write", "fsync", "ftruncate", "link", "replace", "close", "unlink", "mkdir")
+    NAMES = ("open", "write", "fsync", "fdatasync", "ftruncate", "link", "replace", "close", "unlink", "mkdir")
 
     def __init__(self, monkeypatch, root, image):
         self.root, self.image = root, image
@@ -392,7 +392,7 @@ class Injector:
         real = self.real[name]
 
         def fake(*args, **kwargs):
-            if name == "fsync" and not self.armed:
+            if name in ("fsync", "fdatasync") and not self.armed:
                 return None       # durability comes from the crash images here; skip the wait
             if not self.armed:
                 return real(*args, **kwargs)

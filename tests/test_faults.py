@@ -61,6 +61,9 @@ class Fault:
         self.real = {n: getattr(os, n) for n in ("write", "fsync", "open")}
         monkeypatch.setattr(storage.os, "write", self._write)
         monkeypatch.setattr(storage.os, "fsync", self._fsync)
+        if hasattr(os, "fdatasync"):  # the journal syncs appends with fdatasync
+            self.real["fdatasync"] = os.fdatasync
+            monkeypatch.setattr(storage.os, "fdatasync", self._fdatasync)
         monkeypatch.setattr(storage.os, "open", self._open)
 
     def set(self, mode, after=0):
@@ -86,6 +89,12 @@ class Fault:
                 return self.real["write"](fd, bytes(data[:len(data) // 2]))   # a short write, then full
             raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC))
         return self.real["write"](fd, data)
+
+    def _fdatasync(self, fd):
+        if self.mode in ("eio", "fsync-enospc") and self._mine(fd) and self._go():
+            e = errno.EIO if self.mode == "eio" else errno.ENOSPC
+            raise OSError(e, os.strerror(e))
+        return self.real["fdatasync"](fd)
 
     def _fsync(self, fd):
         if self.mode in ("eio", "fsync-enospc") and self._mine(fd) and self._go():
@@ -438,6 +447,8 @@ def test_write_racing_a_failed_fsync_is_not_acknowledged_then_lost(make_env, mon
 
     monkeypatch.setattr(storage.os, "write", write)
     monkeypatch.setattr(storage.os, "fsync", fsync)
+    if hasattr(os, "fdatasync"):
+        monkeypatch.setattr(storage.os, "fdatasync", fsync)
     monkeypatch.setattr(storage.Journal, "commit", commit)
     monkeypatch.setattr(Store, "_recover", recover)
     out = {}
@@ -721,6 +732,14 @@ if _FLAG:
         return _open(path, flags, *a, **k)
 
     os.write, os.fsync, os.open = write, fsync, open_
+    if hasattr(os, "fdatasync"):  # the journal syncs appends with fdatasync
+        _fdatasync = os.fdatasync
+
+        def fdatasync(fd):
+            if _mode() == "eio" and _mine_fd(fd):
+                raise OSError(errno.EIO, os.strerror(errno.EIO))
+            return _fdatasync(fd)
+        os.fdatasync = fdatasync
 """
 
 

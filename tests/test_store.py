@@ -77,6 +77,7 @@ def fast_disk(monkeypatch):
     """For the long seeded workloads: a simulated crash is a process crash, which fsync does not
     change, so skip the real fsyncs (tens of milliseconds each on a busy disk)."""
     monkeypatch.setattr(os, "fsync", lambda fd: None)
+    monkeypatch.setattr(os, "fdatasync", lambda fd: None, raising=False)
 
 
 # ---------------------------------------------------------------- resolve_project_root
@@ -834,6 +835,7 @@ def test_failed_fsync_is_not_acknowledged_and_rolls_back(env, monkeypatch, errno
     def failing(fd):
         raise OSError(errno_, os.strerror(errno_))
     monkeypatch.setattr(os, "fsync", failing)
+    monkeypatch.setattr(os, "fdatasync", failing, raising=False)
     with pytest.raises(StorageError) as exc:
         store.put_node(s, "user", "lost", "g")
     assert "retry" in exc.value.message.lower()
@@ -859,6 +861,7 @@ def test_group_commit_through_the_store(env, monkeypatch):
         real(fd)
         threading.Event().wait(0.002)
     monkeypatch.setattr(os, "fsync", slow)
+    monkeypatch.setattr(os, "fdatasync", slow, raising=False)
     barrier = threading.Barrier(8)
 
     def worker(k):
