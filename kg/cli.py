@@ -92,6 +92,18 @@ def die(message, code=2):
     sys.exit(code)
 
 
+def release_startup_memory():
+    """Hand the heap left over from start-up (compiling and loading the modules) back to the
+    system: glibc keeps freed memory otherwise, and this is a long-running background service.
+    A no-op where there is no glibc (macOS)."""
+    try:
+        import ctypes
+
+        ctypes.CDLL(None).malloc_trim(0)  # the process's own symbols include glibc's
+    except (OSError, AttributeError, ImportError):
+        pass
+
+
 def serve(cfg):
     from .http import Daemon
     from .maintenance import Loop
@@ -134,6 +146,7 @@ def serve(cfg):
     server_thread.start()
     sys.stderr.write("kgd %s listening on http://%s:%d/ (root: %s)\n" % (__version__, shown, port, cfg["root"]))
     sys.stderr.flush()
+    release_startup_memory()
     while not stop.wait(1.0):
         if not server_thread.is_alive():
             break

@@ -17,6 +17,7 @@ Rules owned here:
 import json
 import logging
 import socket
+import socketserver
 import threading
 import time
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
@@ -402,6 +403,12 @@ class Daemon(ThreadingHTTPServer):
         self._conns_lock = threading.Lock()
         store.add_listener(self.hub.publish)
         super().__init__(address, Handler)
+
+    def server_bind(self):
+        """As HTTPServer's, without socket.getfqdn(): a reverse DNS lookup that can stall
+        start-up for seconds on a machine with slow DNS (and loads the IDNA codec)."""
+        socketserver.TCPServer.server_bind(self)
+        self.server_name, self.server_port = self.server_address[:2]
 
     def track(self, handler, alive):
         with self._conns_lock:
