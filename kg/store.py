@@ -435,12 +435,15 @@ class Store:
         return True
 
     def fold_idle(self, now=None, force=False):
-        """Fold journals once writes have paused (or a journal grew long)."""
+        """Fold journals once writes have paused (or a journal grew long), one graph per lock
+        hold so writers to other graphs wait for one graph's fold at most."""
         now = self.clock() if now is None else now
         with self.lock:
             quiet = force or now - self.last_write >= self.settings.fold_delay
-            for g in list(self.dirty.values()):
-                if quiet or self.journals[id(g)].records >= self.settings.fold_records:
+            graphs = list(self.dirty.values())
+        for g in graphs:
+            with self.lock:
+                if id(g) in self.dirty and (quiet or self.journals[id(g)].records >= self.settings.fold_records):
                     self._fold(g)
 
     # ------------------------------------------------------------ compaction
