@@ -15,7 +15,6 @@ Rules owned here:
   every maintenance pass (activity and sync marks are flushed lazily).
 """
 
-import collections
 import logging
 import os
 import threading
@@ -136,7 +135,9 @@ class Store:
         self.journals = {}  # id(graph) -> Journal
         self.sessions = {}
         self.seq = 0
-        self.changes = collections.deque()  # (seq, session_id, graph, kind, payload)
+        # (seq, session_id, graph, kind, payload); seqs are consecutive, so the change after a
+        # mark is found by index, not by a scan from the oldest.
+        self.changes = []
         self.log_floor = 0  # changes at or below this were not kept (restart or trim)
         self.listeners = []
         self.dirty = {}  # id(graph) -> graph with journal records not yet folded
@@ -338,7 +339,9 @@ class Store:
         self.seq += 1
         self.changes.append((self.seq, sid, g, kind, payload))
         if len(self.changes) > CHANGE_LOG_MAX:
-            self.log_floor = self.changes.popleft()[0]
+            drop = len(self.changes) // 2  # in halves: amortised O(1) per change
+            self.log_floor = self.changes[drop - 1][0]
+            del self.changes[:drop]
         ev = {"type": kind, "level": g.level, "project_path": g.project_path}
         ev.update(payload)
         events.append(ev)
@@ -351,11 +354,19 @@ class Store:
                 except Exception:  # a listener must never break a write
                     log.exception("change listener failed")
 
+    def _changes_after(self, mark):
+        """Index in self.changes of the first change with seq > mark."""
+        if not self.changes:
+            return 0
+        return min(len(self.changes), max(0, mark + 1 - self.changes[0][0]))
+
     def _trim_changes(self):
         marks = [s.sync_mark for s in self.sessions.values()]
         floor = min(marks) if marks else self.seq
-        while self.changes and self.changes[0][0] <= floor:
-            self.log_floor = self.changes.popleft()[0]
+        drop = self._changes_after(floor)
+        if drop:
+            self.log_floor = self.changes[drop - 1][0]
+            del self.changes[:drop]
         if not self.changes:
             self.log_floor = max(self.log_floor, floor)
 
@@ -798,8 +809,9 @@ class Store:
                         node_keys[(g.level, nid)] = g
                     for key in g.edges:
                         edge_keys[(g.level, key)] = (g, g.edges[key])
-            for seq, sid, g, kind, payload in self.changes:
-                if seq <= mark or id(g) not in wanted or (sid is not None and sid == session.id):
+            for i in range(self._changes_after(mark), len(self.changes)):
+                seq, sid, g, kind, payload = self.changes[i]
+                if id(g) not in wanted or (sid is not None and sid == session.id):
                     continue
                 if kind == "node_put":
                     node_keys[(g.level, payload["node"]["id"])] = g
@@ -865,7 +877,8 @@ class Store:
     def session_stats(self, session):
         with self.lock:
             d = session.to_obj()
-            d["pending_changes"] = sum(1 for c in self.changes if c[0] > session.sync_mark and c[1] != session.id)
+            d["pending_changes"] = sum(1 for c in self.changes[self._changes_after(session.sync_mark):]
+                                       if c[1] != session.id)
             return d
 
     def full_graph(self, g):

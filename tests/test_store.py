@@ -999,3 +999,35 @@ def test_old_project_file_without_path_is_adopted_not_duplicated(tmp_path):
         store.close()
     meta = json.loads((root / "projects" / "app" / "graph.json").read_text())["_meta"]
     assert meta["project_path"] == str(proj)
+
+
+def test_change_log_overflow_and_trim_never_hide_a_change(tmp_path, monkeypatch):
+    """The change log is bounded: when it drops entries a session has not synced, that session
+    gets a full resync (never a silent gap); one that kept up gets exactly the new changes."""
+    import kg.store as store_mod
+    monkeypatch.setattr(store_mod, "CHANGE_LOG_MAX", 20)
+    store = Store(str(tmp_path / "root"), Settings(max_tokens=10 ** 6)).open()
+    try:
+        writer, keeper, laggard = (store.start_session() for _ in range(3))
+        everything = set()
+        for batch in "abc":  # 24 changes: past 20 the log drops its older half
+            ids = {"%s%d" % (batch, i) for i in range(8)}
+            for i in sorted(ids):
+                store.put_node(writer, "user", i, "g")
+            everything |= ids
+            kept = store.sync(keeper)
+            assert not kept["full_resync"]
+            assert {n["id"] for n in kept["nodes"]} == ids
+        assert store.log_floor > 0
+        lag = store.sync(laggard)
+        assert lag["full_resync"]
+        assert {n["id"] for n in lag["nodes"]} == everything
+        store.sync(writer)
+        store.put_node(writer, "user", "c", "g")
+        store.maintenance()  # trims what every session has seen (each session's mark holds the log)
+        assert [c[0] for c in store.changes] == [store.seq]
+        assert [n["id"] for n in store.sync(keeper)["nodes"]] == ["c"]
+        assert [n["id"] for n in store.sync(laggard)["nodes"]] == ["c"]
+        assert store.sync(writer)["nodes"] == []
+    finally:
+        store.close()
