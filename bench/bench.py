@@ -167,15 +167,19 @@ def bare_startup():
 
 # ---------------------------------------------------------------- kgd measurements
 
-def bulk_nodes(c, sid, level, n, prefix, start=0, batch=200):
-    """Write n nodes with JSON-RPC batches (set-up only, not measured)."""
+def bulk_nodes(c, sid, level, n, prefix, start=0, batch=100):
+    """Write n nodes with JSON-RPC batches of at most 100 (kgd's limit); set-up only, not
+    measured. Fails loudly if any write did not succeed."""
     for b in range(start, start + n, batch):
         msgs = [{"jsonrpc": "2.0", "id": i, "method": "tools/call", "params": {"name": "kg_put_node", "arguments": {
             "session_id": sid, "level": level, "id": "%s-%d" % (prefix, i),
             "gist": "insight number %d about module %d and its caching layer" % (i, i % 97),
             "notes": ["detail %d: the retry path uses exponential backoff with jitter" % i]}}}
             for i in range(b, min(b + batch, start + n))]
-        c.post("/mcp", msgs)
+        out = c.post("/mcp", msgs)
+        if not isinstance(out, list) or len(out) != len(msgs) or any(
+                "result" not in r or r["result"].get("isError") for r in out):
+            raise RuntimeError("bulk write failed: %s" % str(out)[:300])
 
 
 def main():
@@ -233,6 +237,9 @@ def main():
         at10k = timed(lambda i: c2.tool("kg_put_node", {"session_id": sid2, "level": "user", "id": "p10k-%d" % i,
                                                         "gist": "probe %d" % i}), N)
         m100, m10k = statistics.median(at100), statistics.median(at10k)
+        held = len(c2.get("/api/graph")["user"]["nodes"])
+        if held < BIG:
+            raise RuntimeError("the user graph holds %d nodes, not %d" % (held, BIG))
         row("kg_put_node median at ~100 nodes", ms(m100), "ms")
         row("kg_put_node median at ~10,000 nodes", ms(m10k), "ms")
         row("  cost ratio 10,000 / 100 nodes", m10k / m100, "x", None, "(target <= 1.5)")

@@ -23,6 +23,7 @@ class Graph:
         self.tokens = 0
         self.by_state = {model.ACTIVE: set(), model.ARCHIVED: set(), model.ORPHANED: set()}
         self.search_cache = {}  # id -> lower-cased text, owned by kg/search.py
+        self.corpus = None  # a search.Corpus of every node, rebuilt after any change
         self.compact_idle_until = 0.0  # see Store._compact
         self.path_known = True  # False for an old project file that does not record its path
 
@@ -46,6 +47,7 @@ class Graph:
         """Re-count one node (after any change to it, in place or not) and its edges."""
         node = self.nodes.get(node_id)
         self.search_cache.pop(node_id, None)
+        self.corpus = None
         old_state = self._node_state.pop(node_id, None)
         if old_state is not None:
             self.by_state[old_state].discard(node_id)
@@ -69,6 +71,7 @@ class Graph:
         self._node_state.clear()
         self.counted_edges = set()
         self.search_cache.clear()
+        self.corpus = None
         self.tokens = 0
         self.by_state = {model.ACTIVE: set(), model.ARCHIVED: set(), model.ORPHANED: set()}
         self.adj = {}

@@ -8,7 +8,10 @@ of the words rank higher. An exact id match (case-insensitive) ranks first whate
 Ties: id ascending, then candidate order (user level first). Scores are rounded to 3 decimals.
 """
 
+import heapq
+import itertools
 import math
+import operator
 import re
 
 _WORD = re.compile(r"[^\s,;]+")
@@ -31,37 +34,59 @@ def node_text(node):
     return head, rest
 
 
-def rank(query, candidates, limit=20, text_of=node_text):
-    """candidates: iterable of (level, node); level is passed through untouched. Returns [(score, level, node)] best first."""
+class Corpus:
+    """The lower-cased texts of many nodes held side by side, so that a query is answered with a
+    few list-wide operations per word (membership tests, element-wise sums) that run at C speed,
+    instead of Python-level work per node and word. Built once per graph and reused until the
+    graph changes."""
+
+    def __init__(self, items, text_of=node_text):
+        self.items = list(items)  # (tag, node), in candidate order
+        self.heads, self.rests, self.ids = [], [], []
+        for _, node in self.items:
+            head, rest = text_of(node)
+            self.heads.append(head)
+            self.rests.append(rest)
+            self.ids.append(node["id"])
+        self.by_id = {}
+        for k, nid in enumerate(self.ids):
+            self.by_id.setdefault(nid.lower(), []).append(k)
+
+    def weights(self, word):
+        """Per node: 3 when the word is in the id or gist, 1 when only in notes or touches, else 0."""
+        return [3.0 if word in h else 1.0 if word in r else 0.0 for h, r in zip(self.heads, self.rests)]
+
+
+def rank_corpora(query, corpora, limit=20):
+    """Rank the nodes of several corpora together. Returns [(score, tag, node)] best first."""
     words = query_words(query)
     if not words:
         return []
     q_exact = query.strip().lower()
-    hits = []
-    df = [0] * len(words)
-    total = 0
-    for level, node in candidates:
-        total += 1
-        head, rest = text_of(node)
-        found = []
-        for i, w in enumerate(words):
-            if w in head:
-                found.append((i, 3.0))
-            elif w in rest:
-                found.append((i, 1.0))
-        exact = node["id"].lower() == q_exact
-        if found or exact:
-            for i, _ in found:
-                df[i] += 1
-            hits.append((level, node, found, exact))
-    if not hits:
-        return []
-    out = []
-    for level, node, found, exact in hits:
-        s = sum(math.log(1 + total / df[i]) * weight for i, weight in found)
-        s *= 1 + len(found) / len(words)
-        if exact:
-            s += EXACT_ID_BONUS
-        out.append((round(s, 3), level, node))
-    out.sort(key=lambda t: (-t[0], t[2]["id"]))  # stable: earlier candidates (user level) first
-    return out[:limit]
+    total = sum(len(c.items) for c in corpora)
+    columns = [[c.weights(w) for w in words] for c in corpora]
+    df = [sum(len(cols[i]) - cols[i].count(0.0) for cols in columns) for i in range(len(words))]
+    idf = [math.log(1 + total / d) if d else 0.0 for d in df]
+    n_words = len(words)
+    scored = []
+    for ci, (c, cols) in enumerate(zip(corpora, columns)):
+        n = len(c.items)
+        acc, matched = [0.0] * n, [0] * n
+        for f, col in zip(idf, cols):
+            acc = list(map(operator.add, acc, map(operator.mul, col, itertools.repeat(f))))
+            matched = list(map(operator.add, matched, map(bool, col)))
+        hits = {k for k, v in enumerate(acc) if v}
+        hits.update(c.by_id.get(q_exact, ()))
+        for k in hits:
+            s = acc[k] * (1 + matched[k] / n_words)
+            if k in c.by_id.get(q_exact, ()):
+                s += EXACT_ID_BONUS
+            scored.append((-round(s, 3), c.ids[k], ci, k))
+    best = heapq.nsmallest(limit, scored)  # ties: id ascending, then candidate order
+    return [(-neg, corpora[ci].items[k][0], corpora[ci].items[k][1]) for neg, _, ci, k in best]
+
+
+def rank(query, candidates, limit=20, text_of=node_text):
+    """candidates: iterable of (level, node); level is passed through untouched.
+    Returns [(score, level, node)] best first."""
+    return rank_corpora(query, [Corpus(candidates, text_of)], limit)

@@ -768,17 +768,21 @@ class Store:
 
     @staticmethod
     def _rank(query, graphs, limit):
-        """search.rank over the graphs, with each node's lower-cased text cached per graph."""
-        texts, pairs = {}, []
+        """search.rank over the graphs, with one search.Corpus per graph kept until it changes
+        (and each node's lower-cased text kept until that node changes)."""
+        corpora = []
         for g in graphs:
-            cache = g.search_cache
-            for nid, n in g.nodes.items():
-                t = cache.get(nid)
-                if t is None:
-                    t = cache[nid] = search.node_text(n)
-                texts[id(n)] = t
-                pairs.append((g, n))
-        return search.rank(query, pairs, limit, text_of=lambda n: texts[id(n)])
+            if g.corpus is None:
+                cache = g.search_cache
+
+                def text_of(n, cache=cache):
+                    t = cache.get(n["id"])
+                    if t is None:
+                        t = cache[n["id"]] = search.node_text(n)
+                    return t
+                g.corpus = search.Corpus(((g, n) for n in g.nodes.values()), text_of)
+            corpora.append(g.corpus)
+        return search.rank_corpora(query, corpora, limit)
 
     def all_project_graphs(self):
         """Every project graph on disk (loads those not loaded yet)."""
