@@ -107,17 +107,32 @@ def check_text(value, name, max_len, allow_empty=False, allow_newlines=False):
     return value
 
 
+# An edge is stored under the key "FROM->TO:REL". That key names one edge only if no end holds
+# "->" and rel holds no ":" (the first "->" then ends FROM and the last ":" starts REL), so node
+# ids and edge ends may not contain "->", nor rel ":".
+ARROW = "->"
+
+
+def _no_arrow(value, name):
+    if ARROW in value:
+        raise BadInput('%s may not contain "->" (it separates the ends in an edge\'s key).' % name)
+    return value
+
+
 def check_id(value, name="id"):
-    return check_text(value, name, MAX_ID)
+    return _no_arrow(check_text(value, name, MAX_ID), name)
 
 
 def check_end(value, name):
     """An edge end: a node id or a file path."""
-    return check_text(value, name, MAX_PATH)
+    return _no_arrow(check_text(value, name, MAX_PATH), name)
 
 
 def check_rel(value):
-    return check_text(value, "rel", MAX_REL)
+    check_text(value, "rel", MAX_REL)
+    if ":" in value:
+        raise BadInput('rel may not contain ":" (it separates rel in an edge\'s key); use a word like depends-on.')
+    return value
 
 
 def check_list(value, name, max_items, max_len, allow_newlines):

@@ -326,7 +326,10 @@ class Journal:
 
     def mark(self):
         """Where the journal is now (caller holds the store lock): undo() cuts back to it."""
-        self._open()
+        try:
+            self._open()
+        except OSError as exc:
+            raise storage_error(exc, "the change") from exc
         return self._size, self._appended
 
     def undo(self, mark):

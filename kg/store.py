@@ -15,6 +15,7 @@ Rules owned here:
   every maintenance pass (activity and sync marks are flushed lazily).
 """
 
+import contextlib
 import logging
 import os
 import threading
@@ -418,6 +419,20 @@ class Store:
             self.dirty[id(g)] = g
         g.__dict__.update(fresh.__dict__)
 
+    @contextlib.contextmanager
+    def _mutation(self, g):
+        """Around one mutation's journal appends and in-memory changes (lock held): if anything
+        fails once a record was written, the records are cut off and g reloaded, so neither the
+        journal nor memory keeps a change the caller is told failed."""
+        journal = self.journals[id(g)]
+        mark = journal.mark()
+        try:
+            yield
+        except Exception:
+            if self.journals.get(id(g)) is journal and journal.mark()[1] != mark[1]:
+                self._undo(g, mark)
+            raise
+
     def _undo(self, g, mark):
         """An operation failed after changing g in memory (lock held): cut its records off the
         journal and reload g from disk, so memory never runs ahead of the disk."""
@@ -564,13 +579,14 @@ class Store:
                 node["_write_ts"] = now
                 if compaction.revive_on_put(node):
                     g.compact_idle_until = 0.0
-            tickets.append(self._append(g, {"op": "node", "node": node}))
-            g.put_node(node)
-            sid = session.id if session else None
-            if session:
-                session.writes += 1
-            self._change(sid, g, "node_put", {"node": model.public_node(node)}, events)
-            self._compact(g, now, events, tickets)
+            with self._mutation(g):
+                tickets.append(self._append(g, {"op": "node", "node": node}))
+                g.put_node(node)
+                sid = session.id if session else None
+                if session:
+                    session.writes += 1
+                self._change(sid, g, "node_put", {"node": model.public_node(node)}, events)
+                self._compact(g, now, events, tickets)
             result = {"level": g.level, "created": old is None, "node": model.public_node(g.nodes.get(node_id, node))}
         self._commit(tickets)
         self._publish(events)
@@ -599,12 +615,13 @@ class Store:
             edge = {"from": frm, "to": to, "rel": rel, "notes": notes if notes is not None else (old or {}).get("notes", [])}
             if old is not None:
                 edge = dict(old, **edge)
-            tickets.append(self._append(g, {"op": "edge", "edge": edge}))
-            g.put_edge(edge)
-            if session:
-                session.writes += 1
-            self._change(session.id if session else None, g, "edge_put", {"edge": model.public_edge(edge)}, events)
-            self._compact(g, self.clock(), events, tickets)
+            with self._mutation(g):
+                tickets.append(self._append(g, {"op": "edge", "edge": edge}))
+                g.put_edge(edge)
+                if session:
+                    session.writes += 1
+                self._change(session.id if session else None, g, "edge_put", {"edge": model.public_edge(edge)}, events)
+                self._compact(g, self.clock(), events, tickets)
             result = {"level": g.level, "created": old is None, "edge": model.public_edge(edge)}
         self._commit(tickets)
         self._publish(events)
@@ -629,13 +646,14 @@ class Store:
         events, tickets = [], []
         with self.lock:
             g = self._find_level(session, node_id, level, project_path)
-            tickets.append(self._append(g, {"op": "del_node", "id": node_id}))
-            removed = g.delete_node(node_id)
-            if session:
-                session.writes += 1
-            self._change(session.id if session else None, g, "node_deleted",
-                         {"id": node_id, "edges_removed": [model.public_edge(e) for e in removed]}, events)
-            self._compact(g, self.clock(), events, tickets)
+            with self._mutation(g):
+                tickets.append(self._append(g, {"op": "del_node", "id": node_id}))
+                removed = g.delete_node(node_id)
+                if session:
+                    session.writes += 1
+                self._change(session.id if session else None, g, "node_deleted",
+                             {"id": node_id, "edges_removed": [model.public_edge(e) for e in removed]}, events)
+                self._compact(g, self.clock(), events, tickets)
         self._commit(tickets)
         self._publish(events)
         return {"level": g.level, "id": node_id, "edges_removed": len(removed)}
@@ -657,12 +675,13 @@ class Store:
             if len(found) > 1:
                 raise Conflict("that edge exists in both graphs: say which with level.")
             g = found[0]
-            tickets.append(self._append(g, {"op": "del_edge", "key": key}))
-            edge = g.delete_edge(key)
-            if session:
-                session.writes += 1
-            self._change(session.id if session else None, g, "edge_deleted", {"edge": model.public_edge(edge)}, events)
-            self._compact(g, self.clock(), events, tickets)
+            with self._mutation(g):
+                tickets.append(self._append(g, {"op": "del_edge", "key": key}))
+                edge = g.delete_edge(key)
+                if session:
+                    session.writes += 1
+                self._change(session.id if session else None, g, "edge_deleted", {"edge": model.public_edge(edge)}, events)
+                self._compact(g, self.clock(), events, tickets)
         self._commit(tickets)
         self._publish(events)
         return {"level": g.level, "edge": model.public_edge(edge)}
@@ -863,11 +882,12 @@ class Store:
             g = self.graph(level, session, project_path)
             progress = g.meta.setdefault("progress", {})
             if has_state:
-                tickets.append(self._append(g, {"op": "progress", "task_id": task_id, "state": state}))
-                if state is None:
-                    progress.pop(task_id, None)
-                else:
-                    progress[task_id] = state
+                with self._mutation(g):
+                    tickets.append(self._append(g, {"op": "progress", "task_id": task_id, "state": state}))
+                    if state is None:
+                        progress.pop(task_id, None)
+                    else:
+                        progress[task_id] = state
             current = progress.get(task_id)
         self._commit(tickets)
         return {"task_id": task_id, "level": level, "state": current}

@@ -390,3 +390,27 @@ def test_error_messages_say_what_to_do():
         model.check_text("x" * 100000, "gist", model.MAX_GIST)
     assert "gist" in exc.value.message and "2000" in exc.value.message
     assert len(exc.value.message) < 300
+
+
+@pytest.mark.parametrize("frm, to, rel", [
+    ("a->b", "c", "r"),
+    ("a", "b->c", "r"),
+    ("a", "b", "r:s"),
+])
+def test_edge_parts_that_would_make_keys_ambiguous_are_refused(frm, to, rel):
+    """"a->b" -> "c" and "a" -> "b->c" would share the key "a->b->c:r": refused at input."""
+    with pytest.raises(BadInput):
+        model.check_end(frm, "from")
+        model.check_end(to, "to")
+        model.check_rel(rel)
+
+
+def test_edge_keys_are_unique_for_accepted_parts():
+    ends = ["a", "a-", ">b", "b", "src/x.py", "C:/dir/f.py", "http://host/p", "-", ">"]
+    rels = ["r", "depends-on", "x>y"]
+    keys = {}
+    for f in ends:
+        for t in ends:
+            for r in rels:
+                k = model.edge_key(model.check_end(f, "from"), model.check_end(t, "to"), model.check_rel(r))
+                assert keys.setdefault(k, (f, t, r)) == (f, t, r), k

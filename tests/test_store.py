@@ -1031,3 +1031,29 @@ def test_change_log_overflow_and_trim_never_hide_a_change(tmp_path, monkeypatch)
         assert store.sync(writer)["nodes"] == []
     finally:
         store.close()
+
+
+def test_a_change_that_fails_after_its_record_was_written_is_cut_off(tmp_path, monkeypatch):
+    """If applying a change in memory fails once its journal record is written (a bug, a stale
+    index), the record is cut off and the graph reloaded: nothing the caller was told failed
+    survives, in memory or on disk."""
+    from kg.graph import Graph
+    root = str(tmp_path / "root")
+    store = Store(root, Settings()).open()
+    s = store.start_session()
+    store.put_node(s, "user", "kept", "g")
+
+    def broken(self, node):
+        raise RuntimeError("apply failed")
+    monkeypatch.setattr(Graph, "put_node", broken)
+    with pytest.raises(RuntimeError):
+        store.put_node(s, "user", "lost", "g")
+    monkeypatch.undo()
+    assert set(store.user.nodes) == {"kept"}
+    store.put_node(s, "user", "after", "g")
+    store.close()
+    again = Store(root, Settings()).open()
+    try:
+        assert set(again.user.nodes) == {"kept", "after"}
+    finally:
+        again.close()
