@@ -290,9 +290,10 @@ class Handler(BaseHTTPRequestHandler):
             return None
         return data
 
-    def read_exactly(self, n):
-        """n body bytes, or None when they do not all arrive within HEADER_DEADLINE (R.U.D.Y.)."""
-        deadline = time.monotonic() + HEADER_DEADLINE
+    def read_exactly(self, n, deadline=None):
+        """n body bytes, or None when they do not all arrive by the deadline (default:
+        HEADER_DEADLINE from now), so a client trickling its body cannot hold a thread (R.U.D.Y.)."""
+        deadline = deadline if deadline is not None else time.monotonic() + HEADER_DEADLINE
         parts, got = [], 0
         try:
             while got < n:
@@ -312,15 +313,17 @@ class Handler(BaseHTTPRequestHandler):
         return b"".join(parts)
 
     def read_chunked(self):
+        """A chunked body: hex sizes only, within MAX_BODY and one HEADER_DEADLINE overall."""
         chunks, total = [], 0
+        deadline = time.monotonic() + HEADER_DEADLINE
         while True:
             line = self.rfile.readline(1024)
-            try:
-                size = int(line.split(b";")[0].strip() or b"x", 16)
-            except ValueError:
+            digits = line.split(b";")[0].strip()
+            if not digits or len(digits) > 16 or digits.strip(b"0123456789abcdefABCDEF"):
                 self.close_connection = True
-                self.error(400, "malformed chunked body.")
+                self.error(400, "malformed chunked body: a chunk size must be hexadecimal digits.")
                 return None
+            size = int(digits, 16)
             if size == 0:
                 while self.rfile.readline(1024).strip():
                     pass
@@ -330,7 +333,11 @@ class Handler(BaseHTTPRequestHandler):
                 self.close_connection = True
                 self.error(413, "body is over the 4 MiB limit.")
                 return None
-            chunks.append(self.rfile.read(size))
+            data = self.read_exactly(size, deadline)
+            if data is None or len(data) < size:
+                self.close_connection = True
+                return None
+            chunks.append(data)
             self.rfile.readline(8)
 
     # ------------------------------------------------------------ MCP
@@ -402,6 +409,8 @@ class Daemon(ThreadingHTTPServer):
         self._conns = set()
         self._conns_lock = threading.Lock()
         store.add_listener(self.hub.publish)
+        if ":" in address[0]:
+            self.address_family = socket.AF_INET6
         super().__init__(address, Handler)
 
     def server_bind(self):

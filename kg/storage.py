@@ -181,6 +181,18 @@ class Layout:
         self.projects_dir = os.path.join(self.root, "projects")
         self.lock_file = os.path.join(self.root, "kgd.lock")
 
+    KGD_NAMES = ("user.json", "user.journal", "sessions.json", "projects", "kgd.lock", "kgd.log")
+
+    def holds_only_kgd_files(self):
+        """True when every entry of the root is one kgd writes (or a .prev / .corrupt / temp
+        copy of one): then tightening the root's mode touches nothing else."""
+        try:
+            names = os.listdir(self.root)
+        except OSError:
+            return False
+        return all(n in self.KGD_NAMES or n.startswith(".tmp-")
+                   or any(n.startswith(k + ".") for k in self.KGD_NAMES) for n in names)
+
     def graph_file(self, slug):
         return os.path.join(self.projects_dir, slug, "graph.json")
 
@@ -298,7 +310,14 @@ class Journal:
                 raise StorageError("the disk failed to save this change; it was not kept. Retry in a moment.")
             target, size = self._tail
             try:
-                sync_appended(self._open())
+                if self._fd is not None:
+                    sync_appended(self._fd)
+                else:  # closed by a reload under the store lock: sync the file through a fresh fd
+                    fd = os.open(self.path, os.O_WRONLY)
+                    try:
+                        sync_appended(fd)
+                    finally:
+                        os.close(fd)
             except OSError as exc:
                 # Records after the last good fsync may or may not be on disk: none of them
                 # is acknowledged, and rollback() cuts them off before anything else is written.
@@ -345,9 +364,13 @@ class Journal:
 
     def reset(self):
         """Empty the journal after a fold (caller holds the store lock)."""
-        fd = self._open()
-        os.ftruncate(fd, 0)
-        os.fsync(fd)
+        with self._sync_lock:  # not while a commit's sync is running: it would record a stale size
+            fd = self._open()
+            os.ftruncate(fd, 0)
+            os.fsync(fd)
+            self._reset_counters()
+
+    def _reset_counters(self):
         self._size = self._durable_size = 0
         self._undone.clear()
         self._tail = (self._appended, 0)

@@ -145,13 +145,20 @@ class Store:
         self.last_write = 0.0
         self.sessions_dirty = False
         self.started = clock()
+        self.closed = False
         self.compaction_settings = self.settings.compaction()
 
     # ------------------------------------------------------------ life cycle
 
     def open(self, lock_info=""):
-        ensure_dir(self.layout.root)
-        os.chmod(self.layout.root, 0o700)
+        if not os.path.isdir(self.layout.root):
+            ensure_dir(self.layout.root)  # created 0700
+        elif os.stat(self.layout.root).st_mode & 0o077:
+            if self.layout.holds_only_kgd_files():
+                os.chmod(self.layout.root, 0o700)  # e.g. made by an older tool with the umask's mode
+            else:  # a shared folder (--root ~ ?): not ours to re-permission
+                log.warning("storage root %s is readable by other users and holds other files; "
+                            "use a folder of its own, or chmod 700 it", self.layout.root)
         if not os.access(self.layout.root, os.W_OK):
             raise BadInput("storage root %s is not writable." % self.layout.root)
         self.root_lock.acquire(lock_info)
@@ -180,6 +187,7 @@ class Store:
         disk the journals still hold every acknowledged change; the lock is released anyway."""
         try:
             with self.lock:
+                self.closed = True  # a request still running past shutdown must not write
                 for g in list(self.dirty.values()):
                     self._fold(g)
                 try:
@@ -374,6 +382,8 @@ class Store:
     # ------------------------------------------------------------ durability
 
     def _append(self, g, rec):
+        if self.closed:
+            raise StorageError("kgd is shutting down and no longer saves changes; retry once it is back.")
         journal = self.journals[id(g)]
         ticket = journal.append(rec)
         self.dirty[id(g)] = g
@@ -481,8 +491,9 @@ class Store:
         after each write until the first of those nodes leaves grace, or a node past grace
         becomes active again: otherwise a graph flooded with new nodes would pay a whole
         pass per write."""
+        needed = compaction.needs_compaction(g.tokens, g.archived_count, self.compaction_settings)
         if not full:
-            if not compaction.needs_compaction(g.tokens, g.archived_count, self.compaction_settings):
+            if not needed:
                 return
             if now < g.compact_idle_until:
                 return
@@ -493,6 +504,8 @@ class Store:
         mark = self.journals[id(g)].mark()
         result = compaction.compact(g.nodes, g.edges, now, self.compaction_settings, index)
         if not result.changed:
+            if not needed:
+                return  # nothing was over budget: no reason to hold back later passes
             grace = self.compaction_settings.grace_s
             waits = [(n.get("_created_ts") or 0) + grace for n in g.nodes.values()
                      if model.is_active(n) and now - (n.get("_created_ts") or 0) < grace]

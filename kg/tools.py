@@ -163,7 +163,8 @@ TOOLS = [
         "title": "Task progress",
         "description": (
             "Keep the state of a long task across sessions: with state (a JSON object) it stores it under task_id, "
-            "replacing what was there; without state it returns what is stored (null if nothing). Default level user."),
+            "replacing what was there; without state (or with null) it returns what is stored (null if nothing). "
+            "Default level user."),
         "inputSchema": _in(["session_id", "task_id"], session_id=_SESSION, task_id=_STR,
                            state={"type": ["object", "null"]}, level=_LEVEL),
         "outputSchema": _obj(["task_id", "level", "state"], task_id=_STR, level=_LEVEL, state={"type": ["object", "null"]}),
@@ -288,8 +289,9 @@ def _sync(store, a):
 
 
 def _progress(store, a):
+    # A null state is "omitted" (as for every optional argument): it reads, never clears.
     r = store.progress(store.session(a["session_id"]), a["task_id"], a.get("state"), a.get("level"),
-                       has_state="state" in a)
+                       has_state=a.get("state") is not None)
     return r, render.render_progress(r)
 
 

@@ -394,3 +394,34 @@ def test_info_log_holds_no_graph_content_and_no_token(make_daemon, project):
                    "QUERYCANARY", "TOKENCANARY", TOKEN):
         assert canary not in log, "%r appears in the INFO log:\n%s" % (
             canary, "\n".join(line for line in d.stderr_lines if canary in line)[:2000])
+
+
+@pytest.mark.parametrize("size_line", [b"-1", b"-5", b"0x10", b"1_0", b"+5", b"zz"])
+def test_chunked_body_with_a_bad_size_is_400(daemon, size_line):
+    """A chunk size must be hex digits: a negative one would read to the end of the stream."""
+    import socket as _socket
+    with _socket.create_connection(("127.0.0.1", daemon.port), timeout=10) as s:
+        s.sendall(b"POST /mcp HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Type: application/json\r\n"
+                  b"Transfer-Encoding: chunked\r\n\r\n" + size_line + b"\r\n" + b"x" * 100 + b"\r\n0\r\n\r\n")
+        data = s.recv(65536)
+    assert data.startswith(b"HTTP/1.1 400"), data[:200]
+    assert daemon.json("GET", "/health")[0] == 200
+
+
+def test_ipv6_loopback_bind(make_daemon):
+    """--host ::1 serves on the IPv6 loopback."""
+    import socket as _socket
+    if not _socket.has_ipv6:
+        pytest.skip("no IPv6 on this machine")
+    try:
+        with _socket.socket(_socket.AF_INET6) as probe:
+            probe.bind(("::1", 0))
+    except OSError:
+        pytest.skip("no IPv6 loopback here")
+    d = make_daemon(args=["--host", "::1"])
+    import http.client
+    c = http.client.HTTPConnection("::1", d.port, timeout=10)
+    c.request("GET", "/health", headers={"Host": "[::1]:%d" % d.port})
+    r = c.getresponse()
+    assert r.status == 200
+    c.close()

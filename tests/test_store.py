@@ -1057,3 +1057,22 @@ def test_a_change_that_fails_after_its_record_was_written_is_cut_off(tmp_path, m
         assert set(again.user.nodes) == {"kept", "after"}
     finally:
         again.close()
+
+
+def test_a_maintenance_pass_with_nothing_to_do_does_not_hold_back_compaction(tmp_path):
+    """Contract 5: compaction after every write. A maintenance pass over a graph within budget
+    must not leave a mark that skips the compaction the next write needs."""
+    t = [1_000_000.0]
+    store = Store(str(tmp_path / "root"), Settings(max_tokens=100, grace_days=1), clock=lambda: t[0]).open()
+    try:
+        s = store.start_session()
+        store.put_node(s, "user", "old-a", "g" * 40)   # 30 tokens each
+        store.put_node(s, "user", "old-b", "g" * 40)
+        t[0] += 2 * 86400                               # both past grace
+        store.maintenance()                             # within budget: nothing to do
+        store.put_node(s, "user", "new-c", "g" * 40)
+        store.put_node(s, "user", "new-d", "g" * 40)    # 120 tokens > 100: must compact now
+        assert store.user.tokens <= 80
+        assert store.user.archived_count >= 1
+    finally:
+        store.close()
