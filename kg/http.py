@@ -24,6 +24,8 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from urllib.parse import parse_qs, urlsplit
 
 from . import __version__, jsonrpc, mcp, ws
+from .errors import KgError
+from .store import new_session_id, resolve_project_root
 
 log = logging.getLogger(__name__)
 
@@ -361,27 +363,23 @@ class Handler(BaseHTTPRequestHandler):
         except ws.HandshakeError as exc:
             return self.error(exc.status, str(exc), getattr(exc, "headers", None))
         project = (query.get("project_path") or [None])[0]
-        store = self.server.store
         project_path = None
         if project:
             try:
-                from .store import resolve_project_root
                 project_path = resolve_project_root(project)
-            except Exception as exc:  # KgError: a clear 400
-                return self.error(400, getattr(exc, "message", "bad project_path"))
+            except KgError as exc:
+                return self.error(400, exc.message)
 
         def wanted(event, _p=project_path):
             return event.get("level") == "user" or (_p is not None and event.get("project_path") == _p)
 
-        try:
-            # The feed's own session: a viewer may pass it to REST writes so kg_sync can tell them apart.
-            session = store.start_session(project_path)
-        except Exception as exc:  # KgError (disk refused sessions.json): a clear error, no upgrade
-            return self.error(getattr(exc, "status", 500), getattr(exc, "message", "could not start a session"))
         self.wfile.write(ws.handshake_response(accept))
         self.wfile.flush()
         self.close_connection = True
-        hello = {"type": "connected", "session_id": session.id, "project_path": project_path, "version": __version__}
+        # session_id names this feed connection (in logs and the viewer); it is not a store
+        # session, so watching the memory writes nothing and pins nothing.
+        hello = {"type": "connected", "session_id": new_session_id(), "project_path": project_path,
+                 "version": __version__}
         try:
             self.connection.settimeout(None)
             ws.serve(self.connection, self.server.hub, wanted, hello, stop_event=self.server.stop_event)

@@ -26,7 +26,7 @@ def _edge_line(e):
 
 # Per mode, strictest last: (gist length, active nodes listed with a gist, characters for the
 # ids of the rest). Modes 0-2 also decide whether archived ids and edges are listed.
-_MODES = [(600, None, None), (600, None, None), (600, None, None), (160, None, None),
+_MODES = [(None, None, None), (None, None, None), (None, None, None), (160, None, None),
           (120, 400, 15000), (100, 250, 12000), (80, 150, 10000), (60, 60, 6000), (40, 20, 2000)]
 
 
@@ -49,8 +49,12 @@ def _graph_lines(title, g, max_tokens, mode):
         lines.append("(empty)")
     gist_len, full, id_budget = _MODES[mode]
     full = len(nodes) if full is None else min(full, len(nodes))
+    if gist_len is not None and any(len(n["gist"]) > gist_len for n in nodes[:full]):
+        lines.append("(gists shortened to %d characters to fit the context; kg_read id=... gives a whole node)"
+                     % gist_len)
     for n in nodes[:full]:
-        lines.append("- %s: %s" % (n["id"], _clip(n["gist"], gist_len)))
+        gist = " ".join(n["gist"].split()) if gist_len is None else _clip(n["gist"], gist_len)
+        lines.append("- %s: %s" % (n["id"], gist))
     rest = nodes[full:]
     if rest:
         shown = _id_list([n["id"] for n in rest], id_budget)
@@ -95,21 +99,22 @@ def render_nodes(result, limit=NODE_TEXT_LIMIT):
     for n in result["nodes"]:
         out.append("## %s [%s, %s]" % (n["id"], n["level"], n["state"]))
         out.append(n["gist"])
-        for note in n["notes"]:
-            out.append("- note: " + note)
         if n["touches"]:
             out.append("touches: " + ", ".join(n["touches"]))
-        for e in n["edges"]:
+        for e in n["edges"]:  # before the notes: if the text must be cut, notes go first
             line = "edge: " + _edge_line(e)
             if e["notes"]:
                 line += " (" + "; ".join(e["notes"]) + ")"
             out.append(line)
+        for note in n["notes"]:
+            out.append("- note: " + note)
         out.append("")
     if result["missing"]:
         out.append("Not found: %s (kg_search finds ids)." % ", ".join(result["missing"]))
     text = "\n".join(out).strip() or "Nothing found."
     if len(text) > limit:
-        text = text[: limit - 60] + "\n… cut at %d characters; read fewer ids at once." % limit
+        text = text[: limit - 120] + ("\n… cut at %d characters: read fewer ids at once; the result's structured "
+                                      "content holds every note in full." % limit)
     return text
 
 

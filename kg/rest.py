@@ -65,11 +65,14 @@ def _body_fields(body, allowed):
 # ---------------------------------------------------------------- handlers: (store, match, query, body) -> obj
 
 def graph(store, m, q, body):
+    """Both graphs; a project without a graph yet shows an empty one (a GET creates nothing)."""
     pp = _q(q, "project_path")
+    root = _root(pp) if pp else None  # walks the file system: before taking the store's lock
     with store.lock:
-        project = store.project_graph(_root(pp)) if pp else None
-        return {"project_path": project.project_path if project else None, "user": store.full_graph(store.user),
-                "project": store.full_graph(project) if project else None}
+        project = store.existing_project_graph(root) if root else None
+        shown = store.full_graph(project) if project else (
+            {"nodes": [], "edges": [], "tokens": 0, "max_tokens": store.settings.max_tokens} if root else None)
+        return {"project_path": root, "user": store.full_graph(store.user), "project": shown}
 
 
 def _root(pp):

@@ -260,6 +260,19 @@ class Store:
                         raise storage_error(exc, "the project graph") from exc
             return g
 
+    def existing_project_graph(self, project_path):
+        """The project's graph if it is loaded or on disk, else None: creates nothing (for the
+        read-only routes)."""
+        with self.lock:
+            g = self.projects.get(project_path)
+            if g is not None:
+                return g
+            known = {p.slug: p.project_path for p in self.projects.values() if p.path_known}
+            path = self.layout.graph_file(self.layout.slug_for(project_path, known))
+            if not (os.path.exists(path) or os.path.exists(path + ".prev")):
+                return None
+            return self.project_graph(project_path)
+
     def graph(self, level, session=None, project_path=None):
         """The graph a call addresses: the user graph, or the project of the session / path."""
         level = model.check_level(level)
@@ -344,9 +357,23 @@ class Store:
         """fn(event_dict) is called after each change, outside the lock; it must not block."""
         self.listeners.append(fn)
 
+    @staticmethod
+    def _slim(kind, payload):
+        """What kg_sync needs of a change: which node or edge it touched. sync() reads the
+        current state, so the log keeps no contents (it may hold many changes)."""
+        if kind == "node_put":
+            return {"node": {"id": payload["node"]["id"]}}
+        if kind == "node_deleted":
+            return {"id": payload["id"], "edges_removed": [
+                {"from": e["from"], "to": e["to"], "rel": e["rel"]} for e in payload["edges_removed"]]}
+        if kind in ("edge_put", "edge_deleted"):
+            e = payload["edge"]
+            return {"edge": {"from": e["from"], "to": e["to"], "rel": e["rel"]}}
+        return payload  # compacted: lists of ids
+
     def _change(self, sid, g, kind, payload, events):
         self.seq += 1
-        self.changes.append((self.seq, sid, g, kind, payload))
+        self.changes.append((self.seq, sid, g, kind, self._slim(kind, payload)))
         if len(self.changes) > CHANGE_LOG_MAX:
             drop = len(self.changes) // 2  # in halves: amortised O(1) per change
             self.log_floor = self.changes[drop - 1][0]

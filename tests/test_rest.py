@@ -807,3 +807,15 @@ def test_early_refusal_keeps_keep_alive_in_step_token(token_daemon):
 def test_head_health(daemon):
     st, hdrs, data = daemon.request("HEAD", "/api/health")
     assert st == 200 and data == b""
+
+
+def test_reading_a_project_without_a_graph_creates_nothing(daemon, tmp_path):
+    """GET /api/graph and /ws for a project that has no graph yet answer an empty one and write
+    no file: only a write (or a session) creates a project graph."""
+    fresh = tmp_path / "untouched"
+    (fresh / ".git").mkdir(parents=True)
+    status, g = daemon.json("GET", "/api/graph?project_path=" + quote(str(fresh)))
+    assert status == 200
+    assert g["project_path"] == str(fresh)
+    assert g["project"]["nodes"] == [] and g["project"]["edges"] == []
+    assert not os.path.exists(os.path.join(daemon.root, "projects", "untouched"))
