@@ -23,7 +23,7 @@ import time
 
 from . import compaction, model, search
 from .errors import BadInput, Conflict, KgError, NotFound, StorageError
-from .graph import Graph, apply_record, graph_from_obj
+from .graph import apply_record, graph_from_obj
 from .storage import Journal, Layout, RootLock, atomic_write, dumps, ensure_dir, load_json, storage_error
 
 log = logging.getLogger(__name__)

@@ -46,9 +46,13 @@ import struct
 import threading
 import time
 from collections import namedtuple
-# Annotations name typing's Any, Optional, ... as strings only (never evaluated, see the
-# __future__ import): the typing module itself is not imported, to keep start-up memory low.
 from urllib.parse import urlsplit
+
+# Annotations are strings, never evaluated (the __future__ import); typing is imported for type
+# checkers only, not at run time, where it would cost start-up memory.
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from typing import Any, Callable, Iterable, List, Mapping, Optional, Tuple  # noqa: F401
 
 log = logging.getLogger(__name__)
 
@@ -75,7 +79,6 @@ CLOSE_INVALID_DATA = 1007
 CLOSE_POLICY_VIOLATION = 1008
 CLOSE_TOO_BIG = 1009
 CLOSE_INTERNAL_ERROR = 1011
-CLOSE_TRY_AGAIN_LATER = 1013
 
 # 1000-1003, 1007-1011 from RFC 6455; 1012-1014 registered with IANA since.
 _SENDABLE_CODES = frozenset(range(1000, 1004)) | frozenset(range(1007, 1015))
@@ -480,10 +483,6 @@ class Connection:
     def send_text(self, text: str) -> None:
         self._check_open()
         self._out.append(prepare_text(text))
-
-    def send_binary(self, data: bytes) -> None:
-        self._check_open()
-        self._out.append(encode_frame(OP_BINARY, data))
 
     def send_prepared(self, frame: bytes) -> None:
         """Queue a complete frame built by `prepare_text` (shared across connections)."""

@@ -16,6 +16,14 @@ KGD = os.path.join(REPO, "kgd.py")
 START_LINE = re.compile(r"kgd (\S+) listening on http://(\S+):(\d+)/ \(root: (.*)\)")
 
 
+def free_port():
+    """A port nothing listens on right now (for tests that must name a port up front)."""
+    import socket
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
 class Daemon:
     """A kgd subprocess plus small clients for its HTTP surface."""
 

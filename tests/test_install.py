@@ -19,17 +19,12 @@ import sys
 import time
 
 import pytest
+from conftest import free_port
 
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 INSTALL = None  # install.sh in a snapshot of the source tree (see `snapshot`)
 TOOLS = ["kg_read", "kg_put_node", "kg_put_edge", "kg_delete_node", "kg_delete_edge", "kg_search", "kg_sync",
          "kg_progress"]
-
-
-def free_port():
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 def health(port):

@@ -12,15 +12,10 @@ import subprocess
 import sys
 
 import pytest
+from conftest import free_port
 
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 KGD = os.path.join(REPO, "kgd.py")
-
-
-def free_port():
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 def kgd(*args, env=None, stdin=None, home=None):

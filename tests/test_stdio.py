@@ -5,22 +5,16 @@ import json
 import os
 import queue
 import signal
-import socket
 import subprocess
 import sys
 import threading
 import time
 
 import pytest
+from conftest import free_port
 
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 KGD = os.path.join(REPO, "kgd.py")
-
-
-def free_port():
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 def lock_pid(root):
