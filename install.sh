@@ -19,7 +19,8 @@ service that keeps the daemon running, and the Claude Code MCP entry.
                   (default: the tree this script is in, else a kgd.pyz beside it)
   --no-service    no systemd / launchd service (start kgd yourself: `kgd start`)
   --no-start      write the service file but do not enable or start it
-  --no-client     do not register kgd with Claude Code
+  --no-client     do not register kgd with Claude Code (nor its hooks)
+  --no-hooks      do not add kgd's Claude Code hooks to ~/.claude/settings.json
   --desktop       also add kgd to Claude Desktop's config (via `kgd stdio`)
   --dry-run       show what would be done, change nothing
   --uninstall     remove what this script installed; keeps your memory (~/.knowledge-graph)
@@ -42,6 +43,7 @@ FROM=""
 SERVICE=1
 START=1
 CLIENT=1
+HOOKS=1
 DESKTOP=0
 DRY=0
 UNINSTALL=0
@@ -62,6 +64,7 @@ while [ $# -gt 0 ]; do
         --no-service) SERVICE=0; shift ;;
         --no-start) START=0; shift ;;
         --no-client) CLIENT=0; shift ;;
+        --no-hooks) HOOKS=0; shift ;;
         --desktop) DESKTOP=1; shift ;;
         --dry-run) DRY=1; shift ;;
         --uninstall) UNINSTALL=1; shift ;;
@@ -321,7 +324,6 @@ if [ "$UNINSTALL" = 1 ]; then
     [ -z "$OLD_OS" ] || OS=$OLD_OS
     export KGD_INSTALL_OS="$OS"
     OLD_URL="http://127.0.0.1:${OLD_PORT:-$PORT}/"
-    if [ "$DRY" = 1 ]; then act="would"; else act=""; fi
     # 1. the service
     if manifest_lines file | grep -Fx -e "$HOME/Library/LaunchAgents/$LABEL.plist" -e "$SERVICE_FILE" >/dev/null 2>&1; then
         if [ "$DRY" = 1 ]; then
@@ -333,11 +335,18 @@ if [ "$UNINSTALL" = 1 ]; then
         elif [ "$SERVICE" = 0 ] || [ "$START" = 0 ]; then
             say "not stopping the service (--no-service / --no-start); its file is removed below"
         elif [ "$OS" = darwin ]; then
-            launchctl bootout "gui/$(id -u)/$LABEL" >/dev/null 2>&1 || true
-            say "stopped the launchd agent $LABEL"
+            if launchctl bootout "gui/$(id -u)/$LABEL" >/dev/null 2>&1 || ! launchctl print "gui/$(id -u)/$LABEL" >/dev/null 2>&1; then
+                say "stopped the launchd agent $LABEL"
+            else
+                say "could not stop the launchd agent $LABEL; stop it yourself: launchctl bootout gui/$(id -u)/$LABEL"
+            fi
         else
-            systemctl --user disable --now kgd.service >/dev/null 2>&1 || true
-            say "stopped and disabled kgd.service"
+            if msg=$(systemctl --user disable --now kgd.service 2>&1); then
+                say "stopped and disabled kgd.service"
+            else
+                msg=$(printf '%s' "$msg" | head -n 1)
+                say "could not stop and disable kgd.service (systemctl: ${msg:-failed}); if it runs, stop it yourself: systemctl --user disable --now kgd.service (or kgd stop)"
+            fi
         fi
     fi
     # 2. client entries that point at this install
@@ -357,8 +366,10 @@ if [ "$UNINSTALL" = 1 ]; then
         if [ "$PY_OK" = 0 ] && [ -n "$OLD_ENTRY" ] && [ -f "$OLD_ENTRY" ]; then
             if [ "$DRY" = 1 ]; then
                 "$PY" "$OLD_ENTRY" desktop --remove --kgd "$OLD_ENTRY" --dry-run | sed 's/^/desktop: /' || true
+                "$PY" "$OLD_ENTRY" hooks remove --dry-run | sed 's/^/hooks: /' || true
             else
                 "$PY" "$OLD_ENTRY" desktop --remove --kgd "$OLD_ENTRY" | sed 's/^/desktop: /' || true
+                "$PY" "$OLD_ENTRY" hooks remove | sed 's/^/hooks: /' || true
             fi
         fi
     fi
@@ -385,7 +396,8 @@ if [ "$UNINSTALL" = 1 ]; then
         [ -d "$PREFIX/kg" ] && rmdir "$PREFIX/kg" 2>/dev/null || true
         [ -d "$PREFIX" ] && rmdir "$PREFIX" 2>/dev/null || true
     fi
-    say "kgd is ${act:+would be }uninstalled. Your memory stays in ${KG_STORAGE_ROOT:-$HOME/.knowledge-graph}; delete that folder yourself if you no longer want it."
+    if [ "$DRY" = 1 ]; then done_line="kgd would be uninstalled"; else done_line="kgd is uninstalled"; fi
+    say "$done_line. Your memory stays in ${KG_STORAGE_ROOT:-$HOME/.knowledge-graph}; delete that folder yourself if you no longer want it."
     exit 0
 fi
 
@@ -404,6 +416,15 @@ case "$STATE" in
             die "a kgd (${STATE#kgd }) already runs on port $PORT outside the service (started by hand or by 'kgd stdio'). Stop it first (kgd stop), or use --no-service, or --port N."
         fi ;;
 esac
+NO_BUS="systemctl --user cannot reach your user session (no systemd user instance here: a container, or an SSH session without one). Re-run with --no-service and start kgd yourself (kgd start), or --no-start to only write the unit; on a server, 'loginctl enable-linger $(id -un)' gives you a user instance."
+if [ "$SERVICE" = 1 ] && [ "$START" = 1 ] && [ "$OS" = linux ] && ! systemctl --user show-environment >/dev/null 2>&1; then
+    if [ "$DRY" = 1 ]; then
+        printf 'install.sh: warning: a real run would stop here: %s\n' "$NO_BUS" >&2
+        say "warning: no systemd user session: a real run would stop before changing anything (use --no-service)"
+    else
+        die "$NO_BUS"
+    fi
+fi
 if [ -e "$LAUNCHER" ] && ! grep -F "$MARK" "$LAUNCHER" >/dev/null 2>&1; then
     die "$LAUNCHER exists and was not written by this installer; move it away or choose --bin-dir."
 fi
@@ -420,9 +441,12 @@ if [ "$SRC_KIND" = tree ]; then
     for f in README.md LICENSE; do
         [ -f "$SRC/$f" ] && put_file "$SRC/$f" "$PREFIX/$f" 644
     done
-    for f in "$SRC"/kg/*.py; do
-        put_file "$f" "$PREFIX/kg/$(basename "$f")" 644
-    done
+    # every file of the kg package (modules and the viewer's kg/ui/ files), no caches
+    (cd "$SRC" && find kg -type f ! -name '*.pyc' ! -path '*/__pycache__/*' | LC_ALL=C sort) >"$TMPD/pkgfiles"
+    while IFS= read -r f; do
+        make_dir "$PREFIX/$(dirname "$f")"
+        put_file "$SRC/$f" "$PREFIX/$f" 644
+    done <"$TMPD/pkgfiles"
 else
     put_file "$SRC" "$PREFIX/kgd.pyz" 644
 fi
@@ -576,7 +600,6 @@ if [ "$SERVICE" = 1 ]; then
             say "started the launchd agent $LABEL"
         fi
     else
-        systemctl --user show-environment >/dev/null 2>&1 || die "systemctl --user cannot reach your user session (no systemd user instance here: a container, or an SSH session without one). The files are installed; start kgd yourself (kgd start) or re-run with --no-service. On a server, 'loginctl enable-linger $(id -un)' gives you a user instance."
         [ "$SERVICE_CHANGED" = 0 ] || systemctl --user daemon-reload
         if [ "$SERVICE_WAS_ACTIVE" = 1 ]; then
             if [ "$CHANGED" = 1 ]; then
@@ -634,7 +657,19 @@ EOF
     fi
 fi
 
-# ---------------------------------------------------------------- 8. what is left to the user
+# ---------------------------------------------------------------- 8. Claude Code hooks
+
+if [ "$CLIENT" = 1 ] && [ "$HOOKS" = 1 ]; then
+    if [ "$DRY" = 1 ]; then
+        say "would run: $PY $ENTRY hooks install --port $PORT   (adds kgd's hooks to ~/.claude/settings.json)"
+    elif out=$("$PY" "$ENTRY" hooks install --port "$PORT" 2>&1); then
+        [ -z "$out" ] || printf '%s\n' "$out" | sed 's/^/hooks: /'
+    else
+        say "could not add kgd's hooks to ~/.claude/settings.json ($out); run: kgd hooks install"
+    fi
+fi
+
+# ---------------------------------------------------------------- 9. what is left to the user
 
 cat <<EOF
 

@@ -47,8 +47,11 @@ def snapshot(tmp_path_factory):
     for name in ("install.sh", "kgd.py", "README.md", "LICENSE"):
         shutil.copy2(os.path.join(REPO, name), str(src / name))
     for name in os.listdir(os.path.join(REPO, "kg")):
+        path = os.path.join(REPO, "kg", name)
         if name.endswith(".py"):
-            shutil.copy2(os.path.join(REPO, "kg", name), str(src / "kg" / name))
+            shutil.copy2(path, str(src / "kg" / name))
+        elif os.path.isdir(path) and name != "__pycache__":  # the viewer's files (kg/ui/)
+            shutil.copytree(path, str(src / "kg" / name), ignore=shutil.ignore_patterns("__pycache__", "*.pyc"))
     INSTALL = str(src / "install.sh")
     yield src
 
@@ -352,3 +355,49 @@ def test_a_kgd_already_on_the_port_is_fine_without_a_service(home, make_daemon, 
     _, out, _ = run_install(home, "--no-service", "--no-client", "--port", d.port)
     assert "kgd is installed" in out
     assert re.search(r'KG_HTTP_PORT:=%d' % d.port, (home / ".local" / "bin" / "kgd").read_text())
+
+
+NO_BUS_SYSTEMCTL = """#!/bin/sh
+echo "$*" >> "$FAKE_LOG"
+echo "Failed to connect to bus: No medium found" >&2
+exit 1
+"""
+
+
+def test_no_user_session_is_detected_before_anything_is_written(home, tmp_path):
+    bindir = fake_bin(tmp_path, "systemctl", NO_BUS_SYSTEMCTL)
+    env = env_for(home, PATH="%s:%s" % (bindir, os.environ["PATH"]), FAKE_LOG=tmp_path / "log",
+                  KGD_INSTALL_OS="linux")
+    code, out, err = run_install(home, "--no-client", "--port", free_port(), env=env, check=False)
+    assert code != 0 and "--no-service" in err and "user session" in err, err
+    assert tree(home) == {}, "it wrote files before finding there is no user session"
+    code, out, err = run_install(home, "--dry-run", "--no-client", "--port", free_port(), env=env)
+    assert "a real run would stop" in out and "--no-service" in err
+    assert tree(home) == {}
+    run_install(home, "--no-start", "--no-client", "--port", free_port(), env=env)  # no bus needed to write the unit
+    assert (home / ".config" / "systemd" / "user" / "kgd.service").exists()
+
+
+def test_uninstall_says_what_really_happened(home, tmp_path):
+    port = free_port()
+    run_install(home, "--no-start", "--no-client", "--port", port)
+    _, out, _ = run_install(home, "--uninstall", "--dry-run")
+    assert "kgd would be uninstalled." in out and "is would" not in out
+    bindir = fake_bin(tmp_path, "systemctl", NO_BUS_SYSTEMCTL)
+    env = env_for(home, PATH="%s:%s" % (bindir, os.environ["PATH"]), FAKE_LOG=tmp_path / "log",
+                  KGD_INSTALL_OS="linux")
+    _, out, _ = run_install(home, "--uninstall", env=env)
+    assert "stopped and disabled" not in out
+    assert "could not stop and disable kgd.service" in out and "Failed to connect to bus" in out
+    assert "kgd is uninstalled." in out
+
+
+def test_every_file_of_the_package_is_installed(home, snapshot):
+    run_install(home, "--no-service", "--no-client", "--port", free_port())
+    want = set()
+    for d, dirs, files in os.walk(str(snapshot / "kg")):
+        dirs[:] = [x for x in dirs if x != "__pycache__"]
+        want |= {os.path.relpath(os.path.join(d, f), str(snapshot)) for f in files if not f.endswith(".pyc")}
+    have = {os.path.relpath(os.path.join(d, f), str(prefix(home))) for d, _, files in os.walk(str(prefix(home) / "kg"))
+            for f in files if not f.endswith(".pyc")}
+    assert want and want <= have, sorted(want - have)
