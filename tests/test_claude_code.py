@@ -31,7 +31,7 @@ from conftest import KGD
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "claude"))
 from fake_anthropic import FakeAnthropic, text_block  # noqa: E402
-from harness import (ScriptedModel, claude_version, make_home, request_text, run_claude,  # noqa: E402
+from cc_harness import (ScriptedModel, claude_version, make_home, request_text, run_claude,  # noqa: E402
                      tool_exchanges)
 
 READ_LIMIT = 40000
@@ -90,7 +90,8 @@ def model_got_json(text):
         return False
 
 
-def test_model_receives_kgd_text_for_every_tool(claude, daemon, project, fake_api, tmp_path):
+@pytest.mark.parametrize("mcp_path", ["/", "/mcp"])
+def test_model_receives_kgd_text_for_every_tool(claude, daemon, project, fake_api, tmp_path, mcp_path):
     for i in range(SEEDED):
         put_node(daemon, "project", "seed-%04d" % i,
                  "Seeded fact %d about the widget pipeline and its cache layer" % i, project,
@@ -113,7 +114,7 @@ def test_model_receives_kgd_text_for_every_tool(claude, daemon, project, fake_ap
     model = ScriptedModel(plan, final="Memory used.")
     fake = fake_api(model)
     mcp_config = tmp_path / "mcp.json"
-    mcp_config.write_text(json.dumps({"mcpServers": {"kg": {"type": "http", "url": daemon.url + "/"}}}))
+    mcp_config.write_text(json.dumps({"mcpServers": {"kg": {"type": "http", "url": daemon.url + mcp_path}}}))
     home = make_home(str(tmp_path / "home"))
     allowed = sorted({step[0] for step in plan})
     proc = run_claude(["-p", "Use your memory of this project.", "--output-format", "json",
@@ -180,7 +181,7 @@ def hooks_settings(daemon):
 def test_hooks_preload_and_recall_reach_the_model(claude, make_daemon, project, fake_api, tmp_path):
     daemon = make_daemon(args=["--max-tokens", "200"],
                          env={"KG_GRACE_PERIOD_DAYS": "0", "KG_SAVE_INTERVAL": "3600"})
-    status, _, body = daemon.request("POST", "/api/hooks", {"hook_event_name": "KgdProbe", "session_id": "probe"})
+    status, _, _ = daemon.request("POST", "/api/hooks", {"hook_event_name": "KgdProbe", "session_id": "probe"})
     if status == 404:
         pytest.skip("kgd has no POST /api/hooks route yet (issue 12, contract section 8)")
 
@@ -207,6 +208,7 @@ def test_hooks_preload_and_recall_reach_the_model(claude, make_daemon, project, 
 
     # Session 1, an unrelated prompt: the preload reaches the model; the archived node does not.
     proc = run_claude(["-p", "Say hello.", "--output-format", "json"], cwd=cwd, home=home, api_url=fake.url)
+    fake.dump(tmp_path / "requests.json")
     assert proc.returncode == 0, claude_failed(proc, fake, daemon)
     claude_session = json.loads(proc.stdout)["session_id"]
     first = request_text(fake.messages()[0])
@@ -221,6 +223,7 @@ def test_hooks_preload_and_recall_reach_the_model(claude, make_daemon, project, 
     seen = len(fake.messages())
     proc = run_claude(["-p", ZEBRA_PROMPT, "--output-format", "json", "--resume", claude_session],
                       cwd=cwd, home=home, api_url=fake.url)
+    fake.dump(tmp_path / "requests.json")
     assert proc.returncode == 0, claude_failed(proc, fake, daemon)
     later = fake.messages()[seen:]
     assert later, "Claude Code sent the model nothing after the second prompt"

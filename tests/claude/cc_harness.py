@@ -11,6 +11,7 @@ import json
 import os
 import re
 import subprocess
+import tempfile
 
 from fake_anthropic import text_block, tool_use_block
 
@@ -24,8 +25,9 @@ def claude_version():
         return None, ("tests/claude/node_modules has no claude binary: run (cd tests/claude && npm ci) "
                       "(needs node/npm; the platform binary comes in an optional dependency)")
     try:
-        out = subprocess.run([CLAUDE_BIN, "--version"], capture_output=True, text=True, timeout=60,
-                             env={"PATH": os.environ.get("PATH", ""), "HOME": HERE})
+        with tempfile.TemporaryDirectory() as home:
+            out = subprocess.run([CLAUDE_BIN, "--version"], capture_output=True, text=True, timeout=60,
+                                 env={"PATH": os.environ.get("PATH", ""), "HOME": home}, stdin=subprocess.DEVNULL)
     except (OSError, subprocess.TimeoutExpired) as exc:
         return None, "the installed claude binary cannot run here: %r" % exc
     m = re.match(r"(\d+\.\d+\.\d+)", out.stdout.strip())
