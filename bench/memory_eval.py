@@ -4,7 +4,7 @@ its context when needed.
 
 Run from the repository root:
     python3 bench/memory_eval.py                       # 180 days, 2500/5000/10000 tokens, seed 1
-    python3 bench/memory_eval.py --quick               # a short run, under 20 s
+    python3 bench/memory_eval.py --quick               # 180 days at 5000 tokens only, under 20 s
     python3 bench/memory_eval.py --seed 1,2 --max-tokens 5000 --policy kgd,lru,oracle
     python3 bench/memory_eval.py --compare before.json after.json
 
@@ -39,6 +39,7 @@ from kg.store import Settings, Store  # noqa: E402
 from memory_world import DAY, World  # noqa: E402
 
 PREFIX = 28
+TIMELINE_DAYS = 30
 EDGE_TOKENS = 15
 SEARCH_TOP = 5
 POLICIES = ["kgd", "kgd-hooks", "none", "lru", "oracle"]
@@ -130,7 +131,8 @@ class Memory:
         s = self.store.start_session(self.project)
         g = self.store.read_graphs(s)
         return {lv: {"active": len(g[lv]["nodes"]), "archived": len(g[lv]["archived"]), "edges": len(g[lv]["edges"]),
-                     "tokens": g[lv]["tokens"]} for lv in ("user", "project")}
+                     "tokens": g[lv]["tokens"], "node_tokens": sum(node_tokens(n) for n in g[lv]["nodes"])}
+                for lv in ("user", "project")}
 
 
 class KgdRead(Memory):
@@ -274,11 +276,10 @@ class Oracle(Baseline):
         best = {}
         for n in nodes:
             fid = run.fact_of.get(n["id"])
-            if fid is None:
-                continue
-            nxt = next((i for i in world.need_times.get(fid, ()) if i >= sess.index), None)
-            key = (nxt if nxt is not None else 10 ** 9, -run.node_born.get(n["id"], 0), n["id"])
-            best[n["id"]] = key
+            nxt = None
+            if fid is not None and run.nodes_of[fid][-1] == n["id"]:  # one node per fact: the newest
+                nxt = next((i for i in world.need_times.get(fid, ()) if i >= sess.index), None)
+            best[n["id"]] = (nxt if nxt is not None else 10 ** 9, -run.node_born.get(n["id"], 0), n["id"])
         return sorted(best, key=best.get)
 
 
@@ -302,7 +303,8 @@ class Run:
         self.last_use = {}   # node id -> last write / read by id (what LRU sees)
         self.stats = {"needs": 0, "warm": dict.fromkeys(OUTCOMES, 0), "cold": dict.fromkeys(OUTCOMES, 0),
                       "duplicates": 0, "recreated_after_loss": 0, "sessions": 0, "chars": 0, "preload_chars": 0,
-                      "recall_chars": 0, "calls": 0, "max_read_chars": 0, "reads_over_40000": 0, "put_errors": 0}
+                      "recall_chars": 0, "calls": 0, "max_read_chars": 0, "reads_over_40000": 0, "put_errors": 0,
+                      "timeline": []}
 
     def clock(self):
         return self.now
@@ -323,13 +325,13 @@ class Run:
                 day = 0
                 for sess in self.world.sessions:
                     while sess.t >= (day + 1) * DAY:
-                        self.now = (day + 1) * DAY - 3600
-                        mem.end_of_day(self.now)
+                        self.day_end(mem, day)
                         day += 1
                     self.now = sess.t
                     self.session(mem, sess)
-                self.now = self.world.days * DAY
-                mem.end_of_day(self.now)
+                while day < self.world.days:
+                    self.day_end(mem, day)
+                    day += 1
                 self.stats["end"] = mem.counts()
             finally:
                 mem.close()
@@ -339,6 +341,22 @@ class Run:
         finally:
             shutil.rmtree(base, ignore_errors=True)
         return self.summary()
+
+    def day_end(self, mem, day):
+        """The daemon's maintenance pass (once a simulated day); every 30 days a point of the timeline."""
+        self.now = (day + 1) * DAY - 3600
+        mem.end_of_day(self.now)
+        if (day + 1) % TIMELINE_DAYS == 0:
+            st = self.stats
+            done = {k: st["warm"][k] + st["cold"][k] for k in OUTCOMES}
+            prev = st.get("_mark", dict.fromkeys(OUTCOMES, 0))
+            period = {k: done[k] - prev[k] for k in OUTCOMES}
+            st["_mark"] = done
+            n = sum(period.values())
+            point = {"day": day + 1, "needs": n, "in_context": pct(sum(period[k] for k in IN_CONTEXT), n),
+                     "reachable": pct(sum(period[k] for k in IN_CONTEXT + ("id",)), n)}
+            point.update(mem.counts())
+            st["timeline"].append(point)
 
     def tick(self, seconds=20.0):
         self.now += seconds
@@ -489,7 +507,7 @@ class Run:
                     "recall_chars_per_session": round(st["recall_chars"] / s),
                     "calls_per_session": round(st["calls"] / s, 2), "max_read_chars": st["max_read_chars"],
                     "reads_over_40000": st["reads_over_40000"], "put_errors": st["put_errors"],
-                    "warm": st["warm"], "cold": st["cold"], "end": st.get("end")})
+                    "warm": st["warm"], "cold": st["cold"], "end": st.get("end"), "timeline": st["timeline"]})
         return out
 
 
@@ -549,6 +567,16 @@ def compare(a_path, b_path):
     return "\n".join(lines)
 
 
+def load_plugin(path):
+    """Run a variant file with this module importable as `memory_eval` (also when run as a script)."""
+    import importlib.util
+    sys.modules.setdefault("memory_eval", sys.modules[__name__])
+    spec = importlib.util.spec_from_file_location("memory_eval_plugin_%d" % len(sys.modules), path)
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)
+    return mod
+
+
 def parse_args(argv):
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0], formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--seed", default="1", help="seed or comma list (default 1)")
@@ -556,20 +584,24 @@ def parse_args(argv):
     p.add_argument("--max-tokens", default="2500,5000,10000", help="comma list")
     p.add_argument("--policy", default=",".join(POLICIES), help="comma list of " + ", ".join(POLICIES))
     p.add_argument("--no-hooks", action="store_true", help="leave out kgd-hooks")
-    p.add_argument("--quick", action="store_true", help="90 days at 5000 tokens: a smoke run under 20 s")
+    p.add_argument("--quick", action="store_true", help="one budget (5000 unless --max-tokens is given): under 20 s")
     p.add_argument("--grace-days", type=float, default=7.0)
     p.add_argument("--orphan-grace-days", type=float, default=365.0)
     p.add_argument("--json", default=None, help="where to write the results (default bench/results/memory-*.json)")
+    p.add_argument("--label", default="", help="a name for this run, kept in the JSON (e.g. the variant tried)")
+    p.add_argument("--plugin", action="append", default=[], metavar="FILE.py",
+                   help="a Python file that adds policies: memory_eval.MEMORIES['name'] = SomeMemorySubclass")
     p.add_argument("--compare", nargs=2, metavar=("BEFORE", "AFTER"), help="print two JSON results side by side")
     a = p.parse_args(argv)
     a.seeds = [int(x) for x in a.seed.split(",") if x.strip()]
     a.budgets = [int(x) for x in a.max_tokens.split(",") if x.strip()]
     a.policies = [x.strip() for x in a.policy.split(",") if x.strip()]
+    for path in a.plugin:
+        load_plugin(path)
     bad = [x for x in a.policies if x not in MEMORIES]
     if bad:
-        p.error("unknown policy %s; choose from %s" % (", ".join(bad), ", ".join(POLICIES)))
+        p.error("unknown policy %s; choose from %s" % (", ".join(bad), ", ".join(MEMORIES)))
     if a.quick:
-        a.days = min(a.days, 90)
         if a.max_tokens == "2500,5000,10000":
             a.budgets = [5000]
     if a.no_hooks and "kgd-hooks" in a.policies:
@@ -603,7 +635,7 @@ def main(argv=None, out=sys.stdout):
         d = os.path.join(os.path.dirname(os.path.abspath(__file__)), "results")
         os.makedirs(d, exist_ok=True)
         path = os.path.join(d, "memory-%s.json" % time.strftime("%Y%m%d-%H%M%S", time.gmtime()))
-    doc = {"args": {"seeds": a.seeds, "days": a.days, "max_tokens": a.budgets, "policies": a.policies,
+    doc = {"label": a.label, "args": {"seeds": a.seeds, "days": a.days, "max_tokens": a.budgets, "policies": a.policies,
                     "grace_days": a.grace_days, "orphan_grace_days": a.orphan_grace_days}, "runs": runs}
     with open(path, "w") as f:
         json.dump(doc, f, indent=1, sort_keys=True)

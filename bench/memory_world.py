@@ -185,7 +185,7 @@ class World:
             return out
 
         need_ids = pick(known(topic), rnd.randint(2, 5))
-        need_ids += [f for f in known(CONVENTIONS[0]) if rnd.random() < 0.45]
+        need_ids += [f for f in known(CONVENTIONS[0]) if rnd.random() < 0.3]
         need_ids += [f for f in known(LESSONS[0]) if rnd.random() < self.facts[f].weight]
         needs = []
         for fid in need_ids:

@@ -116,3 +116,20 @@ def test_hooks_mode_reads_context_from_the_hook_texts(tmp_path, monkeypatch):
     assert hooks["outcomes"]["recall"] > 0
     assert hooks["outcomes"]["file"] == 0
     assert hooks["in_context"] >= runs[("kgd", 1500)]["in_context"]
+
+
+def test_a_plugin_adds_a_variant(tmp_path):
+    plugin = tmp_path / "variant.py"
+    plugin.write_text("import memory_eval\n\n"
+                      "class FillingLRU(memory_eval.LRU):\n"
+                      "    name = 'lru-fill'\n"
+                      "    skip_misfits = True\n\n"
+                      "memory_eval.MEMORIES['lru-fill'] = FillingLRU\n")
+    try:
+        doc, text = run(tmp_path, "p.json", "--days", "30", "--max-tokens", "1500", "--seed", "3",
+                        "--plugin", str(plugin), "--policy", "lru,lru-fill", "--label", "try")
+    finally:
+        memory_eval.MEMORIES.pop("lru-fill", None)
+    assert doc["label"] == "try"
+    assert [r["policy"] for r in doc["runs"]] == ["lru", "lru-fill"]
+    assert "lru-fill" in text
