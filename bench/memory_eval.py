@@ -29,6 +29,7 @@ import shutil
 import sys
 import tempfile
 import time
+import traceback
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
@@ -103,6 +104,9 @@ class Memory:
     def file_read(self, path):
         return []
 
+    def stop(self):
+        return []
+
     def read_ids(self, ids):
         r = self.store.read_nodes(self.session, list(ids))
         return render.render_nodes(r)
@@ -150,12 +154,24 @@ class KgdHooks(Memory):
         Memory.__init__(self, root, project, max_tokens, args, clock)
         self.handle = hooks_module().handler(self.store)
         self.claude_id = None
+        self.errors = 0
 
     def _hook(self, payload):
+        """The hook's answer as the model would see it: additionalContext (or a Stop's reason)."""
         payload = dict(payload, session_id=self.claude_id, cwd=self.project, transcript_path="")
-        out = self.handle(payload) or {}
+        try:
+            out = self.handle(payload) or {}
+        except Exception:  # a hook failure is non-blocking in Claude Code: count it, show the first
+            self.errors += 1
+            if self.errors == 1:
+                traceback.print_exc()
+            return ""
         spec = out.get("hookSpecificOutput") or {}
-        return spec.get("additionalContext") or ""
+        return spec.get("additionalContext") or out.get("reason") or ""
+
+    def stop(self):
+        return [("stop", self._hook({"hook_event_name": "Stop", "stop_hook_active": False,
+                                     "last_assistant_message": "Done."}))]
 
     def begin(self, sess, world, run):
         self.claude_id = "00000000-0000-4000-8000-%012d" % sess.index
@@ -303,7 +319,7 @@ class Run:
         self.last_use = {}   # node id -> last write / read by id (what LRU sees)
         self.stats = {"needs": 0, "warm": dict.fromkeys(OUTCOMES, 0), "cold": dict.fromkeys(OUTCOMES, 0),
                       "duplicates": 0, "recreated_after_loss": 0, "sessions": 0, "chars": 0, "preload_chars": 0,
-                      "recall_chars": 0, "calls": 0, "max_read_chars": 0, "reads_over_40000": 0, "put_errors": 0,
+                      "hook_chars": 0, "calls": 0, "max_read_chars": 0, "reads_over_40000": 0, "put_errors": 0,
                       "timeline": []}
 
     def clock(self):
@@ -335,6 +351,7 @@ class Run:
                 self.stats["end"] = mem.counts()
             finally:
                 mem.close()
+            self.stats["hook_errors"] = getattr(mem, "errors", 0)
             reads = mem.read_chars
             self.stats["max_read_chars"] = max(reads) if reads else 0
             self.stats["reads_over_40000"] = sum(1 for r in reads if r > 40000)
@@ -375,7 +392,7 @@ class Run:
             if src == "preload":
                 st["preload_chars"] += len(text)
             else:
-                st["recall_chars"] += len(text)
+                st["hook_chars"] += len(text)
         for need in sess.needs:
             self.tick()
             outcome = self.resolve(mem, need, texts)
@@ -384,6 +401,10 @@ class Run:
         for fid in sess.discover:
             self.tick()
             self.learn(mem, fid)
+        self.tick()
+        for src, text in mem.stop():
+            st["chars"] += len(text)
+            st["hook_chars"] += len(text)
 
     def resolve(self, mem, need, texts):
         fact = self.world.facts[need.fid]
@@ -504,9 +525,10 @@ class Run:
         out.update({"sessions": st["sessions"], "duplicates": st["duplicates"],
                     "recreated_after_loss": st["recreated_after_loss"], "lost": both["lost"],
                     "chars_per_session": round(st["chars"] / s), "preload_chars_per_session": round(st["preload_chars"] / s),
-                    "recall_chars_per_session": round(st["recall_chars"] / s),
+                    "hook_chars_per_session": round(st["hook_chars"] / s),
                     "calls_per_session": round(st["calls"] / s, 2), "max_read_chars": st["max_read_chars"],
                     "reads_over_40000": st["reads_over_40000"], "put_errors": st["put_errors"],
+                    "hook_errors": st.get("hook_errors", 0),
                     "warm": st["warm"], "cold": st["cold"], "end": st.get("end"), "timeline": st["timeline"]})
         return out
 

@@ -95,6 +95,8 @@ def fake_hooks():
                 result = {"session_id": s.id, "project_path": s.project_path, "user": g["user"],
                           "project": g["project"], "budget": {"max_tokens": 0, "user_tokens": 0, "project_tokens": 0}}
                 text = render.render_read(result, store.settings.max_tokens)
+            elif ev == "Stop":
+                return {"decision": "block", "reason": "Save what a future session needs."}
             elif ev == "UserPromptSubmit":
                 r = store.search(p["prompt"], sessions[p["session_id"]], 3)
                 text = "\n".join("- %s: %s" % (n["id"], n["gist"]) for n in r["results"])
@@ -115,6 +117,8 @@ def test_hooks_mode_reads_context_from_the_hook_texts(tmp_path, monkeypatch):
     hooks = runs[("kgd-hooks", 1500)]
     assert hooks["outcomes"]["recall"] > 0
     assert hooks["outcomes"]["file"] == 0
+    assert hooks["hook_chars_per_session"] > len("Save what a future session needs.")
+    assert hooks["hook_errors"] == 0
     assert hooks["in_context"] >= runs[("kgd", 1500)]["in_context"]
 
 
@@ -133,3 +137,14 @@ def test_a_plugin_adds_a_variant(tmp_path):
     assert doc["label"] == "try"
     assert [r["policy"] for r in doc["runs"]] == ["lru", "lru-fill"]
     assert "lru-fill" in text
+
+
+def test_a_failing_hook_is_counted_not_fatal(tmp_path, monkeypatch):
+    fake = fake_hooks()
+    broken = types.SimpleNamespace(handler=lambda store: (lambda p: 1 / 0 if p["hook_event_name"] == "UserPromptSubmit"
+                                                           else fake.handler(store)(p)))
+    monkeypatch.setitem(sys.modules, "kg.hooks", broken)
+    monkeypatch.setattr(kg, "hooks", broken, raising=False)
+    doc, _ = run(tmp_path, "e.json", "--days", "10", "--max-tokens", "1500", "--policy", "kgd-hooks")
+    r = doc["runs"][0]
+    assert r["hook_errors"] == r["sessions"] > 0
