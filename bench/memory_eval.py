@@ -200,7 +200,17 @@ class KgdHooks(Memory):
 
 
 class Baseline(Memory):
-    """A preload chosen by the bench over a store that never compacts (all nodes stay active)."""
+    """A preload chosen by the bench over a store that never compacts (all nodes stay active).
+
+    Per graph: nodes are taken in `order` while the contract's estimate stays within max_tokens
+    (past a node that does not fit: the next ones are tried when skip_misfits, else the fill
+    stops); the next ones in that order are listed as archived ids, at most 0.3 x max_tokens / 5."""
+
+    skip_misfits = True
+
+    def __init__(self, root, project, max_tokens, args, clock):
+        Memory.__init__(self, root, project, max_tokens, args, clock)
+        self.last_counts = {}
 
     def settings(self, max_tokens, args):
         return Settings(max_tokens=10 ** 9, grace_days=args.grace_days, orphan_grace_days=args.orphan_grace_days)
@@ -208,17 +218,20 @@ class Baseline(Memory):
     def order(self, nodes, sess, world, run):
         raise NotImplementedError
 
+    def counts(self):
+        """What the last preload held (the store itself keeps every node active)."""
+        return self.last_counts
+
     def fill(self, nodes, edges, order):
-        """The active set: nodes taken in `order` while the estimate fits (skip_misfits: keep trying)."""
         by_id = {n["id"]: n for n in nodes}
         adj = {}
         for e in edges:
-            for end in (e["from"], e["to"]):
+            for end in {e["from"], e["to"]}:
                 adj.setdefault(end, []).append(e)
         active, total = set(), 0
         for nid in order:
-            n = by_id[nid]
-            cost = node_tokens(n) + EDGE_TOKENS * sum(
+            # an edge already counted through its other (active) end costs nothing more
+            cost = node_tokens(by_id[nid]) + EDGE_TOKENS * sum(
                 1 for e in adj.get(nid, ()) if not ({e["from"], e["to"]} - {nid}) & active)
             if total + cost > self.max_tokens:
                 if self.skip_misfits:
@@ -228,49 +241,33 @@ class Baseline(Memory):
             total += cost
         return active, total
 
-    skip_misfits = True
-
-    def __init__(self, root, project, max_tokens, args, clock):
-        Memory.__init__(self, root, project, max_tokens, args, clock)
-        self.last_counts = {}
-
-    def counts(self):
-        """What the last preload held (the store itself keeps every node active)."""
-        return self.last_counts
+    def select(self, g, sess, world, run):
+        order = self.order(g["nodes"], sess, world, run)
+        active, total = self.fill(g["nodes"], g["edges"], order)
+        archived = [nid for nid in order if nid not in active][:int(0.3 * self.max_tokens / 5)]
+        return active, archived, total
 
     def preload(self, sess, world, run):
         graphs = self.store.read_graphs(self.session)
         out = {}
         for lv in ("user", "project"):
             g = graphs[lv]
-            nodes = g["nodes"]
-            if self.max_tokens is None:
-                active, total = {n["id"] for n in nodes}, g["tokens"]
-            else:
-                order = self.order(nodes, sess, world, run)
-                active, total = self.fill(nodes, g["edges"], order)
-            cap = int(0.3 * self.max_tokens / 5) if self.max_tokens else 0
-            rest = [nid for nid in self.order(nodes, sess, world, run) if nid not in active][:cap] \
-                if self.max_tokens else []
-            self.last_counts[lv] = {"active": len(active), "archived": len(rest), "tokens": total,
-                                    "nodes": len(nodes)}
-            out[lv] = {"nodes": [n for n in nodes if n["id"] in active], "archived": sorted(rest),
+            active, archived, total = self.select(g, sess, world, run)
+            self.last_counts[lv] = {"active": len(active), "archived": len(archived), "tokens": total,
+                                    "nodes": len(g["nodes"])}
+            out[lv] = {"nodes": [n for n in g["nodes"] if n["id"] in active], "archived": sorted(archived),
                        "edges": [e for e in g["edges"] if e["from"] in active or e["to"] in active],
                        "recency": g["recency"], "tokens": total}
-        return render.render_read(self._result(out), self.max_tokens or 10 ** 9)
+        return render.render_read(self._result(out), self.max_tokens)
 
 
 class NoCompaction(Baseline):
+    """Every node active; only the renderer's 40,000 characters bound the text."""
+
     name = "none"
 
-    def __init__(self, root, project, max_tokens, args, clock):
-        Baseline.__init__(self, root, project, max_tokens, args, clock)
-        self.max_tokens = None  # everything stays active; only the renderer's 40,000 characters bound it
-
-    def _result(self, graphs):
-        r = Baseline._result(self, graphs)
-        r["budget"]["max_tokens"] = 0
-        return r
+    def select(self, g, sess, world, run):
+        return {n["id"] for n in g["nodes"]}, [], g["tokens"]
 
 
 class LRU(Baseline):
@@ -318,6 +315,7 @@ class Run:
         self.node_born = {}  # node id -> time put
         self.last_use = {}   # node id -> last write / read by id (what LRU sees)
         self.stats = {"needs": 0, "warm": dict.fromkeys(OUTCOMES, 0), "cold": dict.fromkeys(OUTCOMES, 0),
+                      "user": dict.fromkeys(OUTCOMES, 0), "project": dict.fromkeys(OUTCOMES, 0),
                       "duplicates": 0, "recreated_after_loss": 0, "sessions": 0, "chars": 0, "preload_chars": 0,
                       "hook_chars": 0, "calls": 0, "max_read_chars": 0, "reads_over_40000": 0, "put_errors": 0,
                       "timeline": []}
@@ -398,6 +396,7 @@ class Run:
             outcome = self.resolve(mem, need, texts)
             st["needs"] += 1
             st["warm" if need.warm else "cold"][outcome] += 1
+            st[self.world.facts[need.fid].level][outcome] += 1
         for fid in sess.discover:
             self.tick()
             self.learn(mem, fid)
@@ -416,17 +415,17 @@ class Run:
                 found = src
                 break
         if found is not None and found in IN_CONTEXT:
-            self.used(mem, need, nids[-1], read=False)
+            self.used(mem, need, nids[-1])
             return found
         if found is not None:  # in the text of an earlier read or search of this session
-            self.used(mem, need, nids[-1], read=False)
+            self.used(mem, need, nids[-1])
             return "search" if found == "search" else "id"
         for src, text in texts if need.notice else ():
             hit = next((nid for nid in reversed(nids) if re.search(r"(?<![\w-])%s(?![\w-])" % re.escape(nid), text)),
                        None)
             if hit is not None:
                 self.read(mem, texts, hit)
-                self.used(mem, need, hit, read=True)
+                self.used(mem, need, hit)
                 return "id"
         if need.search:
             self.stats["calls"] += 1
@@ -439,7 +438,7 @@ class Run:
             hit = next((i for i in ids[:SEARCH_TOP] if i in nids), None)
             if hit is not None:
                 self.read(mem, texts, hit)
-                self.used(mem, need, hit, read=True)
+                self.used(mem, need, hit)
                 return "search"
         lost = not any(mem.exists(nid) for nid in nids)
         k = len(nids) + 1
@@ -461,7 +460,8 @@ class Run:
         texts.append(("read", text))
         self.last_use[nid] = self.now
 
-    def used(self, mem, need, nid, read):
+    def used(self, mem, need, nid):
+        """After the agent has the fact: sometimes it updates the node (a put with new notes)."""
         if need.update:
             fact = self.world.facts[need.fid]
             self.tick()
@@ -529,7 +529,8 @@ class Run:
                     "calls_per_session": round(st["calls"] / s, 2), "max_read_chars": st["max_read_chars"],
                     "reads_over_40000": st["reads_over_40000"], "put_errors": st["put_errors"],
                     "hook_errors": st.get("hook_errors", 0),
-                    "warm": st["warm"], "cold": st["cold"], "end": st.get("end"), "timeline": st["timeline"]})
+                    "warm": st["warm"], "cold": st["cold"],
+                    "by_level": {lv: st[lv] for lv in ("user", "project")}, "end": st.get("end"), "timeline": st["timeline"]})
         return out
 
 
