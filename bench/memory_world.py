@@ -6,6 +6,8 @@ Rules owned here:
 - Topics have their own vocabulary and folder; they go hot for a few days to a few weeks, then
   cold, and come back. Conventions (project level) are needed in most sessions; user-level
   lessons are needed now and then in any topic.
+- The user graph also receives lessons learnt in other projects ("elsewhere": written by this
+  project's sessions, as the simulation has one project, but almost never needed here).
 - A fact emerges on a day and is discovered by the first session that works on its topic after
   that day; only discovered facts can be needed. Needs, discoveries, file reads, the prompt, and
   each need's agent decisions (search or not, update or not) are drawn here, once, so that every
@@ -38,6 +40,8 @@ CONVENTIONS = ("conventions", "lint format commit changelog typing review branch
                ["pyproject.toml", "CONTRIBUTING.md", "Makefile", "tests/conftest.py", "setup.cfg"])
 LESSONS = ("lessons", "git rebase shell quoting venv pytest debugger regex encoding flaky bisect profiling ssh "
                       "locale signals")
+ELSEWHERE = ("elsewhere", "npm webpack gradle xcode cargo kotlin swift css android terraform kubectl make cmake "
+                         "docker yarn")
 SUFFIXES = ["guard", "limit", "window", "policy", "handler", "mode", "flag", "budget", "map", "check",
             "hook", "marker", "offset", "prefix", "table", "queue"]
 GISTS = [
@@ -97,6 +101,7 @@ class World:
             self.topics[name] = (words, files)
         self.topics[CONVENTIONS[0]] = (CONVENTIONS[1].split(), CONVENTIONS[2])
         self.topics[LESSONS[0]] = (LESSONS[1].split(), [])
+        self.topics[ELSEWHERE[0]] = (ELSEWHERE[1].split(), [])
         self.files = sorted({f for _, files in self.topics.values() for f in files})
         self.facts = {}
         self._prefixes = set()
@@ -111,6 +116,8 @@ class World:
             self._fact(rnd, "project", CONVENTIONS[0], rnd.uniform(0, 45) if i < 6 else rnd.uniform(45, days), 1.0)
         for i in range(28):
             self._fact(rnd, "user", LESSONS[0], rnd.uniform(-30, days), rnd.choice([0.03, 0.06, 0.1, 0.2]))
+        for i in range(60):
+            self._fact(rnd, "user", ELSEWHERE[0], rnd.uniform(-60, days), 0.01)
         for f in self.facts.values():
             same = sorted(g.fid for g in self.facts.values() if g.topic == f.topic and g.fid != f.fid)
             f.related = rnd.sample(same, min(2, len(same)))
@@ -140,7 +147,7 @@ class World:
         notes = [rnd.choice(NOTES).format(file=(touches or ["the logs"])[0], w1=w1, w2=w2, w3=w3, ident=ident,
                                           num=rnd.randint(2, 900))
                  for _ in range(rnd.choice([1, 1, 2]))]
-        node_id = "%s-%s-%s" % (topic if topic != "lessons" else "lesson", ident.replace("_", "-"), w2)
+        node_id = "%s-%s-%s" % ({"lessons": "lesson", "elsewhere": "tip"}.get(topic, topic), ident.replace("_", "-"), w2)
         self.facts[fid] = Fact(fid=fid, level=level, topic=topic, node_id=node_id, gist=gist, notes=notes,
                                touches=sorted(touches), words=[w1, w2, w3], ident=ident, emerge_day=emerge_day,
                                weight=weight, related=[])
@@ -186,7 +193,7 @@ class World:
 
         need_ids = pick(known(topic), rnd.randint(2, 5))
         need_ids += [f for f in known(CONVENTIONS[0]) if rnd.random() < 0.3]
-        need_ids += [f for f in known(LESSONS[0]) if rnd.random() < self.facts[f].weight]
+        need_ids += [f for tp in (LESSONS[0], ELSEWHERE[0]) for f in known(tp) if rnd.random() < self.facts[f].weight]
         needs = []
         for fid in need_ids:
             f = self.facts[fid]
@@ -196,7 +203,7 @@ class World:
         fresh = [f.fid for f in self.facts.values() if f.fid not in discovered and f.emerge_day <= day]
         discover = []
         for tp, k in ((topic, rnd.choice([0, 1, 1, 2])), (CONVENTIONS[0], rnd.random() < 0.3),
-                      (LESSONS[0], rnd.random() < 0.15)):
+                      (LESSONS[0], rnd.random() < 0.15), (ELSEWHERE[0], rnd.random() < 0.25)):
             pool = sorted(f for f in fresh if self.facts[f].topic == tp)
             discover += pool[:int(k)]
         for fid in need_ids + discover:
