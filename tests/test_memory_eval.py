@@ -148,3 +148,19 @@ def test_a_failing_hook_is_counted_not_fatal(tmp_path, monkeypatch):
     doc, _ = run(tmp_path, "e.json", "--days", "10", "--max-tokens", "1500", "--policy", "kgd-hooks")
     r = doc["runs"][0]
     assert r["hook_errors"] == r["sessions"] > 0
+
+
+def test_the_script_runs_from_the_command_line_with_a_plugin(tmp_path):
+    import subprocess
+    plugin = tmp_path / "variant.py"
+    plugin.write_text("import memory_eval\n"
+                      "class Mine(memory_eval.LRU):\n"
+                      "    skip_misfits = True\n"
+                      "memory_eval.MEMORIES['mine'] = Mine\n")
+    out = subprocess.run([sys.executable, os.path.join(BENCH, "memory_eval.py"), "--days", "20", "--max-tokens", "1500",
+                          "--policy", "kgd,mine", "--plugin", str(plugin), "--json", str(tmp_path / "x.json")],
+                         capture_output=True, text=True, timeout=60)
+    assert out.returncode == 0, out.stderr
+    assert [ln.split()[0] for ln in out.stdout.splitlines()[1:3]] == ["kgd", "mine"]
+    with open(tmp_path / "x.json") as f:
+        assert [r["policy"] for r in json.load(f)["runs"]] == ["kgd", "mine"]
