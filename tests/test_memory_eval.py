@@ -1,0 +1,166 @@
+"""bench/memory_eval.py: deterministic, ordered as a ceiling should be, prints its table, and
+drives the hooks when kg.hooks is there (a stand-in module here)."""
+
+import io
+import json
+import os
+import sys
+import types
+
+import pytest
+
+import kg
+from kg import render
+
+BENCH = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "bench")
+sys.path.insert(0, BENCH)
+
+import memory_eval  # noqa: E402
+
+
+def run(tmp_path, name, *args):
+    out = io.StringIO()
+    path = str(tmp_path / name)
+    assert memory_eval.main(list(args) + ["--json", path], out=out) == 0
+    with open(path) as f:
+        return json.load(f), out.getvalue()
+
+
+def by_policy(doc):
+    return {(r["policy"], r["max_tokens"]): r for r in doc["runs"]}
+
+
+SMALL = ["--days", "45", "--max-tokens", "1500", "--seed", "3", "--policy", "kgd,none,lru,oracle"]
+
+
+def test_same_seed_same_json(tmp_path):
+    a, _ = run(tmp_path, "a.json", *SMALL)
+    b, _ = run(tmp_path, "b.json", *SMALL)
+    assert a == b
+    c, _ = run(tmp_path, "c.json", *(SMALL[:4] + ["--seed", "4"] + SMALL[6:]))
+    assert c != a
+
+
+def test_oracle_is_the_ceiling_and_shares_add_up(tmp_path):
+    doc, _ = run(tmp_path, "r.json", *SMALL)
+    runs = by_policy(doc)
+    kgd, oracle, lru = runs[("kgd", 1500)], runs[("oracle", 1500)], runs[("lru", 1500)]
+    assert kgd["needs"] > 100 and kgd["needs"] == oracle["needs"] == lru["needs"]
+    assert oracle["in_context"] >= kgd["in_context"] >= 0
+    assert oracle["in_context"] >= lru["in_context"]
+    assert kgd["in_context"] < 100  # the budget bites: the run measures something
+    for r in doc["runs"]:
+        assert sum(r["outcomes"].values()) == r["needs"] == r["warm_needs"] + r["cold_needs"]
+        assert r["reads_over_40000"] == 0
+
+
+def test_table_prints_every_run(tmp_path):
+    _, text = run(tmp_path, "t.json", *SMALL)
+    lines = text.splitlines()
+    assert lines[0].split()[:5] == ["policy", "M", "seed", "needs", "ctx%"]
+    assert [ln.split()[0] for ln in lines[1:5]] == ["kgd", "none", "lru", "oracle"]
+    assert "4 run(s)" in text and "JSON:" in text
+
+
+def test_compare_prints_before_and_after(tmp_path):
+    run(tmp_path, "a.json", *SMALL)
+    out = io.StringIO()
+    memory_eval.main(["--compare", str(tmp_path / "a.json"), str(tmp_path / "a.json")], out=out)
+    assert "kgd" in out.getvalue() and "→" in out.getvalue()
+
+
+def test_unknown_policy_is_refused():
+    with pytest.raises(SystemExit):
+        memory_eval.parse_args(["--policy", "kgd,fifo"])
+
+
+def test_hooks_missing_is_skipped_with_a_line(tmp_path, monkeypatch):
+    monkeypatch.setitem(sys.modules, "kg.hooks", None)
+    monkeypatch.delattr(kg, "hooks", raising=False)
+    doc, text = run(tmp_path, "h.json", "--days", "10", "--max-tokens", "1500", "--policy", "kgd,kgd-hooks")
+    assert "kgd-hooks skipped" in text
+    assert [r["policy"] for r in doc["runs"]] == ["kgd"]
+
+
+def fake_hooks():
+    """A stand-in for kg/hooks.py with its interface: preload = the kg_read text, recall = search."""
+    def handler(store):
+        sessions = {}
+
+        def handle(p):
+            ev = p["hook_event_name"]
+            if ev == "SessionStart":
+                s = sessions[p["session_id"]] = store.start_session(p["cwd"])
+                g = store.read_graphs(s)
+                result = {"session_id": s.id, "project_path": s.project_path, "user": g["user"],
+                          "project": g["project"], "budget": {"max_tokens": 0, "user_tokens": 0, "project_tokens": 0}}
+                text = render.render_read(result, store.settings.max_tokens)
+            elif ev == "Stop":
+                return {"decision": "block", "reason": "Save what a future session needs."}
+            elif ev == "UserPromptSubmit":
+                r = store.search(p["prompt"], sessions[p["session_id"]], 3)
+                text = "\n".join("- %s: %s" % (n["id"], n["gist"]) for n in r["results"])
+            else:
+                return None
+            return {"hookSpecificOutput": {"hookEventName": ev, "additionalContext": text}}
+        return handle
+    return types.SimpleNamespace(handler=handler)
+
+
+def test_hooks_mode_reads_context_from_the_hook_texts(tmp_path, monkeypatch):
+    fake = fake_hooks()
+    monkeypatch.setitem(sys.modules, "kg.hooks", fake)
+    monkeypatch.setattr(kg, "hooks", fake, raising=False)
+    doc, _ = run(tmp_path, "k.json", "--days", "45", "--max-tokens", "1500", "--seed", "3",
+                 "--policy", "kgd,kgd-hooks")
+    runs = by_policy(doc)
+    hooks = runs[("kgd-hooks", 1500)]
+    assert hooks["outcomes"]["recall"] > 0
+    assert hooks["outcomes"]["file"] == 0
+    assert hooks["hook_chars_per_session"] > len("Save what a future session needs.")
+    assert hooks["hook_errors"] == 0
+    assert hooks["in_context"] >= runs[("kgd", 1500)]["in_context"]
+
+
+def test_a_plugin_adds_a_variant(tmp_path):
+    plugin = tmp_path / "variant.py"
+    plugin.write_text("import memory_eval\n\n"
+                      "class FillingLRU(memory_eval.LRU):\n"
+                      "    name = 'lru-fill'\n"
+                      "    skip_misfits = True\n\n"
+                      "memory_eval.MEMORIES['lru-fill'] = FillingLRU\n")
+    try:
+        doc, text = run(tmp_path, "p.json", "--days", "30", "--max-tokens", "1500", "--seed", "3",
+                        "--plugin", str(plugin), "--policy", "lru,lru-fill", "--label", "try")
+    finally:
+        memory_eval.MEMORIES.pop("lru-fill", None)
+    assert doc["label"] == "try"
+    assert [r["policy"] for r in doc["runs"]] == ["lru", "lru-fill"]
+    assert "lru-fill" in text
+
+
+def test_a_failing_hook_is_counted_not_fatal(tmp_path, monkeypatch):
+    fake = fake_hooks()
+    broken = types.SimpleNamespace(handler=lambda store: (lambda p: 1 / 0 if p["hook_event_name"] == "UserPromptSubmit"
+                                                           else fake.handler(store)(p)))
+    monkeypatch.setitem(sys.modules, "kg.hooks", broken)
+    monkeypatch.setattr(kg, "hooks", broken, raising=False)
+    doc, _ = run(tmp_path, "e.json", "--days", "10", "--max-tokens", "1500", "--policy", "kgd-hooks")
+    r = doc["runs"][0]
+    assert r["hook_errors"] == r["sessions"] > 0
+
+
+def test_the_script_runs_from_the_command_line_with_a_plugin(tmp_path):
+    import subprocess
+    plugin = tmp_path / "variant.py"
+    plugin.write_text("import memory_eval\n"
+                      "class Mine(memory_eval.LRU):\n"
+                      "    skip_misfits = True\n"
+                      "memory_eval.MEMORIES['mine'] = Mine\n")
+    out = subprocess.run([sys.executable, os.path.join(BENCH, "memory_eval.py"), "--days", "20", "--max-tokens", "1500",
+                          "--policy", "kgd,mine", "--plugin", str(plugin), "--json", str(tmp_path / "x.json")],
+                         capture_output=True, text=True, timeout=60)
+    assert out.returncode == 0, out.stderr
+    assert [ln.split()[0] for ln in out.stdout.splitlines()[1:3]] == ["kgd", "mine"]
+    with open(tmp_path / "x.json") as f:
+        assert [r["policy"] for r in json.load(f)["runs"]] == ["kgd", "mine"]
