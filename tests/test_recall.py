@@ -22,7 +22,7 @@ def index(*nodes, edges=()):
     ("latest", ["latest"]),
     ("test", ["test"]),
     ("tests", ["test"]),
-    ("snake_case_name", ["snak", "case", "nam"]),
+    ("snake_case_name", ["snak", "case", "name"]),
     ("kebab-case-id", ["kebab", "case", "id"]),
     ("camelCaseWord", ["camel", "case", "word"]),
     ("HTTPServer getHTTPResponse", ["http", "server", "http", "respons"]),
