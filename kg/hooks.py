@@ -92,8 +92,9 @@ class _Memory:
         """The graph's recall index (lock held): built when the store has reset it."""
         ix = getattr(g, "recall_index", None)
         if ix is None:
-            ix = recall.Index(g.nodes, g.edges)
-            g.recall_index = ix
+            # recall_prev: the last index built, taken over so that only changed nodes are redone
+            ix = recall.Index(g.nodes, g.edges, prev=getattr(g, "recall_prev", None))
+            g.recall_index = g.recall_prev = ix
         return ix
 
     def indexes(self, session):
@@ -147,6 +148,7 @@ def _session_start(mem, payload, targets, env):
     with mem.store.lock:
         text, keys, stats = _preload(mem, session)
         h["seen"] = mem.now()
+        mem.indexes(session)  # built now, so that the first prompt answers fast
     mem.mark(session, keys)
     mem.save(session)
     out = _context("SessionStart", text)

@@ -7,7 +7,7 @@ Rules owned here:
   final e ("caches", "cache" -> "cach"), the same on both sides, so "test" never matches "latest".
 - IDF over every graph given together (user and project), idf = log(1 + N / df), so scores of the
   two levels compare. A word in the id or gist weighs 1, in notes or touches 0.5, times its rarity
-  idf / log(1 + N).
+  idf / log(1 + N). A word held by more than 2 % of the nodes (and more than 20) counts nothing.
 - The bar (silence beats filler): a node is recalled when its score is at least MIN_SCORE with a
   word in its id or gist (or at least STRONG_SCORE from the notes alone) and two words matched; or
   one word of its id or gist that is rare in absolute terms (idf >= SINGLE_IDF); or the prompt
@@ -48,6 +48,7 @@ MIN_SCORE = 1.0
 STRONG_SCORE = 1.5
 SINGLE_IDF = 3.5
 ID_BONUS = 2.0
+COMMON_SHARE, COMMON_MIN = 0.02, 20
 
 _RUN = re.compile(r"[^\W_]+")
 _CAMEL = re.compile(r"[A-Z]+(?=[A-Z][a-z])|[A-Z]?[a-z]+|[A-Z]+|[0-9]+")
@@ -104,28 +105,73 @@ def user_text(prompt):
 
 # ---- the index of one graph
 
+_MEMO = {}          # alphanumeric run -> its words: the vocabulary repeats, tokenising does not
+_MEMO_MAX = 200000
+
+
+def _run_words(run):
+    got = _MEMO.get(run)
+    if got is None:
+        if len(_MEMO) >= _MEMO_MAX:
+            _MEMO.clear()
+        got = _MEMO[run] = tuple(words(run))
+    return got
+
+
+def _node_weights(node):
+    """word -> weight for one node: HEAD_WEIGHT from the id or gist, else REST_WEIGHT."""
+    rest = set()
+    texts = list(node.get("notes", ())) + list(node.get("touches", ()))
+    if texts:
+        for run in set(_RUN.findall("\n".join(texts))):
+            rest.update(_run_words(run))
+    weights = dict.fromkeys(rest, REST_WEIGHT)
+    for run in set(_RUN.findall(node["id"] + " " + node.get("gist", ""))):
+        weights.update(dict.fromkeys(_run_words(run), HEAD_WEIGHT))
+    return weights
+
+
 class Index:
-    """Words and file names of one graph's nodes (every state), built once per graph version.
-    post: word -> [(id, weight)]; df: word -> nodes holding it; files: last path component ->
-    [(components, id)]; urls: normalised url -> ids; ids: lower-cased id -> id."""
+    """Words and file names of one graph's nodes (every state). post: word -> {id: weight}
+    (df = its length); files: last path component -> [(components, id)]; urls: normalised url
+    -> ids; ids: lower-cased id -> id. Given `prev` (an older index of the same graph, which
+    this one takes over), only nodes whose gist, notes or touches changed are tokenised again,
+    so a rebuild after a write is cheap. The store replaces a node's lists on a put, never
+    edits them in place: an unchanged list object means unchanged text."""
 
-    __slots__ = ("n", "post", "files", "urls", "ids")
+    __slots__ = ("n", "post", "files", "urls", "ids", "sig")
 
-    def __init__(self, nodes, edges):
-        self.n = len(nodes)
-        post, files, urls, ids = {}, {}, {}, {}
+    def __init__(self, nodes, edges, prev=None):
+        self.post, self.sig, self.ids = {}, {}, {}
+        if prev is not None:
+            self.post, self.sig, self.ids = prev.post, prev.sig, prev.ids
+            prev.post, prev.sig, prev.ids = {}, {}, {}  # handed over: the old index is dead
+        post, sig = self.post, self.sig
+        for nid in [i for i in sig if i not in nodes]:
+            self._drop(nid)
         for nid, node in nodes.items():
-            ids.setdefault(nid.lower(), nid)
-            weights = {}
-            for w in words(nid + " " + node.get("gist", "")):
-                weights[w] = HEAD_WEIGHT
-            rest = " ".join(list(node.get("notes", ())) + list(node.get("touches", ())))
-            for w in words(rest):
-                if w not in weights:
-                    weights[w] = REST_WEIGHT
+            old = sig.get(nid)
+            gist, notes, touches = node.get("gist", ""), node.get("notes", ()), node.get("touches", ())
+            if old is not None:
+                if old[1] is notes and old[2] is touches and old[0] is gist:
+                    continue
+                if old[0] == gist and old[1] == notes and old[2] == touches:
+                    sig[nid] = (gist, notes, touches, old[3])  # same text, new objects (a reload)
+                    continue
+                self._drop(nid)
+            weights = _node_weights(node)
             for w, wt in weights.items():
-                post.setdefault(w, []).append((nid, wt))
-            for t in node.get("touches", ()):
+                p = post.get(w)
+                if p is None:
+                    post[w] = {nid: wt}
+                else:
+                    p[nid] = wt
+            sig[nid] = (gist, notes, touches, weights)
+            self.ids.setdefault(nid.lower(), nid)
+        self.n = len(nodes)
+        files, urls = {}, {}
+        for nid, s in sig.items():
+            for t in s[2]:
                 _add_target(files, urls, t, nid)
         for e in edges.values():
             frm, to = e.get("from"), e.get("to")
@@ -133,7 +179,18 @@ class Index:
                 _add_target(files, urls, to, frm)
             elif to in nodes and frm not in nodes:
                 _add_target(files, urls, frm, to)
-        self.post, self.files, self.urls, self.ids = post, files, urls, ids
+        self.files, self.urls = files, urls
+
+    def _drop(self, nid):
+        s = self.sig.pop(nid)
+        for w in s[3]:
+            p = self.post.get(w)
+            if p is not None:
+                p.pop(nid, None)
+                if not p:
+                    del self.post[w]
+        if self.ids.get(nid.lower()) == nid:
+            del self.ids[nid.lower()]
 
     def df(self, word):
         p = self.post.get(word)
@@ -192,48 +249,48 @@ class Hit:
 
 def prompt_hits(indexes, text, exclude=(), limit=5):
     """Nodes that clear the bar for a prompt, best first: [Hit]. indexes: [(level, Index)];
-    exclude: set of "level:id" keys already shown."""
+    exclude: "level:id" keys already shown. Words held by more than COMMON_SHARE of the nodes
+    (and more than COMMON_MIN) are too weak to count, and skipping them keeps a prompt cheap."""
     qwords = list(dict.fromkeys(words(text)))[:64]
     total = sum(ix.n for _, ix in indexes)
     if not total:
         return []
     idf_max = math.log(1 + total)
-    named = {m.lower().strip(".") for m in _IDENT.findall(text)}
-    hits = []
-    for wi, w in enumerate(qwords):
+    common = max(COMMON_MIN, COMMON_SHARE * total)
+    accs = [(level, ix, {}) for level, ix in indexes]
+    for w in qwords:
         df = sum(ix.df(w) for _, ix in indexes)
-        if not df:
+        if not df or df > common:
             continue
         idf = math.log(1 + total / df)
         rarity = idf / idf_max
-        for level, ix in indexes:
-            for nid, wt in ix.post.get(w, ()):
-                hits.append((level, nid, wt, rarity * wt, idf))
-    acc = {}
-    for level, nid, wt, s, idf in hits:
-        a = acc.get((level, nid))
-        if a is None:
-            a = acc[(level, nid)] = [0.0, 0, False, False]
-        a[0] += s
-        a[1] += 1
-        if wt == HEAD_WEIGHT:
-            a[2] = True
-            if idf >= SINGLE_IDF:
-                a[3] = True
-    for level, ix in indexes:
+        rare = idf >= SINGLE_IDF
+        for level, ix, acc in accs:
+            for nid, wt in ix.post.get(w, {}).items():
+                a = acc.get(nid)
+                if a is None:
+                    a = acc[nid] = [0.0, 0, False, False]
+                a[0] += rarity * wt
+                a[1] += 1
+                if wt == HEAD_WEIGHT:
+                    a[2] = True
+                    if rare:
+                        a[3] = True
+    named = None
+    out = []
+    for level, ix, acc in accs:
+        if named is None:
+            named = {m.lower().strip(".") for m in _IDENT.findall(text)}
         for name in named:
             nid = ix.ids.get(name)
             if nid is not None and len(name) >= 3:
-                a = acc.setdefault((level, nid), [0.0, 0, False, False])
+                a = acc.setdefault(nid, [0.0, 0, False, False])
                 a[0] += ID_BONUS
                 a[3] = True
-    out = []
-    for (level, nid), (score, matched, head, strong) in acc.items():
-        if "%s:%s" % (level, nid) in exclude:
-            continue
-        two = matched >= 2 and score >= MIN_SCORE and (head or score >= STRONG_SCORE)
-        if two or strong:
-            out.append(Hit(round(score, 4), level, nid, matched))
+        for nid, (score, matched, head, strong) in acc.items():
+            if strong or (matched >= 2 and score >= MIN_SCORE and (head or score >= STRONG_SCORE)):
+                if "%s:%s" % (level, nid) not in exclude:
+                    out.append(Hit(round(score, 4), level, nid, matched))
     out.sort(key=lambda h: (-h.score, h.level != "project", h.id))
     return out[:limit]
 

@@ -199,3 +199,25 @@ def test_stem_is_the_same_on_both_sides():
     for a, b in [("caches", "cache"), ("tests", "test"), ("queries", "query"), ("nodes", "node"),
                  ("matches", "match"), ("uses", "use")]:
         assert recall.stem(a) == recall.stem(b), (a, b)
+
+
+def _snapshot(ix):
+    return ({w: dict(p) for w, p in ix.post.items()}, ix.n, {k: sorted(v) for k, v in ix.files.items()},
+            {k: set(v) for k, v in ix.urls.items()}, dict(ix.ids))
+
+
+def test_index_rebuilt_from_prev_equals_a_fresh_one():
+    nodes = {n["id"]: n for n in [node("a", "websocket close", touches=["kg/ws.py"]),
+                                  node("b", "journal replay", notes=["torn record dropped"]),
+                                  node("c", "store lock", touches=["https://example.com/x"])]}
+    edges = {"b->kg/store.py:in": {"from": "b", "to": "kg/store.py", "rel": "in", "notes": []}}
+    ix = Index(nodes, edges)
+    nodes = dict(nodes)
+    nodes["a"] = dict(nodes["a"], gist="websocket reconnect", touches=["kg/http.py"])  # changed
+    del nodes["c"]                                                                     # deleted
+    nodes["d"] = node("d", "brand new compaction insight")                             # added
+    nodes["b"] = dict(nodes["b"], notes=list(nodes["b"]["notes"]))                     # same text, new list
+    again = Index(nodes, edges, prev=ix)
+    assert _snapshot(again) == _snapshot(Index(nodes, edges))
+    assert "lock" not in again.post and again.df("websocket") == 1 and again.df("reconnect") == 1
+    assert ix.post == {}  # the old index was taken over
