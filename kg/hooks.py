@@ -23,6 +23,7 @@ import hashlib
 import logging
 import os
 import re
+import threading
 
 from . import model, recall
 from .errors import KgError
@@ -38,6 +39,7 @@ STOP_EDITS, STOP_TOOLS = 3, 12
 SESSION_TARGETS = 64        # targets remembered per Claude session
 DAEMON_TARGETS = 5000       # targets remembered by the daemon
 CLIENTS_PER_TARGET = 4
+WARM_INLINE = 2000          # nodes: a graph this small is indexed inline at session start
 
 FILE_TOOLS = {"Read": "file_path", "Edit": "file_path", "Write": "file_path", "MultiEdit": "file_path",
               "NotebookEdit": "notebook_path"}
@@ -59,6 +61,8 @@ def handler(store, env=None):
             return None
         try:
             return fn(_Memory(store), payload, targets, env)
+        except _Warming:
+            pass
         except KgError as exc:
             log.info("hook %s answered nothing: %s", event, exc.message)
         except Exception:  # a hook must never break the agent's turn
@@ -87,15 +91,45 @@ class _Memory:
     def graphs(self, session):
         return self.store.graphs_for(session)
 
-    @staticmethod
-    def index(g):
-        """The graph's recall index (lock held): built when the store has reset it."""
+    def index(self, g):
+        """The graph's recall index (lock held): built when the store has reset it, from the
+        last one built (recall_prev), so that only changed nodes are redone. A big graph with no
+        index yet is indexed on a thread (a cold index of 10,000 nodes takes about a second);
+        meanwhile its hooks answer nothing."""
         ix = getattr(g, "recall_index", None)
         if ix is None:
-            # recall_prev: the last index built, taken over so that only changed nodes are redone
-            ix = recall.Index(g.nodes, g.edges, prev=getattr(g, "recall_prev", None))
+            prev = getattr(g, "recall_prev", None)
+            if prev is None and len(g.nodes) > WARM_INLINE:
+                if not getattr(g, "recall_warming", False):
+                    g.recall_warming = True
+                    threading.Thread(target=self._warm, args=(g, dict(g.nodes), dict(g.edges)),
+                                     name="kgd-recall-index", daemon=True).start()
+                raise _Warming()
+            ix = recall.Index(g.nodes, g.edges, prev=prev)
             g.recall_index = g.recall_prev = ix
         return ix
+
+    def warm(self, session):
+        """Index the session's graphs ahead of the first prompt."""
+        with self.store.lock:
+            for g in self.graphs(session):
+                try:
+                    self.index(g)
+                except _Warming:
+                    pass
+
+    def _warm(self, g, nodes, edges):
+        """Build from a snapshot outside the lock; the next request takes it over as recall_prev
+        and redoes only the nodes changed meanwhile."""
+        try:
+            ix = recall.Index(nodes, edges)
+            with self.store.lock:
+                if getattr(g, "recall_prev", None) is None:
+                    g.recall_prev = ix
+        except Exception:
+            log.exception("building the recall index failed")
+        finally:
+            g.recall_warming = False
 
     def indexes(self, session):
         return [(g.level, self.index(g)) for g in self.graphs(session)]
@@ -122,9 +156,8 @@ class _Memory:
             self.read(session, hits)
 
 
-def _hook(session):
-    h = session.hook
-    return h if isinstance(h, dict) else {}
+class _Warming(Exception):
+    """A graph's first recall index is still being built."""
 
 
 # ---- SessionStart
@@ -148,9 +181,9 @@ def _session_start(mem, payload, targets, env):
     with mem.store.lock:
         text, keys, stats = _preload(mem, session)
         h["seen"] = mem.now()
-        mem.indexes(session)  # built now, so that the first prompt answers fast
     mem.mark(session, keys)
     mem.save(session)
+    mem.warm(session)
     out = _context("SessionStart", text)
     if source in ("startup", "fork") or not known:
         out["systemMessage"] = "kg memory: %d of %d active nodes loaded (user %d, project %d)" % (

@@ -118,39 +118,43 @@ def _run_words(run):
     return got
 
 
+def _words_of(text):
+    runs = set(_RUN.findall(text))
+    got = list(map(_MEMO.get, runs))
+    if None in got:
+        got = [g if g is not None else _run_words(r) for g, r in zip(got, runs)]
+    return set().union(*got)
+
+
 def _node_weights(node):
     """word -> weight for one node: HEAD_WEIGHT from the id or gist, else REST_WEIGHT."""
-    rest = set()
     texts = list(node.get("notes", ())) + list(node.get("touches", ()))
-    if texts:
-        for run in set(_RUN.findall("\n".join(texts))):
-            rest.update(_run_words(run))
-    weights = dict.fromkeys(rest, REST_WEIGHT)
-    for run in set(_RUN.findall(node["id"] + " " + node.get("gist", ""))):
-        weights.update(dict.fromkeys(_run_words(run), HEAD_WEIGHT))
+    weights = dict.fromkeys(_words_of("\n".join(texts)), REST_WEIGHT) if texts else {}
+    weights.update(dict.fromkeys(_words_of(node["id"] + " " + node.get("gist", "")), HEAD_WEIGHT))
     return weights
 
 
 class Index:
     """Words and file names of one graph's nodes (every state). post: word -> {id: weight}
-    (df = its length); files: last path component -> [(components, id)]; urls: normalised url
-    -> ids; ids: lower-cased id -> id. Given `prev` (an older index of the same graph, which
-    this one takes over), only nodes whose gist, notes or touches changed are tokenised again,
-    so a rebuild after a write is cheap. The store replaces a node's lists on a put, never
-    edits them in place: an unchanged list object means unchanged text."""
+    (df = its length); files: last path component -> {(components, id)} from touches, efiles the
+    same from edge ends; urls / eurls: normalised url -> ids; ids: lower-cased id -> id.
+    Given `prev` (an older index of the same graph, which this one takes over), only nodes whose
+    gist, notes or touches changed are tokenised again, so a rebuild after a write is cheap. The
+    store replaces a node's lists on a put, never edits them in place: an unchanged list object
+    means unchanged text."""
 
-    __slots__ = ("n", "post", "files", "urls", "ids", "sig")
+    __slots__ = ("n", "post", "files", "urls", "efiles", "eurls", "ids", "sig")
 
     def __init__(self, nodes, edges, prev=None):
-        self.post, self.sig, self.ids = {}, {}, {}
+        self.post, self.sig, self.ids, self.files, self.urls = {}, {}, {}, {}, {}
         if prev is not None:
-            self.post, self.sig, self.ids = prev.post, prev.sig, prev.ids
-            prev.post, prev.sig, prev.ids = {}, {}, {}  # handed over: the old index is dead
-        post, sig = self.post, self.sig
+            self.post, self.sig, self.ids, self.files, self.urls = prev.post, prev.sig, prev.ids, prev.files, prev.urls
+            prev.post, prev.sig, prev.ids, prev.files, prev.urls = {}, {}, {}, {}, {}  # taken over
+        post, sig, get = self.post, self.sig, self.sig.get
         for nid in [i for i in sig if i not in nodes]:
             self._drop(nid)
         for nid, node in nodes.items():
-            old = sig.get(nid)
+            old = get(nid)
             gist, notes, touches = node.get("gist", ""), node.get("notes", ()), node.get("touches", ())
             if old is not None:
                 if old[1] is notes and old[2] is touches and old[0] is gist:
@@ -168,18 +172,18 @@ class Index:
                     p[nid] = wt
             sig[nid] = (gist, notes, touches, weights)
             self.ids.setdefault(nid.lower(), nid)
+            for t in touches:
+                _add_target(self.files, self.urls, t, nid)
         self.n = len(nodes)
-        files, urls = {}, {}
-        for nid, s in sig.items():
-            for t in s[2]:
-                _add_target(files, urls, t, nid)
+        efiles, eurls = {}, {}
         for e in edges.values():
             frm, to = e.get("from"), e.get("to")
-            if frm in nodes and to not in nodes:
-                _add_target(files, urls, to, frm)
-            elif to in nodes and frm not in nodes:
-                _add_target(files, urls, frm, to)
-        self.files, self.urls = files, urls
+            if frm in nodes:
+                if to not in nodes:
+                    _add_target(efiles, eurls, to, frm)
+            elif to in nodes:
+                _add_target(efiles, eurls, frm, to)
+        self.efiles, self.eurls = efiles, eurls
 
     def _drop(self, nid):
         s = self.sig.pop(nid)
@@ -191,21 +195,59 @@ class Index:
                     del self.post[w]
         if self.ids.get(nid.lower()) == nid:
             del self.ids[nid.lower()]
+        for t in s[2]:
+            _drop_target(self.files, self.urls, t, nid)
 
     def df(self, word):
         p = self.post.get(word)
         return len(p) if p else 0
 
+    def file_entries(self, name):
+        return list(self.files.get(name, ())) + list(self.efiles.get(name, ()))
+
+    def url_ids(self, key):
+        return set(self.urls.get(key, ())) | set(self.eurls.get(key, ()))
+
+
+_PARTS = {}
+
+
+def _target_key(target):
+    """("url", normalised) or ("file", components), memoised: the same paths come back."""
+    got = _PARTS.get(target)
+    if got is None:
+        if len(_PARTS) >= _MEMO_MAX:
+            _PARTS.clear()
+        got = _PARTS[target] = ("url", norm_url(target)) if "://" in target else ("file", path_parts(target))
+    return got
+
 
 def _add_target(files, urls, target, nid):
     if not isinstance(target, str) or not target:
         return
-    if "://" in target:
-        urls.setdefault(norm_url(target), set()).add(nid)
+    kind, key = _target_key(target)
+    if kind == "url":
+        urls.setdefault(key, set()).add(nid)
+    elif key:
+        files.setdefault(key[-1], set()).add((key, nid))
+
+
+def _drop_target(files, urls, target, nid):
+    if not isinstance(target, str) or not target:
         return
-    parts = path_parts(target)
-    if parts:
-        files.setdefault(parts[-1], []).append((parts, nid))
+    kind, key = _target_key(target)
+    if kind == "url":
+        ids = urls.get(key)
+        if ids is not None:
+            ids.discard(nid)
+            if not ids:
+                del urls[key]
+    elif key:
+        entries = files.get(key[-1])
+        if entries is not None:
+            entries.discard((key, nid))
+            if not entries:
+                del files[key[-1]]
 
 
 def norm_url(url):
@@ -306,7 +348,7 @@ def file_hits(indexes, path, root=None, exclude=(), limit=3):
         return []
     out, seen = [], set()
     for level, ix in indexes:
-        for tparts, nid in ix.files.get(parts[-1], ()):
+        for tparts, nid in ix.file_entries(parts[-1]):
             if not _suffix_match(parts, tparts, root):
                 continue
             key = "%s:%s" % (level, nid)
@@ -336,7 +378,7 @@ def url_hits(indexes, url, exclude=(), limit=3):
         return []
     out = []
     for level, ix in indexes:
-        for nid in sorted(ix.urls.get(key, ())):
+        for nid in sorted(ix.url_ids(key)):
             k = "%s:%s" % (level, nid)
             if k not in exclude:
                 out.append(Hit(1.0, level, nid, 1))
@@ -352,14 +394,13 @@ def clip(s, n):
 
 def node_line(level, node, state, gist_len=240, note_len=160):
     """One compact line: level, id, state when not active, gist, a clipped first note, how to get
-    more. gist_len / note_len of None leave that part out."""
+    the whole node. note_len None leaves the note out."""
     head = "- [%s] %s%s: " % (level, node["id"], "" if state == "active" else " (%s)" % state)
     body = clip(node.get("gist", ""), gist_len or 60)
     notes = node.get("notes") or ()
     if note_len and notes:
         body += " | note: " + clip(notes[0], note_len)
-    more = len(notes) > (1 if note_len else 0) or node.get("touches")
-    return head + body + (" (kg_read id=%s for more)" % node["id"] if more else "")
+    return head + body + " (kg_read id=%s)" % node["id"]
 
 
 def fit_lines(items, max_items, max_chars, render=node_line):

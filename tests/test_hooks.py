@@ -500,3 +500,35 @@ def test_hook_state_saved(env):
     before = env.store.saves
     env.tool("Bash", {"command": "ls"})
     assert env.store.saves > before
+
+
+def test_big_graph_indexed_on_a_thread_at_session_start(env, monkeypatch):
+    import threading
+    monkeypatch.setattr(hooks, "WARM_INLINE", 5)
+    _seed_archived(env)
+    with env.store.lock:
+        g = env.store.graph("project", env.writer)
+        g.recall_index = g.recall_prev = None
+    env.start()
+    for t in threading.enumerate():
+        if t.name == "kgd-recall-index":
+            t.join(10)
+    assert g.recall_prev is not None and not g.recall_warming
+    assert "ws-close" in ctx(env.prompt("why does the websocket close"), "UserPromptSubmit")
+
+
+def test_prompt_silent_while_the_first_index_is_built(env, monkeypatch):
+    monkeypatch.setattr(hooks, "WARM_INLINE", 5)
+    _seed_archived(env)
+    with env.store.lock:
+        g = env.store.graph("project", env.writer)
+        g.recall_index = g.recall_prev = None
+        g.recall_warming = True
+    assert env.prompt("why does the websocket close") is None
+    g.recall_warming = False
+    assert env.prompt("why does the websocket close") is None  # starts the thread, answers at once
+    import threading
+    for t in threading.enumerate():
+        if t.name == "kgd-recall-index":
+            t.join(10)
+    assert env.prompt("why does the websocket close") is not None

@@ -192,7 +192,7 @@ def test_fit_lines_budget_and_truncation_order():
 
 def test_fit_lines_state_shown_when_not_active():
     lines, _ = fit_lines([("user", node("a", "gist"), "archived")], 5, 1000)
-    assert lines == ["- [user] a (archived): gist"]
+    assert lines == ["- [user] a (archived): gist (kg_read id=a)"]
 
 
 def test_stem_is_the_same_on_both_sides():
@@ -203,7 +203,8 @@ def test_stem_is_the_same_on_both_sides():
 
 def _snapshot(ix):
     return ({w: dict(p) for w, p in ix.post.items()}, ix.n, {k: sorted(v) for k, v in ix.files.items()},
-            {k: set(v) for k, v in ix.urls.items()}, dict(ix.ids))
+            {k: set(v) for k, v in ix.urls.items()}, dict(ix.ids), {k: sorted(v) for k, v in ix.efiles.items()},
+            {k: set(v) for k, v in ix.eurls.items()})
 
 
 def test_index_rebuilt_from_prev_equals_a_fresh_one():
