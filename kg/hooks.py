@@ -24,6 +24,7 @@ import logging
 import os
 import re
 import threading
+import weakref
 
 from . import model, recall
 from .errors import KgError
@@ -50,7 +51,10 @@ SOURCES = ("startup", "resume", "clear", "compact", "fork")
 def handler(store, env=None):
     """handle(payload) -> hook output dict, or None when there is nothing to say."""
     env = os.environ if env is None else env
-    targets = _Targets()
+    with _TARGETS_LOCK:  # one memory per store, however often handler() is called
+        targets = _TARGETS.get(store)
+        if targets is None:
+            targets = _TARGETS[store] = _Targets()
 
     def handle(payload):
         if not isinstance(payload, dict):
@@ -422,6 +426,10 @@ def _digest(kind, value, root):
     elif kind == "query":
         v = " ".join(sorted(set(recall.words(v))))
     return hashlib.sha256(("%s\0%s\0%s" % (kind, root or "", v)).encode("utf-8", "replace")).hexdigest()[:20]
+
+
+_TARGETS = weakref.WeakKeyDictionary()
+_TARGETS_LOCK = threading.Lock()
 
 
 class _Targets:

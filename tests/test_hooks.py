@@ -532,3 +532,31 @@ def test_prompt_silent_while_the_first_index_is_built(env, monkeypatch):
         if t.name == "kgd-recall-index":
             t.join(10)
     assert env.prompt("why does the websocket close") is not None
+
+
+def test_daemon_memory_survives_a_handler_per_request(env):
+    path = str(env.proj / "kg" / "store.py")
+    assert hooks.handler(env.store, env={})(env.payload("PostToolUse", "c1", tool_name="Read",
+                                                         tool_input={"file_path": path})) is None
+    out = hooks.handler(env.store, env={})(env.payload("PostToolUse", "c2", tool_name="Read",
+                                                        tool_input={"file_path": path}))
+    assert "kg memory nudge" in ctx(out, "PostToolUse")
+
+
+def test_daemon_memory_is_bounded():
+    t = hooks._Targets(limit=3)
+    for i in range(10):
+        t.use("d%d" % i, "c")
+    assert list(t.items) == ["d7", "d8", "d9"]
+    for i in range(10):
+        rec = t.use("d9", "c%d" % i)
+    assert len(rec["clients"]) == hooks.CLIENTS_PER_TARGET
+
+
+def test_preload_never_over_the_limit_with_long_ids(env):
+    for i in range(400):
+        env.put("project", ("p%03d-" % i) + "x" * 190, "g" * 1900)
+        env.put("user", ("u%03d-" % i) + "y" * 190, "h" * 1900)
+    text = ctx(env.start(), "SessionStart")
+    assert len(text) <= hooks.PRELOAD_LIMIT
+    assert "Left out here" in text
