@@ -83,10 +83,12 @@ class _Memory:
     def __init__(self, store):
         self.store = store
 
-    def bind(self, payload):
+    def bind(self, payload, fresh=False):
         cid, cwd = payload.get("session_id"), payload.get("cwd")
         if not (isinstance(cid, str) and cid.strip() and len(cid) <= 200 and isinstance(cwd, str) and cwd):
             return None, False
+        if fresh:
+            return self.store.bind_client(cid, cwd, fresh=True)
         return self.store.bind_client(cid, cwd)
 
     def now(self):
@@ -170,7 +172,7 @@ def _session_start(mem, payload, targets, env):
     source = payload.get("source", "startup")
     if source not in SOURCES:
         source = "startup"
-    session, known = mem.bind(payload)
+    session, known = mem.bind(payload, fresh=source == "clear")
     if session is None:
         return None
     h = session.hook

@@ -24,11 +24,13 @@ class _HookSession(Session):
 class _FallbackStore(Store):
     saves = 0
 
-    def bind_client(self, client_id, cwd):
+    def bind_client(self, client_id, cwd, fresh=False):
         with self.lock:
-            for s in self.sessions.values():
+            for s in list(self.sessions.values()):
                 if getattr(s, "client_id", None) == client_id:
-                    return s, True
+                    if not fresh:
+                        return s, True
+                    s.client_id = None
             base = self.start_session(cwd)
             s = _HookSession(base.id, base.project_path, base.started, base.sync_mark)
             s.client_id = client_id
@@ -560,3 +562,13 @@ def test_preload_never_over_the_limit_with_long_ids(env):
     text = ctx(env.start(), "SessionStart")
     assert len(text) <= hooks.PRELOAD_LIMIT
     assert "Left out here" in text
+
+
+def test_clear_starts_a_new_kgd_session(env):
+    first = ctx(env.start(), "SessionStart").splitlines()[0]
+    _work(env)
+    assert env.stop()["decision"] == "block"
+    again = ctx(env.start("clear"), "SessionStart").splitlines()[0]
+    assert again != first and again == "Session: %s" % env.session().id
+    _work(env)
+    assert env.stop()["decision"] == "block"  # the new session's own once
