@@ -139,29 +139,43 @@ class Index:
     (df = its length); files: last path component -> {(components, id)} from touches, efiles the
     same from edge ends; urls / eurls: normalised url -> ids; ids: lower-cased id -> id.
     Given `prev` (an older index of the same graph, which this one takes over), only nodes whose
-    gist, notes or touches changed are tokenised again, so a rebuild after a write is cheap. The
-    store replaces a node's lists on a put, never edits them in place: an unchanged list object
-    means unchanged text."""
+    gist, notes or touches changed are tokenised again, so a rebuild after a write is cheap, and
+    one after a read (the store's reset after recency or a promotion) cheaper still. The store
+    never edits a node's text in place: a put makes a new dict."""
 
-    __slots__ = ("n", "post", "files", "urls", "efiles", "eurls", "ids", "sig")
+    __slots__ = ("n", "post", "files", "urls", "efiles", "eurls", "ids", "sig", "snap", "esnap")
 
     def __init__(self, nodes, edges, prev=None):
-        self.post, self.sig, self.ids, self.files, self.urls = {}, {}, {}, {}, {}
-        if prev is not None:
-            self.post, self.sig, self.ids, self.files, self.urls = prev.post, prev.sig, prev.ids, prev.files, prev.urls
-            prev.post, prev.sig, prev.ids, prev.files, prev.urls = {}, {}, {}, {}, {}  # taken over
+        snap, esnap = dict(nodes), dict(edges)
+        self.n = len(nodes)
+        if prev is not None:  # taken over: the old index is left empty
+            (self.post, self.sig, self.ids, self.files, self.urls, self.efiles, self.eurls, old, eold) = (
+                prev.post, prev.sig, prev.ids, prev.files, prev.urls, prev.efiles, prev.eurls, prev.snap, prev.esnap)
+            prev.post, prev.sig, prev.ids, prev.files, prev.urls, prev.snap = {}, {}, {}, {}, {}, {}
+        else:
+            self.post, self.sig, self.ids, self.files, self.urls, self.efiles, self.eurls = {}, {}, {}, {}, {}, {}, {}
+            old, eold = None, None
+        self.snap, self.esnap = snap, esnap
+        # A put replaces the node's dict, a read changes it in place (never its text): when every
+        # id still maps to the same dict (or an equal one), no text changed.
+        nodes_same = old is not None and old == snap
+        if not nodes_same:
+            self._nodes(nodes, old or {})
+        if not nodes_same or eold != esnap:
+            self._edges(nodes, edges)
+
+    def _nodes(self, nodes, old):
         post, sig, get = self.post, self.sig, self.sig.get
         for nid in [i for i in sig if i not in nodes]:
             self._drop(nid)
         for nid, node in nodes.items():
-            old = get(nid)
+            if old.get(nid) is node:
+                continue
+            prev = get(nid)
             gist, notes, touches = node.get("gist", ""), node.get("notes", ()), node.get("touches", ())
-            if old is not None:
-                if old[1] is notes and old[2] is touches and old[0] is gist:
-                    continue
-                if old[0] == gist and old[1] == notes and old[2] == touches:
-                    sig[nid] = (gist, notes, touches, old[3])  # same text, new objects (a reload)
-                    continue
+            if prev is not None:
+                if prev[0] == gist and prev[1] == notes and prev[2] == touches:
+                    continue  # same text in a new dict (a put of other fields, a reload)
                 self._drop(nid)
             weights = _node_weights(node)
             for w, wt in weights.items():
@@ -174,7 +188,8 @@ class Index:
             self.ids.setdefault(nid.lower(), nid)
             for t in touches:
                 _add_target(self.files, self.urls, t, nid)
-        self.n = len(nodes)
+
+    def _edges(self, nodes, edges):
         efiles, eurls = {}, {}
         for e in edges.values():
             frm, to = e.get("from"), e.get("to")
