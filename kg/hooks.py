@@ -16,6 +16,9 @@ Rules owned here:
 - Stop: once per Claude session, after substantial work with nothing written to memory, never
   when stop_hook_active, off with KG_CAPTURE_NUDGE=0.
 - Prompt text is never kept; per-session counters are small and bounded, targets are hashed.
+- Recall indexes: one per graph in `recall_index` (the store resets it to None on any change),
+  rebuilt from `recall_prev` (only changed nodes redone); a big graph's first index is built on
+  a thread from a snapshot, and its hooks say nothing until it is there.
 """
 
 import collections
@@ -326,8 +329,10 @@ def _prompt(mem, payload, targets, env):
     if session is None:
         return None
     with mem.store.lock:
+        session.hook["seen"] = mem.now()
         hits = recall.prompt_hits(mem.indexes(session), text, exclude=session.shown, limit=PROMPT_NODES)
         lines, used = _lines(mem, session, hits, PROMPT_NODES, PROMPT_CHARS - 120)
+    mem.save(session)
     if not lines:
         return None
     mem.shown(session, used)
@@ -381,6 +386,7 @@ def _tool(mem, payload, targets, env):
     parts, used = [], []
     with mem.store.lock:
         h = session.hook
+        h["seen"] = mem.now()
         h["tools"] = int(h.get("tools", 0)) + 1
         if tool in EDIT_TOOLS:
             h["edits"] = int(h.get("edits", 0)) + 1

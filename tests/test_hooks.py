@@ -572,3 +572,15 @@ def test_clear_starts_a_new_kgd_session(env):
     assert again != first and again == "Session: %s" % env.session().id
     _work(env)
     assert env.stop()["decision"] == "block"  # the new session's own once
+
+
+def test_resume_lists_only_what_changed_after_the_last_hook(env):
+    env.start()
+    env.advance(10)
+    env.put("project", "early", "written while the conversation went on")
+    env.advance(10)
+    env.prompt("anything at all")  # the conversation's last turn
+    env.advance(3600)
+    env.put("project", "late", "written by another session while this one was closed")
+    text = ctx(env.start("resume"), "SessionStart")
+    assert "late (project)" in text and "early" not in text
