@@ -6,12 +6,12 @@ Rules owned here:
   and one-letter parts dropped, digits kept only from 3 long; a light stemmer folds plurals and a
   final e ("caches", "cache" -> "cach"), the same on both sides, so "test" never matches "latest".
 - IDF over every graph given together (user and project), idf = log(1 + N / df), so scores of the
-  two levels compare. A word in the id or gist weighs 1, in notes or touches 0.5, times its rarity
-  idf / log(1 + N). A word held by more than 2 % of the nodes (and more than 20) counts nothing.
+  two levels compare. A word in the id weighs 1.25, in the gist 1, in notes or touches 0.5, times
+  its rarity idf / log(1 + N). A word held by more than 2 % of the nodes (and more than 20) counts nothing.
 - The bar (silence beats filler): a node is recalled when its score is at least MIN_SCORE with a
   word in its id or gist (or at least STRONG_SCORE from the notes alone) and two words matched; or
-  one word of its id or gist that is rare in absolute terms (idf >= SINGLE_IDF); or the prompt
-  names the node's id itself.
+  one word of its id that is rare in absolute terms (idf >= SINGLE_IDF); or the prompt names the
+  node's id itself.
 - Harness prompts (task notifications, system notifications and reminders, slash-command echoes,
   image placeholders alone, empty or slash-command prompts) are not the user's words: skipped.
 - Files: a node is about a file when one of its touches, or an end of one of its edges, names it:
@@ -40,10 +40,10 @@ make makes making use used uses using want wants try trying look looking see see
 works working help fix fixes add adds added create change changes update updates new old good
 bad better best right wrong way well first last next one two three many lot lots bit little
 currently current actually basically simply maybe probably think know go going give take put
-tell show find write run running call called line lines part
+tell show find write run running call called line lines part latest
 """.split())
 
-HEAD_WEIGHT, REST_WEIGHT = 1.0, 0.5
+ID_WEIGHT, HEAD_WEIGHT, REST_WEIGHT = 1.25, 1.0, 0.5
 MIN_SCORE = 1.0
 STRONG_SCORE = 1.5
 SINGLE_IDF = 3.5
@@ -127,10 +127,11 @@ def _words_of(text):
 
 
 def _node_weights(node):
-    """word -> weight for one node: HEAD_WEIGHT from the id or gist, else REST_WEIGHT."""
+    """word -> weight for one node: ID_WEIGHT from the id, HEAD_WEIGHT from the gist, else REST_WEIGHT."""
     texts = list(node.get("notes", ())) + list(node.get("touches", ()))
     weights = dict.fromkeys(_words_of("\n".join(texts)), REST_WEIGHT) if texts else {}
-    weights.update(dict.fromkeys(_words_of(node["id"] + " " + node.get("gist", "")), HEAD_WEIGHT))
+    weights.update(dict.fromkeys(_words_of(node.get("gist", "")), HEAD_WEIGHT))
+    weights.update(dict.fromkeys(_words_of(node["id"]), ID_WEIGHT))
     return weights
 
 
@@ -329,9 +330,9 @@ def prompt_hits(indexes, text, exclude=(), limit=5):
                     a = acc[nid] = [0.0, 0, False, False]
                 a[0] += rarity * wt
                 a[1] += 1
-                if wt == HEAD_WEIGHT:
+                if wt >= HEAD_WEIGHT:
                     a[2] = True
-                    if rare:
+                    if rare and wt == ID_WEIGHT:
                         a[3] = True
     named = None
     out = []
