@@ -1,0 +1,586 @@
+"""kg/hooks.py against a real Store in a temporary root, fed hook payloads in the shapes Claude
+Code sends: every event and source, output shapes and sizes, silence, dedup across events,
+compact reset, recall promoting an archived node, nudge throttles, Stop at most once."""
+
+import pytest
+
+from kg import hooks, model
+from kg.graph import Graph
+from kg.store import Session, Settings, Store
+
+T0 = 1_700_000_000.0
+
+# ---- a thin local stand-in for the store API being added (used only while Store lacks it)
+
+
+class _HookSession(Session):
+    def __init__(self, *args):
+        super().__init__(*args)
+        self.client_id = None
+        self.shown = {}
+        self.hook = {}
+
+
+class _FallbackStore(Store):
+    saves = 0
+
+    def bind_client(self, client_id, cwd, fresh=False):
+        with self.lock:
+            for s in list(self.sessions.values()):
+                if getattr(s, "client_id", None) == client_id:
+                    if not fresh:
+                        return s, True
+                    s.client_id = None
+            base = self.start_session(cwd)
+            s = _HookSession(base.id, base.project_path, base.started, base.sync_mark)
+            s.client_id = client_id
+            self.sessions[s.id] = s
+            return s, False
+
+    def mark_shown(self, session, keys):
+        for k in keys:
+            session.shown[k] = self.clock()
+
+    def forget_shown(self, session):
+        session.shown.clear()
+
+    def save_hook_state(self, session):
+        self.saves += 1
+
+
+StoreClass = Store if hasattr(Store, "bind_client") else _FallbackStore
+
+
+@pytest.fixture(autouse=True)
+def _recall_index_reset(monkeypatch):
+    """Stand-in for the store resetting Graph.recall_index on every change (until it does)."""
+    if "recall_index" in Graph("user").__dict__:
+        return
+    for name in ("refresh", "recount", "put_edge", "delete_edge"):
+        orig = getattr(Graph, name)
+
+        def wrapped(self, *a, _orig=orig, **k):
+            self.recall_index = None
+            return _orig(self, *a, **k)
+        monkeypatch.setattr(Graph, name, wrapped)
+
+
+class Env:
+    def __init__(self, tmp_path, monkeypatch):
+        self.t = [T0]
+        self.proj = tmp_path / "work" / "proj"
+        (self.proj / "kg").mkdir(parents=True)
+        (self.proj / ".git").mkdir()
+        (self.proj / "kg" / "store.py").write_text("x")
+        self.cwd = str(self.proj)
+        self.store = StoreClass(str(tmp_path / "root"), Settings(max_tokens=10 ** 9), clock=lambda: self.t[0]).open()
+        self.env = {}
+        self.handle = hooks.handler(self.store, env=self.env)
+        self.writer = self.store.start_session(self.cwd)
+
+    def advance(self, s):
+        self.t[0] += s
+
+    def put(self, level, nid, gist, notes=None, touches=None):
+        self.store.put_node(self.writer, level, nid, gist, notes=notes, touches=touches)
+
+    def archive(self, level, nid):
+        with self.store.lock:
+            g = self.store.graph(level, self.writer)
+            g.nodes[nid]["_archived"] = True
+            g.refresh(nid)
+
+    def state(self, level, nid):
+        with self.store.lock:
+            return model.node_state(self.store.graph(level, self.writer).nodes[nid])
+
+    def payload(self, event, sid="claude-1", **kw):
+        p = {"session_id": sid, "transcript_path": "/tmp/t.jsonl", "cwd": self.cwd, "hook_event_name": event}
+        if event != "SessionStart":
+            p.update({"prompt_id": "p1", "permission_mode": "default"})
+        p.update(kw)
+        return p
+
+    def start(self, source="startup", sid="claude-1"):
+        return self.handle(self.payload("SessionStart", sid, source=source))
+
+    def prompt(self, text, sid="claude-1"):
+        return self.handle(self.payload("UserPromptSubmit", sid, prompt=text))
+
+    def tool(self, name, tool_input, sid="claude-1"):
+        return self.handle(self.payload("PostToolUse", sid, tool_name=name, tool_input=tool_input,
+                                        tool_response={}, tool_use_id="t1", duration_ms=3))
+
+    def stop(self, sid="claude-1", active=False):
+        return self.handle(self.payload("Stop", sid, stop_hook_active=active, last_assistant_message="done"))
+
+    def session(self, sid="claude-1"):
+        return self.store.bind_client(sid, self.cwd)[0]
+
+
+@pytest.fixture
+def env(tmp_path, monkeypatch):
+    e = Env(tmp_path, monkeypatch)
+    yield e
+    e.store.close()
+
+
+def ctx(out, event):
+    assert set(out) >= {"hookSpecificOutput"}
+    assert out["hookSpecificOutput"]["hookEventName"] == event
+    return out["hookSpecificOutput"]["additionalContext"]
+
+
+# ---- dispatch and bad input
+
+@pytest.mark.parametrize("payload", [
+    None, [], "x", {}, {"hook_event_name": "Nope"}, {"hook_event_name": 3},
+    {"hook_event_name": "SessionStart"},
+    {"hook_event_name": "SessionStart", "session_id": 5, "cwd": "/"},
+    {"hook_event_name": "SessionStart", "session_id": "a", "cwd": "relative/path"},
+    {"hook_event_name": "SessionStart", "session_id": "a", "cwd": "/no/such/dir/at/all"},
+    {"hook_event_name": "UserPromptSubmit", "session_id": "a", "prompt": ["x"]},
+    {"hook_event_name": "PostToolUse", "session_id": "a", "tool_name": "Read", "tool_input": "x"},
+    {"hook_event_name": "Stop", "session_id": None},
+    {"hook_event_name": "Notification", "session_id": "a", "cwd": "/"},
+])
+def test_bad_or_unknown_payloads_answer_nothing(env, payload):
+    assert env.handle(payload) is None
+
+
+# ---- SessionStart
+
+def test_startup_preload_shape_and_marks(env):
+    env.put("user", "pref-tabs", "the user prefers tabs over spaces in every project")
+    env.put("project", "store-lock", "one RLock guards every graph", notes=["long note " * 20])
+    out = env.start()
+    text = ctx(out, "SessionStart")
+    s = env.session()
+    assert text.splitlines()[0] == "Session: %s" % s.id
+    assert "kg_read" in text and "kg_put_node" in text and "session_id=%s" % s.id in text
+    assert "- pref-tabs: the user prefers tabs" in text and "- store-lock: one RLock" in text
+    assert "long note" not in text  # notes are not preloaded
+    assert "Left out here: 0 more active user nodes, 0 more active project nodes" in text
+    assert set(s.shown) == {"user:pref-tabs", "project:store-lock"}
+    assert out["systemMessage"] == "kg memory: 2 of 2 active nodes loaded (user 1, project 1)"
+    assert "\n" not in out["systemMessage"]
+
+
+def test_preload_fits_and_starves_neither_level(env):
+    for i in range(300):
+        env.put("user", "u%03d" % i, "user knowledge number %d " % i + "x" * 150)
+        env.put("project", "p%03d" % i, "project knowledge number %d " % i + "y" * 150)
+    text = ctx(env.start(), "SessionStart")
+    assert len(text) <= hooks.PRELOAD_LIMIT
+    n_user = sum(1 for line in text.splitlines() if line.startswith("- u"))
+    n_proj = sum(1 for line in text.splitlines() if line.startswith("- p"))
+    assert n_user >= 20 and n_proj >= 20 and abs(n_user - n_proj) <= 2
+    assert "more active user nodes" in text and "kg_search" in text
+    left_u = 300 - n_user
+    assert "Left out here: %d more active user nodes, %d more active project nodes" % (left_u, 300 - n_proj) in text
+
+
+def test_one_level_uses_what_the_other_leaves(env):
+    env.put("user", "only-user", "a single user node")
+    for i in range(300):
+        env.put("project", "p%03d" % i, "project knowledge number %d " % i + "y" * 150)
+    text = ctx(env.start(), "SessionStart")
+    n_proj = sum(1 for line in text.splitlines() if line.startswith("- p"))
+    assert "- only-user:" in text
+    assert n_proj > 40  # well past half the room
+    assert len(text) <= hooks.PRELOAD_LIMIT
+
+
+def test_most_valuable_first(env):
+    env.put("project", "old", "old and alone")
+    env.advance(100)
+    env.put("project", "hub", "connected and recent")
+    env.put("project", "leaf", "leaf")
+    env.store.put_edge(env.writer, "project", "leaf", "hub", "uses")
+    env.store.put_edge(env.writer, "project", "hub", "kg/store.py", "about")
+    text = ctx(env.start(), "SessionStart")
+    order = [line.split(":")[0][2:] for line in text.splitlines() if line.startswith("- ")]
+    assert order[0] == "hub" and order[-1] == "old"
+
+
+def test_empty_memory_still_gives_session_and_guide(env):
+    text = ctx(env.start(), "SessionStart")
+    assert text.startswith("Session: ") and "(nothing yet)" in text
+
+
+def test_resume_known_is_a_short_note_with_changes(env):
+    env.put("project", "a", "first")
+    full = ctx(env.start(), "SessionStart")
+    env.advance(60)
+    env.put("project", "b", "written by another session meanwhile")
+    out = env.start("resume")
+    text = ctx(out, "SessionStart")
+    assert len(text) < len(full) + 200 and len(text) < 600
+    assert text.startswith("Session: %s" % env.session().id) and "resumed" in text
+    assert "b (project)" in text and "a (project)" not in text
+    assert "systemMessage" not in out
+    env.advance(60)
+    assert "Nothing in memory changed" in ctx(env.start("resume"), "SessionStart")
+
+
+def test_resume_unknown_session_gets_full_preload(env):
+    env.put("project", "a", "first gist")
+    text = ctx(env.start("resume", sid="never-seen"), "SessionStart")
+    assert "- a: first gist" in text and "Left out here" in text
+
+
+@pytest.mark.parametrize("source", ["compact", "clear", "startup", "fork", "weird"])
+def test_compact_clear_forget_what_was_shown(env, source):
+    env.put("project", "ws-close", "websocket close frames carry a reason code")
+    for i in range(20):
+        env.put("project", "f%d" % i, "filler %d" % i)
+    env.start()
+    assert env.prompt("why does the websocket close early") is None  # preloaded: not repeated
+    text = ctx(env.start(source), "SessionStart")
+    assert "- ws-close:" in text  # re-rendered
+    s = env.session()
+    assert "project:ws-close" in s.shown
+
+
+def test_compact_lets_recall_speak_again(env):
+    env.put("project", "ws-close", "websocket close frames carry a reason code")
+    for i in range(20):
+        env.put("project", "f%d" % i, "filler %d" % i)
+    env.archive("project", "ws-close")
+    env.start()
+    assert env.prompt("why does the websocket close early") is not None
+    assert env.prompt("why does the websocket close early") is None
+    env.store.forget_shown(env.session())  # what compact does, without its preload marking it again
+    assert env.prompt("why does the websocket close early") is not None
+
+
+# ---- UserPromptSubmit
+
+def _seed_archived(env):
+    env.put("project", "ws-close", "websocket close frames carry a reason code", notes=["code 1006 means abnormal"])
+    for i in range(30):
+        env.put("project", "f%d" % i, "filler topic %d" % i)
+    env.archive("project", "ws-close")
+
+
+def test_prompt_recall_promotes_archived_node(env):
+    _seed_archived(env)
+    env.start()
+    assert env.state("project", "ws-close") == "archived"
+    env.advance(10)
+    text = ctx(env.prompt("why does the websocket close with 1006?"), "UserPromptSubmit")
+    assert "[project] ws-close (archived): websocket close frames" in text
+    assert "note: code 1006 means abnormal" in text
+    assert env.state("project", "ws-close") == "active"
+    with env.store.lock:
+        node = env.store.graph("project", env.writer).nodes["ws-close"]
+        assert node["_read_ts"] == env.t[0]
+    assert "project:ws-close" in env.session().shown
+    assert env.prompt("the websocket close again") is None  # shown once per Claude session
+
+
+def test_prompt_recall_other_session_sees_it_too(env):
+    _seed_archived(env)
+    assert env.prompt("websocket close", sid="one") is not None
+    assert env.prompt("websocket close", sid="two") is not None
+
+
+@pytest.mark.parametrize("prompt", [
+    "<task-notification>websocket close</task-notification>",
+    "[SYSTEM NOTIFICATION] websocket close",
+    "<command-name>/compact</command-name> websocket close",
+    "/review websocket close",
+    "[Image #1]",
+    "",
+    "   ",
+])
+def test_harness_prompts_are_skipped(env, prompt):
+    _seed_archived(env)
+    assert env.prompt(prompt) is None
+    assert env.state("project", "ws-close") == "archived"
+
+
+def test_prompt_silence_when_nothing_is_relevant(env):
+    _seed_archived(env)
+    assert env.prompt("please refactor the parser module") is None
+    assert env.prompt("what is the latest test status") is None
+
+
+def test_prompt_budgets(env):
+    for i in range(12):
+        env.put("user" if i % 2 else "project", "ws-%d" % i, "websocket reconnect backoff " + "z" * 900,
+                notes=["n" * 3000])
+    for i in range(30):
+        env.put("project", "f%d" % i, "filler %d" % i)
+    text = ctx(env.prompt("websocket reconnect backoff"), "UserPromptSubmit")
+    lines = [x for x in text.splitlines() if x.startswith("- [")]
+    assert 1 <= len(lines) <= hooks.PROMPT_NODES
+    assert len(text) <= hooks.PROMPT_CHARS
+    assert {x.split("]")[0][3:] for x in lines} <= {"user", "project"}
+    assert len(env.session().shown) == len(lines)
+
+
+def test_prompt_text_is_never_stored(env):
+    _seed_archived(env)
+    secret = "websocket close zebra-secret-4711"
+    env.prompt(secret)
+    s = env.session()
+    import json
+    dumped = json.dumps({"hook": s.hook, "shown": list(s.shown)})
+    assert "zebra" not in dumped and "4711" not in dumped
+
+
+# ---- PostToolUse: file recall
+
+def test_file_recall_by_touch_and_edge(env):
+    env.put("project", "store-lock", "one RLock guards every graph", touches=["kg/store.py"])
+    env.put("project", "journal", "journal records are absolute states")
+    env.store.put_edge(env.writer, "project", "journal", "kg/store.py", "lives-in")
+    env.put("project", "other", "about http", touches=["kg/http.py"])
+    out = env.tool("Read", {"file_path": str(env.proj / "kg" / "store.py")})
+    text = ctx(out, "PostToolUse")
+    assert text.startswith("kg memory about kg/store.py:")
+    assert "store-lock" in text and "journal" in text and "other" not in text
+    assert len(text) <= hooks.FILE_CHARS
+    assert env.tool("Edit", {"file_path": str(env.proj / "kg" / "store.py"), "old_string": "a",
+                             "new_string": "b"}) is None  # already shown
+
+
+def test_file_recall_dedup_with_preload_and_limit(env):
+    for i in range(6):
+        env.put("project", "n%d" % i, "about the store " + "q" * 700, touches=["kg/store.py"])
+    env.start()
+    assert env.tool("Read", {"file_path": str(env.proj / "kg" / "store.py")}) is None
+    env.store.forget_shown(env.session())
+    text = ctx(env.tool("Read", {"file_path": str(env.proj / "kg" / "store.py")}), "PostToolUse")
+    assert 1 <= sum(1 for x in text.splitlines() if x.startswith("- [")) <= hooks.FILE_NODES
+    assert len(text) <= hooks.FILE_CHARS
+
+
+@pytest.mark.parametrize("name, tool_input", [
+    ("Write", {"file_path": "KG/store.py", "content": "x"}),
+    ("NotebookEdit", {"notebook_path": "kg/other.ipynb"}),
+    ("Bash", {"command": "cat kg/store.py"}),
+    ("Read", {}),
+    ("Read", {"file_path": 7}),
+    ("Glob", {"pattern": "*.py", "path": "/nonexistent/dir"}),
+])
+def test_tool_calls_that_name_no_covered_file(env, name, tool_input):
+    env.put("project", "store-lock", "one RLock guards every graph", touches=["kg/store.py"])
+    assert env.tool(name, tool_input) is None
+
+
+def test_grep_on_a_file_recalls(env):
+    env.put("project", "store-lock", "one RLock guards every graph", touches=["kg/store.py"])
+    text = ctx(env.tool("Grep", {"pattern": "lock", "path": str(env.proj / "kg" / "store.py")}), "PostToolUse")
+    assert "store-lock" in text
+
+
+def test_webfetch_url_recall(env):
+    env.put("user", "re-docs", "python re module notes", touches=["https://docs.python.org/3/library/re.html"])
+    text = ctx(env.tool("WebFetch", {"url": "https://docs.python.org/3/library/re.html", "prompt": "x"}),
+               "PostToolUse")
+    assert "re-docs" in text
+
+
+# ---- PostToolUse: capture nudge
+
+def test_nudge_after_two_sessions_read_an_uncovered_file(env):
+    path = str(env.proj / "kg" / "store.py")
+    assert env.tool("Read", {"file_path": path}, sid="c1") is None
+    assert env.tool("Read", {"file_path": path}, sid="c1") is None  # same session: not yet
+    text = ctx(env.tool("Read", {"file_path": path}, sid="c2"), "PostToolUse")
+    s2 = env.session("c2")
+    assert "kg memory nudge" in text and "kg/store.py" in text
+    assert 'kg_put_node session_id="%s" level="project" id="store-py"' % s2.id in text
+    assert 'touches=["kg/store.py"]' in text
+    # one per target per day, whatever the session
+    env.advance(3600)
+    assert env.tool("Read", {"file_path": path}, sid="c3") is None
+    env.advance(86400)
+    assert "kg memory nudge" in ctx(env.tool("Read", {"file_path": path}, sid="c4"), "PostToolUse")
+
+
+def test_no_nudge_when_a_node_covers_the_file(env):
+    env.put("project", "store-lock", "one RLock", touches=["kg/store.py"])
+    path = str(env.proj / "kg" / "store.py")
+    env.tool("Read", {"file_path": path}, sid="c1")
+    out = env.tool("Read", {"file_path": path}, sid="c2")
+    assert "nudge" not in ctx(out, "PostToolUse")  # the recall, not a nudge
+    assert "nudge" not in ctx(env.tool("Read", {"file_path": path}, sid="c3"), "PostToolUse")
+
+
+def test_url_and_query_nudge_twice_in_one_session(env):
+    assert env.tool("WebFetch", {"url": "https://example.com/guide", "prompt": "p"}) is None
+    text = ctx(env.tool("WebFetch", {"url": "https://example.com/guide/", "prompt": "p"}), "PostToolUse")
+    assert "kg memory nudge" in text and 'level="user"' in text
+    env.advance(700)
+    assert env.tool("WebSearch", {"query": "python asyncio cancel shield"}) is None
+    text = ctx(env.tool("WebSearch", {"query": "Python asyncio shield cancel"}), "PostToolUse")
+    assert "searched the web" in text
+    s = env.session()
+    assert s.hook["nudges"] == 2
+    import json
+    assert "asyncio" not in json.dumps(s.hook)  # targets are kept as digests
+
+
+def test_url_quoted_in_a_note_counts_as_covered(env):
+    env.put("user", "guide", "the example guide", notes=["see https://example.com/guide for details"])
+    env.tool("WebFetch", {"url": "https://example.com/guide"})
+    assert env.tool("WebFetch", {"url": "https://example.com/guide"}) is None
+
+
+def test_nudge_throttles_per_session(env):
+    def read_twice(i, gap):
+        p = str(env.proj / ("f%d.py" % i))
+        env.tool("Read", {"file_path": p}, sid="other")
+        env.advance(gap)
+        return env.tool("Read", {"file_path": p})
+    assert read_twice(0, 1) is not None
+    assert read_twice(1, 60) is None            # within 10 minutes of the last
+    assert read_twice(2, 600) is not None
+    assert read_twice(3, 600) is not None
+    assert read_twice(4, 600) is None           # 3 per Claude session
+    assert env.session().hook["nudges"] == 3
+
+
+def test_nudge_off_with_env(env):
+    env.env["KG_CAPTURE_NUDGE"] = "0"
+    path = str(env.proj / "kg" / "store.py")
+    env.tool("Read", {"file_path": path}, sid="c1")
+    assert env.tool("Read", {"file_path": path}, sid="c2") is None
+
+
+def test_session_targets_are_bounded(env):
+    for i in range(hooks.SESSION_TARGETS + 30):
+        env.tool("Read", {"file_path": "/elsewhere/f%d.py" % i})
+    assert len(env.session().hook["targets"]) == hooks.SESSION_TARGETS
+
+
+# ---- Stop
+
+def _work(env, edits=3, sid="claude-1"):
+    for i in range(edits):
+        env.tool("Edit", {"file_path": str(env.proj / ("e%d.py" % i)), "old_string": "a", "new_string": "b"}, sid=sid)
+
+
+def test_stop_asks_once_after_substantial_work(env):
+    _work(env)
+    out = env.stop()
+    assert out["decision"] == "block" and "kg_put_node" in out["reason"]
+    assert env.session().id in out["reason"]
+    assert env.stop() is None
+    _work(env)
+    assert env.stop() is None
+
+
+def test_stop_silent_cases(env):
+    _work(env, edits=2)
+    assert env.stop() is None                     # not substantial
+    _work(env, edits=3, sid="active")
+    assert env.stop(sid="active", active=True) is None
+    _work(env, edits=3, sid="wrote")
+    env.store.put_node(env.session("wrote"), "project", "saved", "an insight")
+    assert env.stop(sid="wrote") is None          # wrote to memory
+    _work(env, edits=3, sid="mcp")
+    env.tool("mcp__kgd__kg_put_node", {"id": "x"}, sid="mcp")
+    assert env.stop(sid="mcp") is None
+    _work(env, edits=3, sid="off")
+    env.env["KG_CAPTURE_NUDGE"] = "0"
+    assert env.stop(sid="off") is None
+
+
+def test_stop_after_many_tool_calls(env):
+    for i in range(hooks.STOP_TOOLS):
+        env.tool("Bash", {"command": "ls"})
+    assert env.stop()["decision"] == "block"
+
+
+def test_hook_state_saved(env):
+    if StoreClass is not _FallbackStore:
+        pytest.skip("the store's own save is tested with the store")
+    before = env.store.saves
+    env.tool("Bash", {"command": "ls"})
+    assert env.store.saves > before
+
+
+def test_big_graph_indexed_on_a_thread_at_session_start(env, monkeypatch):
+    import threading
+    monkeypatch.setattr(hooks, "WARM_INLINE", 5)
+    _seed_archived(env)
+    with env.store.lock:
+        g = env.store.graph("project", env.writer)
+        g.recall_index = g.recall_prev = None
+    env.start()
+    for t in threading.enumerate():
+        if t.name == "kgd-recall-index":
+            t.join(10)
+    assert g.recall_prev is not None and not g.recall_warming
+    assert "ws-close" in ctx(env.prompt("why does the websocket close"), "UserPromptSubmit")
+
+
+def test_prompt_silent_while_the_first_index_is_built(env, monkeypatch):
+    monkeypatch.setattr(hooks, "WARM_INLINE", 5)
+    _seed_archived(env)
+    with env.store.lock:
+        g = env.store.graph("project", env.writer)
+        g.recall_index = g.recall_prev = None
+        g.recall_warming = True
+    assert env.prompt("why does the websocket close") is None
+    g.recall_warming = False
+    assert env.prompt("why does the websocket close") is None  # starts the thread, answers at once
+    import threading
+    for t in threading.enumerate():
+        if t.name == "kgd-recall-index":
+            t.join(10)
+    assert env.prompt("why does the websocket close") is not None
+
+
+def test_daemon_memory_survives_a_handler_per_request(env):
+    path = str(env.proj / "kg" / "store.py")
+    assert hooks.handler(env.store, env={})(env.payload("PostToolUse", "c1", tool_name="Read",
+                                                         tool_input={"file_path": path})) is None
+    out = hooks.handler(env.store, env={})(env.payload("PostToolUse", "c2", tool_name="Read",
+                                                        tool_input={"file_path": path}))
+    assert "kg memory nudge" in ctx(out, "PostToolUse")
+
+
+def test_daemon_memory_is_bounded():
+    t = hooks._Targets(limit=3)
+    for i in range(10):
+        t.use("d%d" % i, "c")
+    assert list(t.items) == ["d7", "d8", "d9"]
+    for i in range(10):
+        rec = t.use("d9", "c%d" % i)
+    assert len(rec["clients"]) == hooks.CLIENTS_PER_TARGET
+
+
+def test_preload_never_over_the_limit_with_long_ids(env):
+    for i in range(400):
+        env.put("project", ("p%03d-" % i) + "x" * 190, "g" * 1900)
+        env.put("user", ("u%03d-" % i) + "y" * 190, "h" * 1900)
+    text = ctx(env.start(), "SessionStart")
+    assert len(text) <= hooks.PRELOAD_LIMIT
+    assert "Left out here" in text
+
+
+def test_clear_starts_a_new_kgd_session(env):
+    first = ctx(env.start(), "SessionStart").splitlines()[0]
+    _work(env)
+    assert env.stop()["decision"] == "block"
+    again = ctx(env.start("clear"), "SessionStart").splitlines()[0]
+    assert again != first and again == "Session: %s" % env.session().id
+    _work(env)
+    assert env.stop()["decision"] == "block"  # the new session's own once
+
+
+def test_resume_lists_only_what_changed_after_the_last_hook(env):
+    env.start()
+    env.advance(10)
+    env.put("project", "early", "written while the conversation went on")
+    env.advance(10)
+    env.prompt("anything at all")  # the conversation's last turn
+    env.advance(3600)
+    env.put("project", "late", "written by another session while this one was closed")
+    text = ctx(env.start("resume"), "SessionStart")
+    assert "late (project)" in text and "early" not in text
