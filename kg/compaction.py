@@ -53,15 +53,17 @@ O((n + e) log n). Thresholds are compared in integers (5 x estimate <= 4 x M, 50
 
 from collections import namedtuple
 
-from .model import ACTIVE, ARCHIVED, ORPHANED, EDGE_TOKENS, is_active, node_state, node_tokens, recency
+from . import model
+from .model import (ACTIVE, ARCHIVED, ORPHANED, EDGE_TOKENS, is_active, node_state, node_tokens, recency,
+                    set_active, set_archived, set_orphaned)
 
 DAY = 86400.0
 ORPHAN_COST = 5              # tokens an archived node costs in kg_read (its id line)
 ARCHIVE_TARGET = (4, 5)      # pass 1 stops at estimate <= 4/5 of max_tokens
 ORPHAN_SHARE = (3, 10)       # archived nodes may cost at most 3/10 of max_tokens
 RESURRECT_GAP = (5, 100)     # pass 1b swaps when the score gap is >= 5/100
-W_RECENCY = (33, 100)        # score weights; 0.66 = 2 x 0.33, which the exact keys rely on
-W_CONNECTEDNESS = (66, 100)
+W_RECENCY = (33, 100)        # score weight of recency; connectedness weighs 2 x 0.33 = 0.66,
+                             # which the exact integer keys rely on
 
 
 class Settings(namedtuple("Settings", "max_tokens grace_s orphan_grace_s")):
@@ -69,7 +71,8 @@ class Settings(namedtuple("Settings", "max_tokens grace_s orphan_grace_s")):
 
     __slots__ = ()
 
-    def __new__(cls, max_tokens=5000, grace_s=7 * DAY, orphan_grace_s=365 * DAY):
+    def __new__(cls, max_tokens=model.DEFAULT_MAX_TOKENS, grace_s=model.DEFAULT_GRACE_DAYS * DAY,
+                orphan_grace_s=model.DEFAULT_ORPHAN_GRACE_DAYS * DAY):
         return super().__new__(cls, max_tokens, grace_s, orphan_grace_s)
 
     @classmethod
@@ -255,8 +258,7 @@ class _Graph:
         """Active -> archived, keeping the estimate: its tokens, and each edge left with no live end."""
         node = self.nodes[nid]
         delta = -node_tokens(node) - EDGE_TOKENS * self._dead_edges(nid)
-        node["_archived"] = True
-        node["_orphaned_ts"] = None
+        set_archived(node)
         self.state[nid] = ARCHIVED
         self.estimate += delta
 
@@ -264,15 +266,12 @@ class _Graph:
         return node_tokens(self.nodes[nid]) + EDGE_TOKENS * self._dead_edges(nid)
 
     def restore(self, nid, delta):
-        node = self.nodes[nid]
-        node["_archived"] = False
-        node["_orphaned_ts"] = None
+        set_active(self.nodes[nid])
         self.state[nid] = ACTIVE
         self.estimate += delta
 
     def orphan(self, nid, now):
-        self.nodes[nid]["_archived"] = True
-        self.nodes[nid]["_orphaned_ts"] = now
+        set_orphaned(self.nodes[nid], now)
         self.state[nid] = ORPHANED
 
 
@@ -429,8 +428,7 @@ def promote_on_read(nodes, edges, node_id, now, neighbours=None):
     node["_read_ts"] = now
     if state == ACTIVE:
         return []
-    node["_archived"] = False
-    node["_orphaned_ts"] = None
+    set_active(node)
     changed = [node_id]
     if state == ARCHIVED:
         if neighbours is None:
@@ -438,8 +436,7 @@ def promote_on_read(nodes, edges, node_id, now, neighbours=None):
         for other in sorted(set(neighbours)):
             n = nodes.get(other)
             if other != node_id and n is not None and node_state(n) == ORPHANED:
-                n["_orphaned_ts"] = None
-                n["_archived"] = True
+                set_archived(n)
                 changed.append(other)
     return changed
 
@@ -449,6 +446,5 @@ def revive_on_put(node):
     The caller stamps _write_ts, which refreshes recency."""
     if is_active(node):
         return False
-    node["_archived"] = False
-    node["_orphaned_ts"] = None
+    set_active(node)
     return True

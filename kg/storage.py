@@ -158,6 +158,13 @@ def _read_bytes(path):
 _SLUG_BAD = re.compile(r"[^A-Za-z0-9._-]+")
 
 
+def journal_path(graph_path):
+    """The journal beside a graph file: <file minus .json>.journal."""
+    if graph_path.endswith(".json"):
+        return graph_path[:-len(".json")] + ".journal"
+    return graph_path + ".journal"
+
+
 def base_slug(project_path):
     name = os.path.basename(os.path.normpath(project_path)) or "root"
     slug = _SLUG_BAD.sub("-", name).strip(".-") or "project"

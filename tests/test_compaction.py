@@ -30,14 +30,17 @@ ORPHAN_GRACE = 365 * DAY
 
 def N(nid, created=0, write=None, read=None, tok=20, state=ACTIVE, orphaned=None):
     """A node; times in days. tok = its token cost when active (20 + gist length // 4)."""
-    return {
+    n = {
         "id": nid, "gist": "g" * (4 * (tok - 20)), "notes": [], "touches": [],
         "_created_ts": created * DAY,
         "_write_ts": (created if write is None else write) * DAY,
         "_read_ts": None if read is None else read * DAY,
-        "_archived": state != ACTIVE,
-        "_orphaned_ts": None if orphaned is None else orphaned * DAY,
     }
+    if state != ACTIVE:  # state keys only when set, as kgd writes them (issue 14)
+        n["_archived"] = True
+    if orphaned is not None:
+        n["_orphaned_ts"] = orphaned * DAY
+    return n
 
 
 def G(nodes, edges=()):
@@ -344,8 +347,8 @@ def test_read_archived_rescues_orphaned_neighbours(use_index):
     assert changed == ["X", "Y", "Z"]
     assert states(nodes) == {"X": ACTIVE, "Y": ARCHIVED, "Z": ARCHIVED, "V": ORPHANED,
                              "W": ORPHANED, "U": ARCHIVED, "A": ACTIVE}
-    assert nodes["X"]["_read_ts"] == now and nodes["X"]["_orphaned_ts"] is None
-    assert nodes["Y"]["_orphaned_ts"] is None and nodes["Y"]["_archived"] is True
+    assert nodes["X"]["_read_ts"] == now and "_orphaned_ts" not in nodes["X"] and "_archived" not in nodes["X"]
+    assert "_orphaned_ts" not in nodes["Y"] and nodes["Y"]["_archived"] is True
     assert nodes["Y"]["_read_ts"] == 10 * DAY          # rescued, not read: recency unchanged
 
 
@@ -354,7 +357,7 @@ def test_read_orphaned_promotes_without_chain():
     changed = promote_on_read(nodes, edges, "Y", 100 * DAY)
     assert changed == ["Y"]
     assert node_state(nodes["Y"]) == ACTIVE and nodes["Y"]["_read_ts"] == 100 * DAY
-    assert nodes["Y"]["_archived"] is False and nodes["Y"]["_orphaned_ts"] is None
+    assert "_archived" not in nodes["Y"] and "_orphaned_ts" not in nodes["Y"]
     assert node_state(nodes["V"]) == ORPHANED          # only an archived read rescues
 
 
@@ -387,7 +390,7 @@ def test_revive_on_put(state, orphaned, revived):
     node = N("n", state=state, orphaned=orphaned)
     assert revive_on_put(node) is revived
     assert node_state(node) == ACTIVE
-    assert node["_archived"] is False and node["_orphaned_ts"] is None
+    assert "_archived" not in node and "_orphaned_ts" not in node
 
 
 # ---- small API ----
@@ -496,7 +499,7 @@ def test_invariants(seed):
         assert 5 * est1 <= 4 * m or all(in_grace(n, s) for n in after1.values() if is_active(n))
         # and it stopped as soon as it got there
         undo_last = copy.deepcopy(after1)
-        undo_last[res.archived[-1]]["_archived"] = False
+        del undo_last[res.archived[-1]]["_archived"]
         assert 5 * estimate_tokens(undo_last, orig_edges) > 4 * m
 
     # resurrection restores only nodes archived before, and never above the budget
@@ -517,7 +520,7 @@ def test_invariants(seed):
     assert set(orig_nodes) - set(nodes) == set(res.deleted)
     for nid in res.deleted:
         o = orig_nodes[nid]
-        orphaned_ts = NOW if nid in res.orphaned else o["_orphaned_ts"]
+        orphaned_ts = NOW if nid in res.orphaned else o.get("_orphaned_ts")
         assert orphaned_ts is not None
         last = max(orphaned_ts, o["_read_ts"] or 0, o["_write_ts"] or 0)
         assert NOW - last >= s.orphan_grace_s
@@ -530,9 +533,11 @@ def test_invariants(seed):
     assert set(res.deleted_edges) == {k for k, e in orig_edges.items() if e["from"] in gone or e["to"] in gone}
     assert set(edges) <= set(orig_edges)
 
-    # the state fields stay consistent
+    # the state fields stay consistent, and are present only when set
     for n in nodes.values():
-        if n["_orphaned_ts"] is not None:
+        if "_orphaned_ts" in n:
+            assert n["_orphaned_ts"] is not None and n["_archived"] is True
+        if "_archived" in n:
             assert n["_archived"] is True
 
     # a second pass at the same moment has nothing left to do
@@ -612,7 +617,7 @@ def ref_compact(nodes, edges, now, s):
         for b, w in zip(best, worst):
             if sc[b] - sc[w] < Fraction(5, 100):
                 break
-            nodes[b]["_archived"] = False
+            del nodes[b]["_archived"]
             if estimate_tokens(nodes, edges) > m:
                 nodes[b]["_archived"] = True
                 break
