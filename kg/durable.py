@@ -3,7 +3,7 @@
 Rules owned here:
 - A Durable owns one Graph. Loading reads the graph file (healed by storage.load_json) and
   replays the journal on top, skipping malformed records; a journal left with records (or a
-  torn tail) is folded at once.
+  torn tail) is folded as soon as the store has registered the unit.
 - A mutation's record is appended to the journal before the change is applied in memory;
   the graph file is rewritten whole by fold(), which then empties the journal.
 - undo(mark) cuts the records of a failed operation off the journal and reload() puts the
@@ -53,11 +53,11 @@ class Durable:
 
     @classmethod
     def load(cls, path, level, project_path=None, slug=None, clock=None):
+        """The unit of a graph file; dirty when its journal holds records (the caller folds
+        them once the unit is registered, so a crash mid-fold leaves nothing unaccounted)."""
         g, pending = read_graph(path, level, project_path, slug, clock)
         unit = cls(path, g, clock)
-        if pending:
-            unit.dirty = True
-            unit.fold()
+        unit.dirty = pending
         return unit
 
     @property

@@ -132,7 +132,7 @@ class Store:
         return self.log.floor
 
     def _units(self):
-        return [self._user] + list(self._projects.values())
+        return ([self._user] if self._user is not None else []) + list(self._projects.values())
 
     # ------------------------------------------------------------ life cycle
 
@@ -150,6 +150,7 @@ class Store:
         self.root_lock.acquire(lock_info)
         with self.lock:
             self._user = self._load(self.layout.user_file, "user")
+            self._fold_replayed(self._user)
             seq, clean = self._sessions.load(self.clock())
             # sessions.json is saved lazily: after a crash, marks and seq may be stale, so every
             # restored session gets one full resync rather than a silent gap.
@@ -177,6 +178,12 @@ class Store:
     def _load(self, path, level, project_path=None, slug=None):
         return Durable.load(path, level, project_path, slug, self.clock)
 
+    @staticmethod
+    def _fold_replayed(unit):
+        """A journal found holding records at load is folded at once (lock held)."""
+        if unit.dirty:
+            unit.fold()
+
     # ------------------------------------------------------------ graphs
 
     def _project(self, project_path):
@@ -199,6 +206,7 @@ class Store:
                 return stray
             path = self.layout.graph_file(slug)
             u = self._projects[project_path] = self._load(path, "project", project_path, slug)
+            self._fold_replayed(u)
             if not os.path.exists(path):
                 # Claim the slug on disk (graph.json records project_path) before any record
                 # lands in its journal, so a crash cannot hand the journal to a namesake.
@@ -265,6 +273,7 @@ class Store:
                     u = self._load(self.layout.graph_file(slug), "project", path, slug)
                     u.graph.path_known = known
                     self._projects[path] = u
+                    self._fold_replayed(u)
             return [u.graph for u in self._projects.values()]
 
     # ------------------------------------------------------------ sessions
