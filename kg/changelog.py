@@ -76,9 +76,17 @@ class ChangeLog:
     def diff(self, sources, sid, mark):
         """What changed in `sources` after `mark` by anyone but `sid`, read from the current
         graphs: the body of a kg_sync answer (without session_id)."""
+        resync = mark < self.floor
+        node_keys, edge_keys = self._touched(sources, sid, mark, resync)
+        out = _current(node_keys, edge_keys)
+        out["full_resync"] = resync
+        return out
+
+    def _touched(self, sources, sid, mark, resync):
+        """(level, node id) -> source and (level, edge key) -> (source, edge ends) of every
+        node and edge to report; everything in `sources` on a resync."""
         wanted = set(sources)
         node_keys, edge_keys = {}, {}
-        resync = mark < self.floor
         if resync:
             for src in sources:
                 g = src.graph
@@ -103,22 +111,27 @@ class ChangeLog:
             elif kind == "compacted":
                 for nid in payload["archived"] + payload["restored"] + payload["orphaned"] + payload["deleted"]:
                     node_keys[(level, nid)] = src
-        nodes, deleted_nodes, edges, deleted_edges = [], [], [], []
-        for (level, nid), src in sorted(node_keys.items(), key=lambda kv: kv[0]):
-            node = src.graph.nodes.get(nid)
-            if node is None:
-                deleted_nodes.append({"level": level, "id": nid})
-            elif model.node_state(node) != model.ORPHANED:
-                item = model.public_node(node)
-                item["level"] = level
-                nodes.append(item)
-        for (level, key), (src, e) in sorted(edge_keys.items(), key=lambda kv: kv[0]):
-            cur = src.graph.edges.get(key)
-            if cur is None:
-                deleted_edges.append({"level": level, "from": e["from"], "to": e["to"], "rel": e["rel"]})
-            else:
-                item = model.public_edge(cur)
-                item["level"] = level
-                edges.append(item)
-        return {"nodes": nodes, "edges": edges, "deleted_nodes": deleted_nodes,
-                "deleted_edges": deleted_edges, "full_resync": resync}
+        return node_keys, edge_keys
+
+
+def _current(node_keys, edge_keys):
+    """The current state of each touched node and edge, in key order; orphaned nodes are
+    left out (kg_read does not show them either)."""
+    nodes, deleted_nodes, edges, deleted_edges = [], [], [], []
+    for (level, nid), src in sorted(node_keys.items(), key=lambda kv: kv[0]):
+        node = src.graph.nodes.get(nid)
+        if node is None:
+            deleted_nodes.append({"level": level, "id": nid})
+        elif model.node_state(node) != model.ORPHANED:
+            item = model.public_node(node)
+            item["level"] = level
+            nodes.append(item)
+    for (level, key), (src, e) in sorted(edge_keys.items(), key=lambda kv: kv[0]):
+        cur = src.graph.edges.get(key)
+        if cur is None:
+            deleted_edges.append({"level": level, "from": e["from"], "to": e["to"], "rel": e["rel"]})
+        else:
+            item = model.public_edge(cur)
+            item["level"] = level
+            edges.append(item)
+    return {"nodes": nodes, "edges": edges, "deleted_nodes": deleted_nodes, "deleted_edges": deleted_edges}

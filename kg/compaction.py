@@ -75,11 +75,6 @@ class Settings(namedtuple("Settings", "max_tokens grace_s orphan_grace_s")):
                 orphan_grace_s=model.DEFAULT_ORPHAN_GRACE_DAYS * DAY):
         return super().__new__(cls, max_tokens, grace_s, orphan_grace_s)
 
-    @classmethod
-    def from_days(cls, max_tokens=5000, grace_days=7, orphan_grace_days=365):
-        """The contract's configuration is in days (KG_GRACE_PERIOD_DAYS, KG_ORPHAN_GRACE_DAYS)."""
-        return cls(int(max_tokens), float(grace_days) * DAY, float(orphan_grace_days) * DAY)
-
 
 class Result:
     """What one compact() call did, pass by pass, in the order it did it.
@@ -134,14 +129,6 @@ def _double_ranks(values):
             out[order[k]] = i + j
         i = j + 1
     return out
-
-
-def percentiles(values):
-    """Contract 5: (r - 1) / (n - 1), ties at their mean rank, 0.5 for a single value."""
-    n = len(values)
-    if n == 1:
-        return [0.5]
-    return [r2 / (2.0 * (n - 1)) for r2 in _double_ranks(values)]
 
 
 def past_grace(node, now, settings):
@@ -273,19 +260,6 @@ class _Graph:
     def orphan(self, nid, now):
         set_orphaned(self.nodes[nid], now)
         self.state[nid] = ORPHANED
-
-
-def scores(nodes, edges, ids):
-    """The contract's score of each of `ids`, percentiles over `ids`, as floats (for display
-    and tests; the passes compare the exact integer keys behind these)."""
-    ids = list(ids)
-    if not ids:
-        return {}
-    g = _Graph(nodes, edges)
-    if len(ids) == 1:
-        return {ids[0]: 0.33 * 0.5 + 0.66 * 0.5}
-    keys = g.score_keys(ids)
-    return {v: 0.33 * keys[v] / (2.0 * (len(ids) - 1)) for v in ids}
 
 
 # ---- the passes ----

@@ -70,6 +70,22 @@ class _Write:
         self.events = []
 
 
+def _put_result(old, node_id, gist, notes, touches, now):
+    """The node a put leaves: a new node, or the old one with the given fields replaced
+    (omitted ones kept) and its write time refreshed."""
+    if old is None:
+        if gist is None:
+            raise BadInput("gist is required for a new node %r: one line saying the insight." % node_id)
+        return {"id": node_id, "gist": gist, "notes": notes or [], "touches": touches or [],
+                "_created_ts": now, "_write_ts": now, "_read_ts": None}
+    node = dict(old)
+    for field, value in (("gist", gist), ("notes", notes), ("touches", touches)):
+        if value is not None:
+            node[field] = value
+    node["_write_ts"] = now
+    return node
+
+
 class Store:
     def __init__(self, root, settings=None, clock=time.time):
         self.layout = Layout(root)
@@ -470,6 +486,12 @@ class Store:
         else:
             for nid in result.changed_ids:
                 g.refresh(nid)
+        self._record_compaction(w, unit, result, mark)
+
+    def _record_compaction(self, w, unit, result, mark):
+        """Journal and log what a pass changed (already applied in memory). On a bad disk the
+        pass is undone: compaction is redone by a later pass, the write that triggered it stands."""
+        g = unit.graph
         n_tickets = len(w.tickets)
         try:
             for nid in sorted(result.changed_ids):
@@ -478,7 +500,6 @@ class Store:
             for key in result.deleted_edges:
                 self._record(w, unit, {"op": "del_edge", "key": key})
         except StorageError as exc:
-            # Compaction is redone by a later pass; the write that triggered it stands.
             log.warning("compaction of the %s graph not saved (%s); it will be retried", g.level, exc.message)
             del w.tickets[n_tickets:]
             self._undo(unit, mark)
@@ -526,21 +547,7 @@ class Store:
             g = unit.graph
             now = self.clock()
             old = g.nodes.get(node_id)
-            if old is None:
-                if gist is None:
-                    raise BadInput("gist is required for a new node %r: one line saying the insight." % node_id)
-                node = {"id": node_id, "gist": gist, "notes": notes or [], "touches": touches or [],
-                        "_created_ts": now, "_write_ts": now, "_read_ts": None}
-            else:
-                node = dict(old)
-                if gist is not None:
-                    node["gist"] = gist
-                if notes is not None:
-                    node["notes"] = notes
-                if touches is not None:
-                    node["touches"] = touches
-                node["_write_ts"] = now
-            model.check_node_text(node)
+            node = model.check_node_text(_put_result(old, node_id, gist, notes, touches, now))
             if old is not None and compaction.revive_on_put(node):
                 g.compact_idle_until = 0.0
             with self._changing(w, unit) as g:
