@@ -169,6 +169,12 @@ class Sessions:
         self.touch(s, now)
         return s
 
+    def unbind(self, s):
+        if s.client_id and self.by_client.get(s.client_id) is s:
+            del self.by_client[s.client_id]
+        s.client_id = None
+        self.dirty = True
+
     def touch(self, s, now):
         s.last_active = now
         self.dirty = True

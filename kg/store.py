@@ -323,16 +323,19 @@ class Store:
         with self.lock:
             return self._sessions.live(sid, self.clock())
 
-    def bind_client(self, client_id, cwd):
+    def bind_client(self, client_id, cwd, fresh=False):
         """(session, known): the live session bound to a client's session id (Claude Code's
         session_id), or a new one started for cwd's project (None: user level only) and bound
-        to it. Bound sessions are kept at least sessions.CLIENT_TTL idle."""
+        to it. fresh=True always starts a new one (the old session stays, unbound). Bound
+        sessions are kept at least sessions.CLIENT_TTL idle."""
         client_id = check_client_id(client_id)
         project_path = resolve_project_root(cwd) if cwd is not None else None
         with self.lock:
             s = self._sessions.for_client(client_id, self.clock())
-            if s is not None:
+            if s is not None and not fresh:
                 return s, True
+            if s is not None:
+                self._sessions.unbind(s)
             return self._start(project_path, client_id), False
 
     def mark_shown(self, session, keys, now=None):

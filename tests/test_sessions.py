@@ -220,3 +220,15 @@ def test_recall_index_is_dropped_with_the_corpus(env):
     st.user.recall_index = object()
     st.user.recount()
     assert st.user.recall_index is None
+
+
+def test_bind_client_fresh_starts_a_new_session_and_unbinds_the_old(env):
+    st = env.open()
+    old, _ = st.bind_client("c", None)
+    new, known = st.bind_client("c", env.project(), fresh=True)
+    assert not known and new.id != old.id and new.client_id == "c"
+    assert old.client_id is None and st.session(old.id) is old
+    assert st.bind_client("c", None) == (new, True)
+    env.close(st)
+    st = env.open()
+    assert st.bind_client("c", None)[0].id == new.id
