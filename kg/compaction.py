@@ -53,15 +53,17 @@ O((n + e) log n). Thresholds are compared in integers (5 x estimate <= 4 x M, 50
 
 from collections import namedtuple
 
-from .model import ACTIVE, ARCHIVED, ORPHANED, EDGE_TOKENS, is_active, node_state, node_tokens, recency
+from . import model
+from .model import (ACTIVE, ARCHIVED, ORPHANED, EDGE_TOKENS, is_active, node_state, node_tokens, recency,
+                    set_active, set_archived, set_orphaned)
 
 DAY = 86400.0
 ORPHAN_COST = 5              # tokens an archived node costs in kg_read (its id line)
 ARCHIVE_TARGET = (4, 5)      # pass 1 stops at estimate <= 4/5 of max_tokens
 ORPHAN_SHARE = (3, 10)       # archived nodes may cost at most 3/10 of max_tokens
 RESURRECT_GAP = (5, 100)     # pass 1b swaps when the score gap is >= 5/100
-W_RECENCY = (33, 100)        # score weights; 0.66 = 2 x 0.33, which the exact keys rely on
-W_CONNECTEDNESS = (66, 100)
+W_RECENCY = (33, 100)        # score weight of recency; connectedness weighs 2 x 0.33 = 0.66,
+                             # which the exact integer keys rely on
 
 
 class Settings(namedtuple("Settings", "max_tokens grace_s orphan_grace_s")):
@@ -69,13 +71,9 @@ class Settings(namedtuple("Settings", "max_tokens grace_s orphan_grace_s")):
 
     __slots__ = ()
 
-    def __new__(cls, max_tokens=5000, grace_s=7 * DAY, orphan_grace_s=365 * DAY):
+    def __new__(cls, max_tokens=model.DEFAULT_MAX_TOKENS, grace_s=model.DEFAULT_GRACE_DAYS * DAY,
+                orphan_grace_s=model.DEFAULT_ORPHAN_GRACE_DAYS * DAY):
         return super().__new__(cls, max_tokens, grace_s, orphan_grace_s)
-
-    @classmethod
-    def from_days(cls, max_tokens=5000, grace_days=7, orphan_grace_days=365):
-        """The contract's configuration is in days (KG_GRACE_PERIOD_DAYS, KG_ORPHAN_GRACE_DAYS)."""
-        return cls(int(max_tokens), float(grace_days) * DAY, float(orphan_grace_days) * DAY)
 
 
 class Result:
@@ -131,14 +129,6 @@ def _double_ranks(values):
             out[order[k]] = i + j
         i = j + 1
     return out
-
-
-def percentiles(values):
-    """Contract 5: (r - 1) / (n - 1), ties at their mean rank, 0.5 for a single value."""
-    n = len(values)
-    if n == 1:
-        return [0.5]
-    return [r2 / (2.0 * (n - 1)) for r2 in _double_ranks(values)]
 
 
 def past_grace(node, now, settings):
@@ -255,8 +245,7 @@ class _Graph:
         """Active -> archived, keeping the estimate: its tokens, and each edge left with no live end."""
         node = self.nodes[nid]
         delta = -node_tokens(node) - EDGE_TOKENS * self._dead_edges(nid)
-        node["_archived"] = True
-        node["_orphaned_ts"] = None
+        set_archived(node)
         self.state[nid] = ARCHIVED
         self.estimate += delta
 
@@ -264,29 +253,13 @@ class _Graph:
         return node_tokens(self.nodes[nid]) + EDGE_TOKENS * self._dead_edges(nid)
 
     def restore(self, nid, delta):
-        node = self.nodes[nid]
-        node["_archived"] = False
-        node["_orphaned_ts"] = None
+        set_active(self.nodes[nid])
         self.state[nid] = ACTIVE
         self.estimate += delta
 
     def orphan(self, nid, now):
-        self.nodes[nid]["_archived"] = True
-        self.nodes[nid]["_orphaned_ts"] = now
+        set_orphaned(self.nodes[nid], now)
         self.state[nid] = ORPHANED
-
-
-def scores(nodes, edges, ids):
-    """The contract's score of each of `ids`, percentiles over `ids`, as floats (for display
-    and tests; the passes compare the exact integer keys behind these)."""
-    ids = list(ids)
-    if not ids:
-        return {}
-    g = _Graph(nodes, edges)
-    if len(ids) == 1:
-        return {ids[0]: 0.33 * 0.5 + 0.66 * 0.5}
-    keys = g.score_keys(ids)
-    return {v: 0.33 * keys[v] / (2.0 * (len(ids) - 1)) for v in ids}
 
 
 # ---- the passes ----
@@ -429,8 +402,7 @@ def promote_on_read(nodes, edges, node_id, now, neighbours=None):
     node["_read_ts"] = now
     if state == ACTIVE:
         return []
-    node["_archived"] = False
-    node["_orphaned_ts"] = None
+    set_active(node)
     changed = [node_id]
     if state == ARCHIVED:
         if neighbours is None:
@@ -438,8 +410,7 @@ def promote_on_read(nodes, edges, node_id, now, neighbours=None):
         for other in sorted(set(neighbours)):
             n = nodes.get(other)
             if other != node_id and n is not None and node_state(n) == ORPHANED:
-                n["_orphaned_ts"] = None
-                n["_archived"] = True
+                set_archived(n)
                 changed.append(other)
     return changed
 
@@ -449,6 +420,5 @@ def revive_on_put(node):
     The caller stamps _write_ts, which refreshes recency."""
     if is_active(node):
         return False
-    node["_archived"] = False
-    node["_orphaned_ts"] = None
+    set_active(node)
     return True

@@ -24,7 +24,8 @@ class Graph:
         self.by_state = {model.ACTIVE: set(), model.ARCHIVED: set(), model.ORPHANED: set()}
         self.search_cache = {}  # id -> lower-cased text, owned by kg/search.py
         self.corpus = None  # a search.Corpus of every node, rebuilt after any change
-        self.compact_idle_until = 0.0  # see Store._compact
+        self.recall_index = None  # the hooks' recall index; dropped whenever corpus is
+        self.compact_idle_until = 0.0  # see Store._compact_after
         self.path_known = True  # False for an old project file that does not record its path
 
     # ---- figures
@@ -47,7 +48,7 @@ class Graph:
         """Re-count one node (after any change to it, in place or not) and its edges."""
         node = self.nodes.get(node_id)
         self.search_cache.pop(node_id, None)
-        self.corpus = None
+        self.corpus = self.recall_index = None
         old_state = self._node_state.pop(node_id, None)
         if old_state is not None:
             self.by_state[old_state].discard(node_id)
@@ -71,7 +72,7 @@ class Graph:
         self._node_state.clear()
         self.counted_edges = set()
         self.search_cache.clear()
-        self.corpus = None
+        self.corpus = self.recall_index = None
         self.tokens = 0
         self.by_state = {model.ACTIVE: set(), model.ARCHIVED: set(), model.ORPHANED: set()}
         self.adj = {}
@@ -106,6 +107,7 @@ class Graph:
     def put_edge(self, edge):
         key = model.edge_key(edge["from"], edge["to"], edge["rel"])
         self.edges[key] = edge
+        self.recall_index = None  # recall also matches edge ends
         self.adj.setdefault(edge["from"], set()).add(key)
         self.adj.setdefault(edge["to"], set()).add(key)
         self._count_edge(key)
@@ -115,6 +117,7 @@ class Graph:
         edge = self.edges.pop(key, None)
         if edge is None:
             return None
+        self.recall_index = None
         if key in self.counted_edges:
             self.counted_edges.discard(key)
             self.tokens -= model.EDGE_TOKENS
@@ -192,13 +195,16 @@ def normalize_node(node_id, raw, versions, fallback_ts):
         "_created_ts": created,
         "_write_ts": written,
         "_read_ts": _num(raw.get("_read_ts")),
-        "_archived": bool(raw.get("_archived")),
-        "_orphaned_ts": _num(raw.get("_orphaned_ts")),
     })
-    if node["_orphaned_ts"] is None and raw.get("_orphaned") is True:
-        node["_orphaned_ts"] = written
-    if node["_orphaned_ts"] is not None:
-        node["_archived"] = True
+    orphaned = _num(raw.get("_orphaned_ts"))
+    if orphaned is None and raw.get("_orphaned") is True:
+        orphaned = written
+    if orphaned is not None:
+        model.set_orphaned(node, orphaned)
+    elif raw.get("_archived"):
+        model.set_archived(node)
+    else:
+        model.set_active(node)
     return node
 
 
@@ -246,6 +252,10 @@ def apply_record(g, rec):
     op = rec.get("op")
     if op == "node":
         node = rec["node"]
+        if not node.get("_archived"):  # an older journal's explicit false / null state keys
+            node.pop("_archived", None)
+        if node.get("_orphaned_ts") is None:
+            node.pop("_orphaned_ts", None)
         g.nodes[node["id"]] = node
         g.refresh(node["id"])
     elif op == "del_node":

@@ -1,9 +1,14 @@
 """The maintenance loop: a threading.Timer that re-arms itself, never overlapping runs.
 
-Every `interval` seconds (KG_SAVE_INTERVAL) it runs `tick(store, now)`: compaction with
-deletion for every loaded graph (one graph per lock hold), session expiry, sessions.json,
-journal folding. A faster beat (`beat` seconds) folds journals once writes pause and runs
-the `housekeeping` callables (the HTTP layer's slow-client reaper). The clock is injectable.
+Rules owned here:
+- Every `interval` seconds (KG_SAVE_INTERVAL) one maintenance pass runs
+  (Store.maintenance: compaction with deletion for every loaded graph, one graph per lock
+  hold, session expiry, sessions.json, journal folding); tests call Store.maintenance with a
+  fixed `now` instead of running the loop.
+- A faster beat (`beat` seconds) folds journals once writes pause (Store.fold_idle) and runs
+  the `housekeeping` callables (the HTTP layer's slow-client reaper).
+- A failing pass is logged and retried at the next beat; stop() waits for a running pass.
+The clock is injectable.
 """
 
 import logging
@@ -11,11 +16,6 @@ import threading
 import time
 
 log = logging.getLogger(__name__)
-
-
-def tick(store, now=None):
-    """One maintenance pass; tests call it directly with a fixed `now`."""
-    store.maintenance(now)
 
 
 class Loop:
@@ -49,7 +49,7 @@ class Loop:
                 fn()
             if self.clock() >= self._next_tick:
                 self._next_tick = self.clock() + self.interval
-                tick(self.store)
+                self.store.maintenance()
             else:
                 self.store.fold_idle()
         except Exception:

@@ -1,10 +1,14 @@
 """Nodes and edges: validation, states and the token estimate (contract sections 3-5). Pure.
 
 A node is a plain dict: `id`, `gist`, `notes` (list of str), `touches` (list of str) and the
-store's own fields `_created_ts`, `_write_ts`, `_read_ts` (Unix seconds), `_archived` (bool)
-and `_orphaned_ts` (Unix seconds or None). Its state is derived, never stored twice:
-orphaned when `_orphaned_ts` is set, else archived when `_archived` is true, else active.
+store's own fields `_created_ts`, `_write_ts`, `_read_ts` (Unix seconds), `_archived` (true)
+and `_orphaned_ts` (Unix seconds). Its state is derived, never stored twice: orphaned when
+`_orphaned_ts` is set, else archived when `_archived` is true, else active. The two state
+keys are present only when set (the reference plugin reads state by key presence); files
+holding `"_archived": false` or `"_orphaned_ts": null` still load.
 An edge is `{"from", "to", "rel", "notes"}`, keyed `"FROM->TO:REL"` in a graph file.
+A node's gist and notes together hold at most MAX_NODE_TEXT characters.
+The daemon's default settings (DEFAULT_*) are defined here once.
 """
 
 import re
@@ -26,6 +30,14 @@ MAX_NOTES = 100
 MAX_TOUCH = 1000
 MAX_TOUCHES = 100
 MAX_PATH = 4096
+MAX_NODE_TEXT = 16000  # gist + every note: one node must not push the rest out of kg_read
+
+# Defaults of the daemon's settings (command line / KG_* environment).
+DEFAULT_MAX_TOKENS = 5000
+DEFAULT_GRACE_DAYS = 7.0
+DEFAULT_ORPHAN_GRACE_DAYS = 365.0
+DEFAULT_SAVE_INTERVAL = 30.0
+DEFAULT_SESSION_TTL = 86400.0
 
 
 def node_state(node):
@@ -151,6 +163,32 @@ def check_notes(value):
 
 def check_touches(value):
     return check_list(value, "touches", MAX_TOUCHES, MAX_TOUCH, False)
+
+
+def check_node_text(node):
+    """The node as it would be stored: gist and notes within MAX_NODE_TEXT characters."""
+    size = len(node.get("gist", "")) + sum(len(n) for n in node.get("notes", ()))
+    if size > MAX_NODE_TEXT:
+        raise BadInput("node %r would hold %d characters of gist and notes; the limit is %d per node. "
+                       "Split it into several nodes joined by edges (kg_put_edge)."
+                       % (node.get("id", "")[:200], size, MAX_NODE_TEXT))
+    return node
+
+
+def set_active(node):
+    """Drop both state keys (an active node carries neither)."""
+    node.pop("_archived", None)
+    node.pop("_orphaned_ts", None)
+
+
+def set_archived(node):
+    node["_archived"] = True
+    node.pop("_orphaned_ts", None)
+
+
+def set_orphaned(node, now):
+    node["_archived"] = True
+    node["_orphaned_ts"] = now
 
 
 def check_level(value, default=None):

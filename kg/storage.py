@@ -1,7 +1,8 @@
 """Files on disk (contract section 4): paths, slugs, atomic writes, the journal, healing, the lock.
 
 Rules owned here:
-- ROOT/user.json, ROOT/sessions.json, ROOT/projects/<slug>/graph.json; files 0600, folders 0700.
+- ROOT/user.json, ROOT/sessions.json, ROOT/projects/<slug>/graph.json, ROOT/kgd.lock
+  ("pid N port P", flocked by the running daemon); files 0600, folders 0700.
 - <slug> is the project root's base name, or base name + "-" + 8 hex digits of a hash of the
   resolved path when that slug already holds another project's graph.
 - A graph file is only ever written whole: temp file in the same folder, flush, fsync,
@@ -158,6 +159,13 @@ def _read_bytes(path):
 _SLUG_BAD = re.compile(r"[^A-Za-z0-9._-]+")
 
 
+def journal_path(graph_path):
+    """The journal beside a graph file: <file minus .json>.journal."""
+    if graph_path.endswith(".json"):
+        return graph_path[:-len(".json")] + ".journal"
+    return graph_path + ".journal"
+
+
 def base_slug(project_path):
     name = os.path.basename(os.path.normpath(project_path)) or "root"
     slug = _SLUG_BAD.sub("-", name).strip(".-") or "project"
@@ -196,12 +204,27 @@ class Layout:
     def graph_file(self, slug):
         return os.path.join(self.projects_dir, slug, "graph.json")
 
-    def project_slugs(self):
+    def journal_file(self, slug):
+        return journal_path(self.graph_file(slug))
+
+    def project_slugs(self, with_journals=False):
+        """Slugs holding a graph file (or its .prev); with_journals also those holding only a
+        non-empty journal (the daemon never loads those: no file records their project, so
+        the tools that read files report them instead)."""
         try:
             names = sorted(os.listdir(self.projects_dir))
         except OSError:
             return []
-        return [n for n in names if os.path.exists(self.graph_file(n)) or os.path.exists(self.graph_file(n) + ".prev")]
+        out = []
+        for n in names:
+            f = self.graph_file(n)
+            if os.path.exists(f) or os.path.exists(f + ".prev"):
+                out.append(n)
+            elif with_journals:
+                j = journal_path(f)
+                if os.path.exists(j) and os.path.getsize(j) > 0:
+                    out.append(n)
+        return out
 
     def recorded_project_path(self, slug):
         """The project_path a slug's graph file records, without loading the whole graph twice."""
@@ -412,8 +435,36 @@ class Journal:
 
 # ---------------------------------------------------------------- lock file
 
+_LOCK_LINE = re.compile(r"pid (\d+)(?: port (\d+))?")
+
+
+def lock_state(layout):
+    """(held, pid, port) from ROOT/kgd.lock; held = a running daemon holds its flock. Only
+    reads: a shared, non-blocking probe never makes a starting daemon fail (unless it starts
+    in the same microsecond)."""
+    try:
+        fd = os.open(layout.lock_file, os.O_RDONLY)
+    except OSError:
+        return False, None, None
+    try:
+        try:
+            fcntl.flock(fd, fcntl.LOCK_SH | fcntl.LOCK_NB)
+            fcntl.flock(fd, fcntl.LOCK_UN)
+            held = False
+        except OSError as exc:
+            held = exc.errno in (errno.EWOULDBLOCK, errno.EAGAIN, errno.EACCES)
+        text = os.pread(fd, 200, 0).decode("utf-8", "replace")
+    finally:
+        os.close(fd)
+    m = _LOCK_LINE.search(text)
+    pid = int(m.group(1)) if m else None
+    port = int(m.group(2)) if m and m.group(2) else None
+    return held, pid, port
+
+
 class RootLock:
-    """One daemon per storage root: an exclusive flock on ROOT/kgd.lock."""
+    """One daemon per storage root: an exclusive flock on ROOT/kgd.lock, whose one line reads
+    "pid N port P" (lock_state reads it back)."""
 
     def __init__(self, layout):
         self.layout = layout

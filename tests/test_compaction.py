@@ -17,8 +17,8 @@ from fractions import Fraction
 
 import pytest
 
-from kg.compaction import (DAY, Result, Settings, compact, needs_compaction, percentiles,
-                           promote_on_read, revive_on_put, scores)
+from kg.compaction import (DAY, Result, Settings, _double_ranks, _Graph, compact, needs_compaction,
+                           promote_on_read, revive_on_put)
 from kg.model import (ACTIVE, ARCHIVED, ORPHANED, edge_key, estimate_tokens, is_active,
                       node_state, recency)
 
@@ -30,14 +30,17 @@ ORPHAN_GRACE = 365 * DAY
 
 def N(nid, created=0, write=None, read=None, tok=20, state=ACTIVE, orphaned=None):
     """A node; times in days. tok = its token cost when active (20 + gist length // 4)."""
-    return {
+    n = {
         "id": nid, "gist": "g" * (4 * (tok - 20)), "notes": [], "touches": [],
         "_created_ts": created * DAY,
         "_write_ts": (created if write is None else write) * DAY,
         "_read_ts": None if read is None else read * DAY,
-        "_archived": state != ACTIVE,
-        "_orphaned_ts": None if orphaned is None else orphaned * DAY,
     }
+    if state != ACTIVE:  # state keys only when set, as kgd writes them (issue 14)
+        n["_archived"] = True
+    if orphaned is not None:
+        n["_orphaned_ts"] = orphaned * DAY
+    return n
 
 
 def G(nodes, edges=()):
@@ -58,7 +61,21 @@ def states(nodes):
     return {nid: node_state(n) for nid, n in nodes.items()}
 
 
-# ---- percentiles ----
+# ---- percentiles and scores, from the exact integer keys the passes compare ----
+
+def percentiles(values):
+    """Contract 5: (r - 1) / (n - 1) from compaction's doubled mean ranks; 0.5 for n == 1."""
+    n = len(values)
+    if n == 1:
+        return [0.5]
+    return [r2 / (2.0 * (n - 1)) for r2 in _double_ranks(values)]
+
+
+def scores(nodes, edges, ids):
+    """The contract's score of each of ids from compaction's keys: score = 0.33 K / (2 (n - 1))."""
+    keys = _Graph(nodes, edges).score_keys(ids)
+    return {v: 0.33 * keys[v] / (2.0 * (len(ids) - 1)) for v in ids}
+
 
 @pytest.mark.parametrize("values, expected", [
     ([], []),
@@ -82,7 +99,6 @@ def test_scores_match_the_formula():
                      [("u", "src/u.py"), ("docs/w.md", "w")])
     s = scores(nodes, edges, ["u", "v", "w"])
     assert s == pytest.approx({"u": 0.33, "v": 0.33, "w": 0.825})
-    assert scores(nodes, edges, ["v"]) == pytest.approx({"v": 0.495})   # n == 1: 0.33*.5 + .66*.5
 
 
 # ---- the hand-worked table ----
@@ -344,8 +360,8 @@ def test_read_archived_rescues_orphaned_neighbours(use_index):
     assert changed == ["X", "Y", "Z"]
     assert states(nodes) == {"X": ACTIVE, "Y": ARCHIVED, "Z": ARCHIVED, "V": ORPHANED,
                              "W": ORPHANED, "U": ARCHIVED, "A": ACTIVE}
-    assert nodes["X"]["_read_ts"] == now and nodes["X"]["_orphaned_ts"] is None
-    assert nodes["Y"]["_orphaned_ts"] is None and nodes["Y"]["_archived"] is True
+    assert nodes["X"]["_read_ts"] == now and "_orphaned_ts" not in nodes["X"] and "_archived" not in nodes["X"]
+    assert "_orphaned_ts" not in nodes["Y"] and nodes["Y"]["_archived"] is True
     assert nodes["Y"]["_read_ts"] == 10 * DAY          # rescued, not read: recency unchanged
 
 
@@ -354,7 +370,7 @@ def test_read_orphaned_promotes_without_chain():
     changed = promote_on_read(nodes, edges, "Y", 100 * DAY)
     assert changed == ["Y"]
     assert node_state(nodes["Y"]) == ACTIVE and nodes["Y"]["_read_ts"] == 100 * DAY
-    assert nodes["Y"]["_archived"] is False and nodes["Y"]["_orphaned_ts"] is None
+    assert "_archived" not in nodes["Y"] and "_orphaned_ts" not in nodes["Y"]
     assert node_state(nodes["V"]) == ORPHANED          # only an archived read rescues
 
 
@@ -387,7 +403,7 @@ def test_revive_on_put(state, orphaned, revived):
     node = N("n", state=state, orphaned=orphaned)
     assert revive_on_put(node) is revived
     assert node_state(node) == ACTIVE
-    assert node["_archived"] is False and node["_orphaned_ts"] is None
+    assert "_archived" not in node and "_orphaned_ts" not in node
 
 
 # ---- small API ----
@@ -400,7 +416,6 @@ def test_needs_compaction(estimate, archived, expected):
 
 def test_settings_defaults():
     assert Settings() == Settings(5000, 7 * DAY, 365 * DAY)
-    assert Settings.from_days(1000, 1, 30) == Settings(1000, DAY, 30 * DAY)
 
 
 def test_result_changed():
@@ -496,7 +511,7 @@ def test_invariants(seed):
         assert 5 * est1 <= 4 * m or all(in_grace(n, s) for n in after1.values() if is_active(n))
         # and it stopped as soon as it got there
         undo_last = copy.deepcopy(after1)
-        undo_last[res.archived[-1]]["_archived"] = False
+        del undo_last[res.archived[-1]]["_archived"]
         assert 5 * estimate_tokens(undo_last, orig_edges) > 4 * m
 
     # resurrection restores only nodes archived before, and never above the budget
@@ -517,7 +532,7 @@ def test_invariants(seed):
     assert set(orig_nodes) - set(nodes) == set(res.deleted)
     for nid in res.deleted:
         o = orig_nodes[nid]
-        orphaned_ts = NOW if nid in res.orphaned else o["_orphaned_ts"]
+        orphaned_ts = NOW if nid in res.orphaned else o.get("_orphaned_ts")
         assert orphaned_ts is not None
         last = max(orphaned_ts, o["_read_ts"] or 0, o["_write_ts"] or 0)
         assert NOW - last >= s.orphan_grace_s
@@ -530,9 +545,11 @@ def test_invariants(seed):
     assert set(res.deleted_edges) == {k for k, e in orig_edges.items() if e["from"] in gone or e["to"] in gone}
     assert set(edges) <= set(orig_edges)
 
-    # the state fields stay consistent
+    # the state fields stay consistent, and are present only when set
     for n in nodes.values():
-        if n["_orphaned_ts"] is not None:
+        if "_orphaned_ts" in n:
+            assert n["_orphaned_ts"] is not None and n["_archived"] is True
+        if "_archived" in n:
             assert n["_archived"] is True
 
     # a second pass at the same moment has nothing left to do
@@ -612,7 +629,7 @@ def ref_compact(nodes, edges, now, s):
         for b, w in zip(best, worst):
             if sc[b] - sc[w] < Fraction(5, 100):
                 break
-            nodes[b]["_archived"] = False
+            del nodes[b]["_archived"]
             if estimate_tokens(nodes, edges) > m:
                 nodes[b]["_archived"] = True
                 break

@@ -19,9 +19,10 @@ from kg.model import ACTIVE, ARCHIVED, ORPHANED, edge_key
 
 
 def mk_node(nid, gist="g", notes=(), state=ACTIVE, ts=100.0):
-    return {"id": nid, "gist": gist, "notes": list(notes), "touches": [],
-            "_created_ts": ts, "_write_ts": ts, "_read_ts": None,
-            "_archived": state != ACTIVE, "_orphaned_ts": ts if state == ORPHANED else None}
+    n = {"id": nid, "gist": gist, "notes": list(notes), "touches": [],
+         "_created_ts": ts, "_write_ts": ts, "_read_ts": None}
+    set_state(n, state, ts)
+    return n
 
 
 def mk_edge(frm, to, rel="rel", notes=()):
@@ -29,8 +30,13 @@ def mk_edge(frm, to, rel="rel", notes=()):
 
 
 def set_state(n, state, ts=1.0):
-    n["_archived"] = state != ACTIVE
-    n["_orphaned_ts"] = ts if state == ORPHANED else None
+    """State keys only when set, as kgd writes them (issue 14)."""
+    n.pop("_archived", None)
+    n.pop("_orphaned_ts", None)
+    if state != ACTIVE:
+        n["_archived"] = True
+    if state == ORPHANED:
+        n["_orphaned_ts"] = ts
 
 
 def check_figures(g):
@@ -219,8 +225,11 @@ def test_plugin_nodes_load(plugin_graph):
         assert isinstance(n["gist"], str)
         assert isinstance(n["notes"], list) and all(isinstance(x, str) for x in n["notes"])
         assert isinstance(n["touches"], list)
-        for f in ("_created_ts", "_write_ts", "_read_ts", "_archived", "_orphaned_ts"):
+        for f in ("_created_ts", "_write_ts", "_read_ts"):
             assert f in n
+        # state keys only when set (the reference plugin reads state by key presence)
+        assert ("_archived" in n) == (model.node_state(n) != ACTIVE)
+        assert ("_orphaned_ts" in n) == (model.node_state(n) == ORPHANED)
     assert g.nodes["plain"]["notes"] == ["one", "two"]
     assert g.nodes["plain"]["touches"] == ["src/a.py"]
     assert g.nodes["note-string"]["notes"] == ["just one note"]

@@ -512,3 +512,40 @@ def test_a_shared_root_is_not_re_permissioned(tmp_path, caplog):
     (own / "user.json").write_text('{"nodes": {}, "edges": {}, "_meta": {}}')
     Store(str(own), Settings()).open().close()
     assert stat.S_IMODE(os.stat(own).st_mode) == 0o700
+
+
+# ---------------------------------------------------------------- helpers the file-reading commands share
+
+def test_journal_paths(tmp_path):
+    from kg.storage import journal_path
+    layout = Layout(str(tmp_path))
+    assert journal_path("/r/user.json") == "/r/user.journal"
+    assert journal_path("/r/odd") == "/r/odd.journal"
+    assert layout.journal_file("app") == os.path.join(str(tmp_path), "projects", "app", "graph.journal")
+
+
+def test_project_slugs_with_journal_only_projects(tmp_path):
+    layout = Layout(str(tmp_path))
+    for slug, files in {"file": {"graph.json": "{}"}, "prev": {"graph.json.prev": "{}"},
+                        "journal": {"graph.journal": "{}\n"}, "empty-journal": {"graph.journal": ""},
+                        "nothing": {}}.items():
+        d = tmp_path / "projects" / slug
+        d.mkdir(parents=True)
+        for name, text in files.items():
+            (d / name).write_text(text)
+    assert layout.project_slugs() == ["file", "prev"]
+    assert layout.project_slugs(with_journals=True) == ["file", "journal", "prev"]
+
+
+def test_lock_state_reads_what_root_lock_writes(tmp_path):
+    from kg.storage import lock_state
+    layout = Layout(str(tmp_path / "root"))
+    assert lock_state(layout) == (False, None, None)
+    lock = RootLock(layout)
+    lock.acquire()
+    try:
+        lock.update("port 8123")
+        assert lock_state(layout) == (True, os.getpid(), 8123)
+    finally:
+        lock.release()
+    assert lock_state(layout) == (False, None, None)  # released and emptied

@@ -1,0 +1,234 @@
+"""kg/sessions.py and the store's client binding (issue 12): a Claude Code session id finds
+its kgd session again, across a clean restart, for at least 30 days; what it was shown is
+bounded and persisted; old sessions.json files still load."""
+
+import json
+import os
+
+import pytest
+
+from kg import sessions
+from kg.errors import BadInput, NotFound
+from kg.graph import Graph
+from kg.sessions import MAX_SHOWN, Session
+from kg.store import Settings, Store
+
+T0 = 1_700_000_000.0
+DAY = 86400.0
+
+
+class Env:
+    def __init__(self, tmp_path):
+        self.tmp = tmp_path
+        self.root = str(tmp_path / "root")
+        self.t = [T0]
+        self.open_stores = []
+
+    def clock(self):
+        return self.t[0]
+
+    def open(self, **settings):
+        st = Store(self.root, Settings(**settings), clock=self.clock).open()
+        self.open_stores.append(st)
+        return st
+
+    def close(self, st):
+        st.close()
+        self.open_stores.remove(st)
+
+    def project(self, name="app"):
+        d = self.tmp / "work" / name
+        (d / ".git").mkdir(parents=True, exist_ok=True)
+        return str(d)
+
+
+@pytest.fixture
+def env(tmp_path):
+    e = Env(tmp_path)
+    yield e
+    for st in list(e.open_stores):
+        st.close()
+
+
+def test_bind_client_starts_then_finds_the_same_session(env):
+    st = env.open()
+    s, known = st.bind_client("claude-1", env.project())
+    assert known is False
+    assert s.client_id == "claude-1"
+    assert s.project_path == os.path.realpath(env.project())
+    again, known = st.bind_client("claude-1", env.project())
+    assert known is True and again is s
+    other, known = st.bind_client("claude-2", env.project())
+    assert known is False and other.id != s.id
+    assert st.session(s.id) is s  # an ordinary kgd session as well
+
+
+def test_bind_client_without_cwd_is_user_level_only(env):
+    st = env.open()
+    s, known = st.bind_client("c", None)
+    assert not known and s.project_path is None
+
+
+@pytest.mark.parametrize("bad", [None, "", "   ", 7, "x" * 201, "a\x00b", "a\nb", "a\x85b"])
+def test_bind_client_validates_the_id(env, bad):
+    st = env.open()
+    with pytest.raises(BadInput):
+        st.bind_client(bad, env.project())
+    assert st.sessions == {}
+
+
+def test_client_id_of_200_characters_is_accepted(env):
+    st = env.open()
+    s, _ = st.bind_client("x" * 200, None)
+    assert s.client_id == "x" * 200
+
+
+def test_bound_session_survives_a_clean_restart_with_its_state(env):
+    st = env.open()
+    s, _ = st.bind_client("claude-1", env.project())
+    st.mark_shown(s, ["user:a", "project:b"], now=T0 + 5)
+    s.hook["prompts"] = 3
+    st.save_hook_state(s)
+    env.close(st)
+    st = env.open()
+    again, known = st.bind_client("claude-1", env.project())
+    assert known is True and again.id == s.id
+    assert again.shown == {"user:a": T0 + 5, "project:b": T0 + 5}
+    assert list(again.shown) == ["user:a", "project:b"]
+    assert again.hook == {"prompts": 3}
+
+
+def test_bound_session_is_kept_30_days_others_keep_the_ttl(env):
+    st = env.open(session_ttl=3600)
+    bound, _ = st.bind_client("claude-1", None)
+    plain = st.start_session(None)
+    env.t[0] += 2 * 3600
+    with pytest.raises(NotFound):
+        st.session(plain.id)
+    assert st.session(bound.id) is bound
+    env.t[0] += 29 * DAY
+    assert st.bind_client("claude-1", None) == (bound, True)
+    st.maintenance()
+    assert bound.id in st.sessions
+    env.t[0] += 30 * DAY + 1
+    st.maintenance()
+    assert bound.id not in st.sessions
+    fresh, known = st.bind_client("claude-1", None)
+    assert not known and fresh.id != bound.id
+
+
+def test_a_longer_ttl_than_30_days_applies_to_bound_sessions_too(env):
+    st = env.open(session_ttl=40 * DAY)
+    bound, _ = st.bind_client("c", None)
+    env.t[0] += 35 * DAY
+    assert st.bind_client("c", None) == (bound, True)
+
+
+def test_bound_session_expired_while_down_is_not_restored(env):
+    st = env.open(session_ttl=3600)
+    s, _ = st.bind_client("claude-1", None)
+    env.close(st)
+    env.t[0] += 31 * DAY
+    st = env.open(session_ttl=3600)
+    assert s.id not in st.sessions
+    assert st.bind_client("claude-1", None)[1] is False
+
+
+def test_shown_is_bounded_oldest_dropped_and_reshown_moves_to_the_end(env):
+    st = env.open()
+    s, _ = st.bind_client("c", None)
+    st.mark_shown(s, ["user:n%d" % i for i in range(MAX_SHOWN)], now=T0)
+    st.mark_shown(s, ["user:n0"], now=T0 + 1)            # re-shown: now the newest
+    st.mark_shown(s, ["project:x", "project:y"], now=T0 + 2)
+    assert len(s.shown) == MAX_SHOWN
+    assert "user:n1" not in s.shown and "user:n2" not in s.shown
+    assert "user:n0" in s.shown and list(s.shown)[-3:] == ["user:n0", "project:x", "project:y"]
+    st.forget_shown(s)
+    assert s.shown == {}
+
+
+def test_mark_shown_uses_the_store_clock_by_default(env):
+    st = env.open()
+    s, _ = st.bind_client("c", None)
+    st.mark_shown(s, ["user:a"])
+    assert s.shown == {"user:a": T0}
+
+
+def test_hook_state_is_saved_by_the_next_maintenance_pass(env):
+    st = env.open()
+    s, _ = st.bind_client("c", None)
+    s.hook["nudges"] = 1
+    st.save_hook_state(s)
+    assert st.sessions_dirty
+    st.maintenance()
+    with open(os.path.join(env.root, "sessions.json")) as f:
+        saved = json.load(f)["sessions"][s.id]
+    assert saved["hook"] == {"nudges": 1} and saved["client_id"] == "c"
+
+
+def test_old_sessions_file_without_the_new_fields_loads(env, tmp_path):
+    os.makedirs(env.root, mode=0o700)
+    old = {"seq": 4, "clean": True, "sessions": {"s1": {
+        "id": "s1", "project_path": None, "started": T0 - 10, "last_active": T0 - 5,
+        "sync_mark": 4, "writes": 0, "reads": 0}}}
+    with open(os.path.join(env.root, "sessions.json"), "w") as f:
+        json.dump(old, f)
+    st = env.open()
+    s = st.session("s1")
+    assert s.client_id is None and s.shown == {} and s.hook == {}
+    assert st.bind_client("c", None)[0] is not s
+
+
+def test_garbled_new_fields_load_as_defaults():
+    s = Session.from_obj({"id": "s", "started": 1.0, "client_id": 5, "shown": {"a": "x", "b": 2, 3: 4},
+                          "hook": ["no"]})
+    assert s.client_id is None and s.shown == {"b": 2.0} and s.hook == {}
+
+
+def test_only_one_session_per_client_in_a_file():
+    table = sessions.Sessions("/nonexistent/sessions.json", 100)
+    a = Session("a", None, 1.0, 0, client_id="c")
+    b = Session("b", None, 2.0, 0, client_id="c")
+    table.add(a)
+    table.add(b)
+    assert table.by_client["c"] is b and a.client_id is None
+
+
+def test_session_stats_keep_their_fields(env):
+    st = env.open()
+    s, _ = st.bind_client("c", None)
+    st.mark_shown(s, ["user:a"])
+    assert set(st.session_stats(s)) == {"id", "project_path", "started", "last_active", "sync_mark",
+                                        "writes", "reads", "pending_changes"}
+
+
+def test_recall_index_is_dropped_with_the_corpus(env):
+    st = env.open()
+    s = st.start_session(None)
+    st.put_node(s, "user", "a", "alpha")
+    g = st.user
+    assert isinstance(Graph("user"), Graph) and Graph("user").recall_index is None
+    g.recall_index = object()
+    st.put_node(s, "user", "b", "beta")
+    assert st.user.recall_index is None
+    st.user.recall_index = object()
+    st.put_edge(s, "user", "a", "b", "relates-to")
+    assert st.user.recall_index is None
+    st.user.recall_index = object()
+    st.read_nodes(s, ["a"])
+    assert st.user.recall_index is None
+    st.user.recall_index = object()
+    st.user.recount()
+    assert st.user.recall_index is None
+
+
+def test_bind_client_fresh_starts_a_new_session_and_unbinds_the_old(env):
+    st = env.open()
+    old, _ = st.bind_client("c", None)
+    new, known = st.bind_client("c", env.project(), fresh=True)
+    assert not known and new.id != old.id and new.client_id == "c"
+    assert old.client_id is None and st.session(old.id) is old
+    assert st.bind_client("c", None) == (new, True)
+    env.close(st)
+    st = env.open()
+    assert st.bind_client("c", None)[0].id == new.id
