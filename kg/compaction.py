@@ -16,8 +16,9 @@ Rules this file owns (M = max_tokens; the estimate is model.estimate_tokens):
   (S = those nodes); archive lowest score first, ties older recency first then id
   ascending, until the estimate is at most 0.8 x M or no such node is left. Scores are
   computed once at the start of the pass; the estimate is kept up to date after every
-  archive (the node's own tokens, and each of its edges that no longer has an active or
-  file-path end). Edges stay.
+  archive (the node's own tokens, and each of its edges that no longer has an active node
+  at either end: an edge counts only while one end is an active node of this graph, contract
+  5 revised 2026-12-01). Edges stay.
 - Pass 1b, resurrection: only when pass 1 archived something. Re-score with S = every
   archived (not orphaned) node plus every active node past grace, connectedness from the
   states pass 1 left. Pair the best-scoring node archived before this compaction (ties:
@@ -153,10 +154,8 @@ class _Graph:
         for key, e in edges.items():
             f, t = e["from"], e["to"]
             lf, lt = adj.get(f), adj.get(t)
-            if lf is None or lt is None:
-                live_edges += 1                  # a file-path end always counts
-            elif state[f] == ACTIVE or state[t] == ACTIVE:
-                live_edges += 1
+            if (lf is not None and state[f] == ACTIVE) or (lt is not None and state[t] == ACTIVE):
+                live_edges += 1                  # one end is an active node of this graph
             if f == t:
                 if lf is not None:
                     lf.append((key, f, True, True))
@@ -199,14 +198,6 @@ class _Graph:
         self.state, self.recency, self.adj = state, rec, adj
         self.estimate = estimate
 
-    def live(self, end):
-        """An edge end that makes the edge count: an active node or not a node at all."""
-        st = self.state.get(end)
-        return st is None or st == ACTIVE
-
-    # The loops below inline live(): they run once per edge end, and a pass runs them for
-    # every node of a 10,000-node graph.
-
     def connectedness2(self, nid):
         """2 x connectedness / 0.33 = 2 x in-degree + out-degree, an integer."""
         state = self.state
@@ -223,17 +214,10 @@ class _Graph:
                    if state.get(other) == ACTIVE)
 
     def _dead_edges(self, nid):
-        """Edges of nid with no live end once nid itself is not active."""
+        """Edges of nid that stop counting once nid itself is not active: those whose other end
+        is not an active node (a file path, a node of another level, a non-active node, nid itself)."""
         state = self.state
-        count = 0
-        for _key, other, _o, _i in self.adj[nid]:
-            if other == nid:
-                count += 1
-            else:
-                st = state.get(other)
-                if st is not None and st != ACTIVE:
-                    count += 1
-        return count
+        return sum(1 for _key, other, _o, _i in self.adj[nid] if other == nid or state.get(other) != ACTIVE)
 
     def score_keys(self, ids):
         """Integer keys K with score = 0.33 x K / (2 (n - 1)) (0.495 when n == 1)."""
@@ -342,7 +326,7 @@ def _delete_pass(g, now, settings, result):
             keys.add(key)
     for key in sorted(keys):
         e = g.edges[key]
-        if g.live(e["from"]) or g.live(e["to"]):
+        if g.state.get(e["from"]) == ACTIVE or g.state.get(e["to"]) == ACTIVE:
             g.estimate -= EDGE_TOKENS
         del g.edges[key]
         result.deleted_edges.append(key)

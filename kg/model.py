@@ -67,11 +67,12 @@ def edge_key(frm, to, rel):
 
 
 def edge_counts(edge, nodes):
-    """An edge counts in kg_read (and the estimate) when one end is an active node or is not
-    a node of this graph at all (a file path)."""
+    """An edge counts in kg_read (and the estimate) when one end is an ACTIVE node of this graph
+    (contract 5, revised 2026-12-01). A file-path end alone does not count: nothing could ever
+    take such an edge out of the budget once its node is archived."""
     for end in (edge["from"], edge["to"]):
         n = nodes.get(end)
-        if n is None or is_active(n):
+        if n is not None and is_active(n):
             return True
     return False
 

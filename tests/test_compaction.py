@@ -118,11 +118,12 @@ CASES = [
         # 7 days before now=100: past grace); x: created day 94 (6 days: in grace, never scored).
         # Eligible a, b, y (n=3). pr: a 0, b .5, y 1. conn2: y 0, a 1, b 1 -> pc y 0, a=b 0.75
         # (ranks 2,3 -> 2.5 -> 1.5/2). score y = .33; a = .495; b = .165 + .495 = .66.
-        # estimate 4*20 + 2*15 = 110 > M=100, target 80. archive y: 90; archive a: 70 (its file
-        # edge still counts) <= 80 stop. (Were x eligible it would score .44 and go before a.)
+        # estimate 4*20 + 2*15 = 110 > M=100, target 80. archive y: 90; archive a: 55 (its file
+        # edge stops counting with it: contract 5 revised) <= 80 stop. (Were x eligible it would
+        # score .44 and go before a.)
         nodes=[N("a", write=50), N("b", write=60), N("y", created=93), N("x", created=94)],
         edges=[("a", "src/a.py"), ("b", "src/b.py")], max_tokens=100,
-        archived=["y", "a"], estimate_after=70,
+        archived=["y", "a"], estimate_after=55,
     ),
     dict(
         id="pass1-score-tie-older-recency-first",
@@ -130,10 +131,10 @@ CASES = [
         # id order and recency order disagree: y: rec 10, y->src/y.py (conn2 1); x: rec 30, no
         # edge (conn2 0); w: rec 20, docs/w.md->w (conn2 2). score y = x = .33, w .825.
         # tie y/x -> older recency first: y (id order would pick x). estimate 60 + 30 = 90 >
-        # M=88; archive y: 70, 5*70 = 350 <= 4*88 = 352 stop.
+        # M=88; archive y with its file edge: 55 <= 70.4 stop.
         nodes=[N("y", write=10), N("x", write=30), N("w", write=20)],
         edges=[("y", "src/y.py"), ("docs/w.md", "w")], max_tokens=88,
-        archived=["y"], estimate_after=70,
+        archived=["y"], estimate_after=55,
     ),
     dict(
         id="pass1-full-tie-id-ascending",
@@ -264,7 +265,8 @@ CASES = [
         # end does not count), a2 (rec 40, a2->a3: archived end does not count), a3 (rec 10,
         # a3->h: 1), a4 (rec 30, h->a4: 1), a5 (rec 45, self-loop: 0), a6 (rec 5, a6->h and
         # h->a6: 2), a8 (rec 45, no edge).
-        # estimate h 20 + a1->file, a3->h, h->a4, a6->h, h->a6 = 5*15 -> 95 = M: no pass 1.
+        # estimate h 20 + a3->h, h->a4, a6->h, h->a6 = 4*15 -> 80 <= M: no pass 1 (a1->file
+        # does not count: its node is archived).
         # pass 2: 8 archived cost 40 > .3*95 = 28.5; keep at most 5 -> orphan 3.
         # order (edges to active, rec, id): a1 (0,40), a2 (0,40), a5 (0,45), a8 (0,45), a0 ...
         # -> a1, a2, a5 (a5 before a8 by id; a3 and a6 are older but better connected).
@@ -276,7 +278,7 @@ CASES = [
         edges=[("a1", "src/a1.py"), ("a2", "a3"), ("a3", "h"), ("h", "a4"), ("a5", "a5"),
                ("a6", "h"), ("h", "a6")],
         max_tokens=95,
-        orphaned=["a1", "a2", "a5"], estimate_after=95,
+        orphaned=["a1", "a2", "a5"], estimate_after=80,
     ),
     dict(
         id="pass2-orphan-cap-boundary",

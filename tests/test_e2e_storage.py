@@ -386,7 +386,12 @@ def test_reference_plugin_storage_loads_without_loss(make_daemon, project, tmp_p
         assert (n["gist"], n["notes"], n["touches"]) == (raw["gist"], raw["notes"], raw["touches"]), nid
         assert nid in text and raw["gist"] in text
     pedges = {(e["from"], e["to"], e["rel"]): e["notes"] for e in sc["project"]["edges"]}
-    assert pedges[("config.py", "main.py", "must-load-before")] == ["Config needs to initialize before main runs"]
+    # Two file-path ends: no active node, so it costs nothing and kg_read does not list it
+    # (contract 5 revised); it is kept, as the full graph shows.
+    assert ("config.py", "main.py", "must-load-before") not in pedges
+    status, full = d.json("GET", "/api/graph?project_path=" + str(project))
+    kept = {(e["from"], e["to"], e["rel"]): e["notes"] for e in full["project"]["edges"]}
+    assert kept[("config.py", "main.py", "must-load-before")] == ["Config needs to initialize before main runs"]
     assert pedges[("retry-policy", "config-loader", "configured-by")] == []
     assert pedges[("old-archived", "retry-policy", "explains")] == ["why"]
     uedges = {(e["from"], e["to"], e["rel"]): e["notes"] for e in sc["user"]["edges"]}

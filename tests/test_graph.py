@@ -126,21 +126,29 @@ def test_figures_table():
     assert g.tokens == 30
     g.put_edge(mk_edge("a", "src/app.py"))               # +15
     assert g.tokens == 45
-    g.put_edge(mk_edge("b", "a"))                         # b is not a node yet: counts as foreign, +15
+    g.put_edge(mk_edge("b", "a"))                         # b is not a node yet; a is active: +15
+    assert g.tokens == 60
+    g.put_edge(mk_edge("c", "src/c.py"))                  # no active node at either end: 0
     assert g.tokens == 60
     g.put_node(mk_node("b", state=ARCHIVED))             # archived: 0; edge b->a still counts (a active)
     assert g.tokens == 60
     set_state(g.nodes["a"], ARCHIVED)
-    g.refresh("a")                                        # a asleep: -30, a->file still counts, b->a not
-    assert g.tokens == 15
+    g.refresh("a")                                        # a asleep: -30, and neither edge of a counts
+    assert g.tokens == 0                                  # (contract 5 revised: a file end alone does not)
     assert g.state_counts == {ACTIVE: 0, ARCHIVED: 2, ORPHANED: 0}
-    assert [e["to"] for e in g.visible_edges()] == ["src/app.py"]
+    assert g.visible_edges() == []
+    set_state(g.nodes["a"], ACTIVE)
+    g.refresh("a")                                        # awake again: 30 + both its edges
+    assert g.tokens == 60
+    assert sorted(e["to"] for e in g.visible_edges()) == ["a", "src/app.py"]
+    set_state(g.nodes["a"], ARCHIVED)
+    g.refresh("a")
     set_state(g.nodes["b"], ORPHANED)
     g.refresh("b")
     assert g.state_counts == {ACTIVE: 0, ARCHIVED: 1, ORPHANED: 1}
-    assert g.tokens == 15
+    assert g.tokens == 0
     g.put_edge(mk_edge("b", "a"))                         # re-put an existing edge: no double count
-    assert g.tokens == 15 and len(g.edges) == 2
+    assert g.tokens == 0 and len(g.edges) == 3
     check_figures(g)
 
 

@@ -114,10 +114,12 @@ NODES = {
     ("orp", "arc", False),
     ("orp", "orp", False),           # self-loop on an orphaned node
     ("act", "act", True),            # self-loop on an active node
-    ("arc", "src/app.py", True),     # a file path end always counts
-    ("src/app.py", "orp", True),
-    ("src/app.py", "README.md", True),
-    ("arc", "not-a-node-here", True),  # any end that is not a node of this graph
+    ("act", "src/app.py", True),     # an active node and a file path
+    ("src/app.py", "act", True),
+    ("arc", "src/app.py", False),    # a file path end alone never counts (contract 5 revised)
+    ("src/app.py", "orp", False),
+    ("src/app.py", "README.md", False),
+    ("arc", "not-a-node-here", False),  # nor any end that is not a node of this graph
 ])
 def test_edge_counts(frm, to, counts):
     assert edge_counts(edge(frm, to), NODES) is counts
@@ -145,7 +147,8 @@ def test_estimate_tokens_table():
         ("a", "b", "r"),          # counts
         ("c", "a", "r"),          # counts (a active)
         ("c", "d", "r"),          # does not count: both ends asleep
-        ("d", "src/x.py", "r"),   # counts: file path end
+        ("d", "src/x.py", "r"),   # does not count: a file path end alone (contract 5 revised)
+        ("a", "src/y.py", "r"),   # counts: an active node and a file path
         ("c", "c", "self"),       # does not count
     ]}
     assert estimate_tokens(nodes, edges) == 30 + 22 + 3 * 15
@@ -155,7 +158,7 @@ def test_estimate_tokens_table():
     ({}, {}, 0),
     ({"a": node("a")}, {}, 20),
     ({"a": node("a", archived=True)}, {}, 0),
-    ({}, {"x->y:r": edge("x", "y")}, 15),   # both ends foreign: counts like a file edge
+    ({}, {"x->y:r": edge("x", "y")}, 0),    # both ends foreign: no active node, costs nothing
 ])
 def test_estimate_tokens_small(nodes, edges, expected):
     assert estimate_tokens(nodes, edges) == expected
