@@ -1,4 +1,4 @@
-"""Command line and configuration (contract section 1): flags beat environment, which beats defaults.
+"""The command line (contract section 1); the settings themselves are kg/config.py's.
 
 `kgd` (or `kgd serve`) runs the daemon. Bad configuration exits non-zero with one clear line
 and no traceback; so does a mistyped command or option, naming the real ones and the closest.
@@ -15,64 +15,10 @@ import threading
 import time
 
 from . import __version__
+from .config import ConfigError, resolve_config
 from .errors import KgError
 
 log = logging.getLogger("kgd")
-
-DEFAULTS = {
-    "host": ("KG_HOST", "127.0.0.1", str),
-    "port": ("KG_HTTP_PORT", 8765, int),
-    "root": ("KG_STORAGE_ROOT", "~/.knowledge-graph", str),
-    "max_tokens": ("KG_MAX_TOKENS", 5000, int),
-    "grace_days": ("KG_GRACE_PERIOD_DAYS", 7.0, float),
-    "orphan_grace_days": ("KG_ORPHAN_GRACE_DAYS", 365.0, float),
-    "save_interval": ("KG_SAVE_INTERVAL", 30.0, float),
-    "session_ttl": ("KG_SESSION_TTL", 86400.0, float),
-    "log_level": ("KG_LOG_LEVEL", "INFO", str),
-    "token": ("KG_TOKEN", None, str),
-    "structured_output": ("KG_STRUCTURED_OUTPUT", False, "flag"),
-}
-FLAG_WORDS = {"1": True, "true": True, "yes": True, "0": False, "false": False, "no": False}
-LIMITS = {"port": (0, 65535), "max_tokens": (100, 10 ** 8), "grace_days": (0, 36500), "orphan_grace_days": (0, 36500),
-          "save_interval": (0.05, 86400), "session_ttl": (1, 10 ** 9)}
-
-
-class ConfigError(Exception):
-    pass
-
-
-def resolve_config(args, environ=None):
-    """Merge flags, environment and defaults; raise ConfigError with one clear line."""
-    environ = os.environ if environ is None else environ
-    cfg = {}
-    for name, (env, default, kind) in DEFAULTS.items():
-        value = getattr(args, name, None)
-        source = "--" + name.replace("_", "-")
-        if value is None and environ.get(env) not in (None, ""):
-            value, source = environ[env], env
-        if value is None:
-            cfg[name] = default
-            continue
-        if kind == "flag":
-            if not isinstance(value, bool):
-                if str(value).strip().lower() not in FLAG_WORDS:
-                    raise ConfigError("%s=%r is not one of 1, true, yes, 0, false, no." % (source, value))
-                value = FLAG_WORDS[str(value).strip().lower()]
-            cfg[name] = value
-            continue
-        try:
-            value = kind(value)
-        except (TypeError, ValueError):
-            raise ConfigError("%s=%r is not a valid %s." % (source, value, "number" if kind is not str else "value"))
-        if name in LIMITS and not LIMITS[name][0] <= value <= LIMITS[name][1]:
-            raise ConfigError("%s=%r is out of range (%s to %s)." % (source, value, LIMITS[name][0], LIMITS[name][1]))
-        cfg[name] = value
-    level = str(cfg["log_level"]).upper()
-    if level not in ("DEBUG", "INFO", "WARNING", "ERROR", "CRITICAL"):
-        raise ConfigError("log level %r is not one of DEBUG, INFO, WARNING, ERROR." % cfg["log_level"])
-    cfg["log_level"] = level
-    cfg["root"] = os.path.abspath(os.path.expanduser(cfg["root"]))
-    return cfg
 
 
 def add_common(p):

@@ -106,6 +106,21 @@ class Api:
         return status, obj
 
 
+def get_json(api, path):
+    """GET a JSON object from the daemon, or raise CommandError with the daemon's reason."""
+    try:
+        code, obj = api.json("GET", path)
+    except (OSError, ConnectionError, http.client.HTTPException) as exc:
+        raise CommandError("kgd on port %d stopped answering: %s" % (api.port, exc))
+    if code == 401:
+        raise CommandError("kgd on port %d refused the %s token; give the daemon's token with --token or KG_TOKEN"
+                           % (api.port, "given" if api.token else "missing"))
+    if code != 200 or not isinstance(obj, dict):
+        raise CommandError("kgd on port %d answered %d to GET %s: %s" % (
+            api.port, code, path.split("?")[0], (obj or {}).get("error") if isinstance(obj, dict) else obj))
+    return obj
+
+
 def health(host, port, timeout=2.0):
     """The /health answer of a kgd on host:port, or None (nothing there, or not kgd)."""
     if not port:

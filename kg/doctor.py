@@ -10,9 +10,9 @@ import socket
 import subprocess
 import sys
 
-from . import __version__
+from . import __version__, hookconf, userconf
 from .client import DEFAULT_PORT, LOG_NAME, connect_host, find_daemon, python_executable, root_lock
-from .console import say
+from .console import CommandError, say
 from .desktop import SERVER_NAME, desktop_config_path, target_os
 from .diskview import journal_problem
 from .storage import DIR_MODE, FILE_MODE
@@ -217,6 +217,25 @@ def _check_clients(rep, port):
             rep.ok("Claude Desktop entry %r in %s" % (SERVER_NAME, dpath))
 
 
+def _check_hooks(rep, port):
+    path = hookconf.settings_path()
+    try:
+        conf = userconf.load(path)[0]
+        missing, wrong = hookconf.check(conf, port)
+    except CommandError as exc:
+        rep.fail(str(exc), "fix %s, then: kgd hooks install" % path)
+        return
+    fix = "kgd hooks install%s" % (" --port %d" % port if port != DEFAULT_PORT else "")
+    if wrong:
+        rep.fail("Claude Code hooks in %s: %s" % (path, "; ".join(wrong)), fix)
+    elif len(missing) == 1 + len(hookconf.HTTP_EVENTS):
+        rep.warn("no kgd hooks in %s: Claude Code sessions get memory only when the agent asks" % path, fix)
+    elif missing:
+        rep.warn("kgd's Claude Code hooks lack %s in %s" % (", ".join(missing), path), fix)
+    else:
+        rep.ok("Claude Code hooks in %s -> port %d" % (path, port))
+
+
 def doctor(args, cfg):
     rep = Report()
     py = sys.version_info
@@ -254,6 +273,7 @@ def doctor(args, cfg):
         _check_service(rep, port or DEFAULT_PORT)
     if not args.skip_client:
         _check_clients(rep, port or DEFAULT_PORT)
+        _check_hooks(rep, port or DEFAULT_PORT)
     say("%d problem(s), %d warning(s)" % (rep.problems, rep.warnings))
     return 1 if rep.problems else 0
 

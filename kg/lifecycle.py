@@ -5,13 +5,12 @@ by the lock file (SIGTERM: it finishes in-flight requests and flushes) and waits
 be released; it never signals a `kgd import` holding the root.
 """
 
-import http.client
 import json
 import os
 import signal
 import time
 
-from .client import LOG_NAME, Api, connect_host, ensure_daemon, find_daemon, root_lock
+from .client import LOG_NAME, Api, connect_host, ensure_daemon, find_daemon, get_json, root_lock
 from .console import CommandError, plural, say, warn
 
 
@@ -24,21 +23,6 @@ def _age(seconds):
     if seconds < 172800:
         return "%dh%02dm" % (seconds // 3600, seconds % 3600 // 60)
     return "%dd" % (seconds // 86400)
-
-
-def _get(api, path):
-    """GET a JSON object from the daemon, or raise CommandError with the daemon's reason."""
-    try:
-        code, obj = api.json("GET", path)
-    except (OSError, ConnectionError, http.client.HTTPException) as exc:
-        raise CommandError("kgd on port %d stopped answering: %s" % (api.port, exc))
-    if code == 401:
-        raise CommandError("kgd on port %d refused the %s token; give the daemon's token with --token or KG_TOKEN"
-                           % (api.port, "given" if api.token else "missing"))
-    if code != 200 or not isinstance(obj, dict):
-        raise CommandError("kgd on port %d answered %d to GET %s: %s" % (
-            api.port, code, path, (obj or {}).get("error") if isinstance(obj, dict) else obj))
-    return obj
 
 
 def _user_counts(graph):
@@ -69,8 +53,8 @@ def status(args, cfg):
     port, h = found["port"], found["health"]
     api = Api(connect_host(cfg), port, cfg.get("token"), timeout=10)
     try:
-        projects = _get(api, "/api/projects").get("projects") or []
-        user = _user_counts(_get(api, "/api/graph").get("user") or {})
+        projects = get_json(api, "/api/projects").get("projects") or []
+        user = _user_counts(get_json(api, "/api/graph").get("user") or {})
     finally:
         api.close()
     out = {"running": True, "version": h.get("version"), "url": "http://%s:%d/" % (connect_host(cfg), port),
