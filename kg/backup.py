@@ -276,68 +276,76 @@ def _public(node):
     return (node.get("gist"), list(node.get("notes") or []), list(node.get("touches") or []))
 
 
+def _live_graph(api, level, pp, t, src):
+    """The daemon's current graph of that level, or None (skipped, with a warning and a tally)."""
+    if level == "user":
+        code, live = api.json("GET", "/api/graph")
+        if code != 200:
+            raise CommandError("GET /api/graph failed: %s" % (live or {}).get("error"))
+        return live["user"]
+    code, live = api.json("GET", "/api/graph?project_path=" + quote(pp, safe=""))
+    if code != 200 or (live or {}).get("project_path") != pp:
+        why = (live or {}).get("error") if code != 200 else "that folder now belongs to project %s" % (
+            (live or {}).get("project_path"))
+        warn("%s: skipped (%s); to import it anyway stop the daemon (kgd stop) and import again" % (t.label, why))
+        t.add("nodes", "skipped", len(src.nodes))
+        return None
+    return live["project"]
+
+
+def _merge_live(api, level, pp, src, live_graph, t, dry_run):
+    """Put what differs through the REST API. -> how many archived or orphaned nodes it revives."""
+    extra = {"project_path": pp} if pp else {}
+    revived = 0
+    nodes = {n["id"]: n for n in live_graph["nodes"]}
+    for nid, node in src.nodes.items():
+        old = nodes.get(nid)
+        if old is not None and _public(old) == _public(node):
+            t.add("nodes", "unchanged")
+            continue
+        t.add("nodes", "added" if old is None else "updated")
+        if model.node_state(node) != model.ACTIVE:
+            revived += 1
+        if not dry_run:
+            body = dict(extra, gist=node["gist"], notes=node["notes"], touches=node["touches"])
+            _put(api, "/api/nodes/%s/%s" % (level, quote(nid, safe="")), body)
+    edges = {model.edge_key(e["from"], e["to"], e["rel"]): e for e in live_graph["edges"]}
+    for key, e in src.edges.items():
+        old = edges.get(key)
+        if old is not None and list(old.get("notes") or []) == list(e.get("notes") or []):
+            t.add("edges", "unchanged")
+            continue
+        t.add("edges", "added" if old is None else "updated")
+        if not dry_run:
+            _put(api, "/api/edges/%s" % level, dict(extra, **{"from": e["from"], "to": e["to"],
+                                                              "rel": e["rel"], "notes": e["notes"]}))
+    for task, state in (src.meta.get("progress") or {}).items():
+        q = "?level=%s%s" % (level, "&project_path=" + quote(pp, safe="") if pp else "")
+        code, cur = api.json("GET", "/api/progress/%s%s" % (quote(task, safe=""), q))
+        if code == 200 and cur.get("state") == state:
+            t.add("progress", "unchanged")
+            continue
+        t.add("progress", "updated" if code == 200 and cur.get("state") is not None else "added")
+        if not dry_run:
+            _put(api, "/api/progress/%s" % quote(task, safe=""), dict(extra, state=state, level=level))
+    return revived
+
+
 def _import_live(doc, cfg, port, dry_run):
     api = Api(connect_host(cfg), port, cfg.get("token"), timeout=30)
     tallies, revived = [], 0
+    graphs = [("user", None, doc["user"])] if doc.get("user") is not None else []
+    graphs += [("project", p.get("project_path"), p["graph"]) for p in doc.get("projects") or []]
     try:
-        graphs = []
-        if doc.get("user") is not None:
-            graphs.append(("user", None, doc["user"]))
-        graphs += [("project", p.get("project_path"), p["graph"]) for p in doc.get("projects") or []]
         for level, pp, obj in graphs:
             t = Tally("user graph" if level == "user" else "project %s" % pp)
             src = _clean_graph(obj, level, t.label)
-            if level == "project":
-                if pp is None:
-                    warn("%s: no project_path recorded; skipped (import it with the daemon stopped)" % t.label)
-                    continue
-                code, live = api.json("GET", "/api/graph?project_path=" + quote(pp, safe=""))
-                if code != 200 or (live or {}).get("project_path") != pp:
-                    why = (live or {}).get("error") if code != 200 else "that folder now belongs to project %s" % (
-                        (live or {}).get("project_path"))
-                    warn("%s: skipped (%s); to import it anyway stop the daemon (kgd stop) and import again"
-                         % (t.label, why))
-                    t.add("nodes", "skipped", len(src.nodes))
-                    tallies.append(t)
-                    continue
-                live_graph = live["project"]
-            else:
-                code, live = api.json("GET", "/api/graph")
-                if code != 200:
-                    raise CommandError("GET /api/graph failed: %s" % (live or {}).get("error"))
-                live_graph = live["user"]
-            extra = {"project_path": pp} if pp else {}
-            nodes = {n["id"]: n for n in live_graph["nodes"]}
-            for nid, node in src.nodes.items():
-                old = nodes.get(nid)
-                if old is not None and _public(old) == _public(node):
-                    t.add("nodes", "unchanged")
-                    continue
-                t.add("nodes", "added" if old is None else "updated")
-                if model.node_state(node) != model.ACTIVE:
-                    revived += 1
-                if not dry_run:
-                    body = dict(extra, gist=node["gist"], notes=node["notes"], touches=node["touches"])
-                    _put(api, "/api/nodes/%s/%s" % (level, quote(nid, safe="")), body)
-            edges = {model.edge_key(e["from"], e["to"], e["rel"]): e for e in live_graph["edges"]}
-            for key, e in src.edges.items():
-                old = edges.get(key)
-                if old is not None and list(old.get("notes") or []) == list(e.get("notes") or []):
-                    t.add("edges", "unchanged")
-                    continue
-                t.add("edges", "added" if old is None else "updated")
-                if not dry_run:
-                    _put(api, "/api/edges/%s" % level, dict(extra, **{"from": e["from"], "to": e["to"],
-                                                                      "rel": e["rel"], "notes": e["notes"]}))
-            for task, state in (src.meta.get("progress") or {}).items():
-                q = "?level=%s%s" % (level, "&project_path=" + quote(pp, safe="") if pp else "")
-                code, cur = api.json("GET", "/api/progress/%s%s" % (quote(task, safe=""), q))
-                if code == 200 and cur.get("state") == state:
-                    t.add("progress", "unchanged")
-                    continue
-                t.add("progress", "updated" if code == 200 and cur.get("state") is not None else "added")
-                if not dry_run:
-                    _put(api, "/api/progress/%s" % quote(task, safe=""), dict(extra, state=state, level=level))
+            if level == "project" and pp is None:
+                warn("%s: no project_path recorded; skipped (import it with the daemon stopped)" % t.label)
+                continue
+            live_graph = _live_graph(api, level, pp, t, src)
+            if live_graph is not None:
+                revived += _merge_live(api, level, pp, src, live_graph, t, dry_run)
             tallies.append(t)
     finally:
         api.close()

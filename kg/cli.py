@@ -8,7 +8,6 @@ The operator commands (OPERATOR_COMMANDS) are registered and run by kg/commands.
 
 import argparse
 import logging
-import os
 import signal
 import sys
 import threading

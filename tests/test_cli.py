@@ -1,16 +1,14 @@
 """The command line (issue 14 items 2 and 4, issue 10's setting): typos, help, status, start."""
 
-import os
 import re
 import signal
 import socket
 import subprocess
 import sys
-import time
 
 import pytest
 from cli_helpers import KGD, REPO, clean_env, run_kgd
-from conftest import START_LINE, free_port
+from conftest import START_LINE
 
 from kg import cli
 from kg.config import ConfigError, resolve_config
