@@ -167,7 +167,8 @@ def serve(cfg):
     except OSError as exc:
         die("storage root %s is not usable: %s." % (cfg["root"], exc.strerror or exc))
     try:
-        daemon = Daemon((cfg["host"], cfg["port"]), store, cfg["host"], cfg["token"])
+        daemon = Daemon((cfg["host"], cfg["port"]), store, cfg["host"], cfg["token"],
+                        structured_output=cfg["structured_output"])
     except OSError as exc:
         store.close()
         if exc.errno in (98, 48):
