@@ -43,52 +43,21 @@ class Parser(argparse.ArgumentParser):
     """argparse, with one line naming the real commands and options (and the closest) on a typo."""
 
     def error(self, message):
+        from . import suggest  # only on a typo
+
         if message.startswith("unrecognized arguments:"):
             words = message.split(":", 1)[1].split()
             options = [w for w in words if w.startswith("-")]
             if options:
                 known = [o for a in self._actions for o in a.option_strings]
                 known += [o for p in _chosen_subparsers(self) for a in p._actions for o in a.option_strings]
-                die(unknown_option(options[0].split("=", 1)[0], known))
+                die(suggest.unknown_option(options[0].split("=", 1)[0], known))
             die("unexpected argument %r (try `kgd --help`)" % words[0])
-        die("%s (try `%s --help`)" % (message, self.prog))
+        die(suggest.invalid_choice(message) or "%s (try `%s --help`)" % (message, self.prog))
 
 
 def _chosen_subparsers(parser):
     return [p for p in getattr(parser, "kgd_chosen", ()) if p is not None]
-
-
-def edit_distance(a, b):
-    """Insertions, deletions, substitutions and swaps of neighbours ("statsu" -> "status": 1)."""
-    prev2, prev = None, list(range(len(b) + 1))
-    for i in range(1, len(a) + 1):
-        cur = [i] + [0] * len(b)
-        for j in range(1, len(b) + 1):
-            cur[j] = min(prev[j] + 1, cur[j - 1] + 1, prev[j - 1] + (a[i - 1] != b[j - 1]))
-            if i > 1 and j > 1 and a[i - 1] == b[j - 2] and a[i - 2] == b[j - 1]:
-                cur[j] = min(cur[j], prev2[j - 2] + 1)
-        prev2, prev = prev, cur
-    return prev[-1]
-
-
-def closest(word, choices):
-    """The choice nearest to a typo, or None when none is near (at most a third of it differs)."""
-    best = min(choices, key=lambda c: (edit_distance(word.lower(), c), not c.startswith(word[:1])), default=None)
-    if best is None or edit_distance(word.lower(), best) > max(1, len(word.lstrip("-")) // 3):
-        return None
-    return best
-
-
-def unknown_option(option, known):
-    near = closest(option, sorted(set(known)))
-    return "unknown option %s%s" % (option, "; did you mean %s?" % near if near else " (try `kgd --help`)")
-
-
-def unknown_command(word):
-    commands = ("serve",) + OPERATOR_COMMANDS
-    near = closest(word, commands)
-    return "unknown command %r%s Commands: %s." % (word, "; did you mean %s?" % near if near else ".",
-                                                  ", ".join(commands))
 
 
 def find_command(argv):
@@ -107,13 +76,17 @@ def find_command(argv):
             if not match:
                 if len(prefixed) > 1:
                     die("option %s is ambiguous: %s" % (name, ", ".join(prefixed)))
-                die(unknown_option(name, VALUE_OPTIONS + GLOBAL_FLAGS))
+                from . import suggest
+
+                die(suggest.unknown_option(name, VALUE_OPTIONS + GLOBAL_FLAGS))
             if match[0] in ("-h", "--help", "--version"):
                 return None
             i += 2 if match[0] in VALUE_OPTIONS and "=" not in a else 1
             continue
         if a != "serve" and a not in OPERATOR_COMMANDS:
-            die(unknown_command(a))
+            from . import suggest
+
+            die(suggest.unknown_command(a, ("serve",) + OPERATOR_COMMANDS))
         return a
     return None
 

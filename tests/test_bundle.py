@@ -100,6 +100,8 @@ def test_subcommands_work_from_the_archive(alone, tmp_path):
         assert d.proc.wait(10) == 0
     finally:
         d.stop()
+    r = run_pyz(alone, "hook", "--root", root, input=b"not json")  # the command hook's fast path
+    assert r.returncode == 0 and r.stdout == b""
     again = tmp_path / "again.pyz"
     r = run_pyz(alone, "bundle", "-o", again)  # a pyz rebuilds itself
     assert r.returncode == 0, r.stderr

@@ -27,6 +27,7 @@ class Args:
     (["status", "--jsn"], "unknown option --jsn; did you mean --json?"),
     (["exprot"], "did you mean export?"),
     (["--port", "9000", "hoks"], "did you mean hooks?"),
+    (["hooks", "instal"], "unknown choice 'instal'; did you mean install? Choices: install, remove, print."),
 ])
 def test_a_typo_names_the_closest_command_or_option(argv, expected):
     code, out, err, _ = run_kgd(*argv)
@@ -73,6 +74,20 @@ def test_serve_imports_no_operator_module(tmp_path):
     for name in ("kg.commands", "kg.client", "kg.backup", "kg.doctor", "kg.desktop", "kg.browse", "kg.hookconf",
                  "kg.hookcmd", "kg.lifecycle", "kg.diskview", "kg.bundle", "zipapp", "subprocess"):
         assert name not in loaded, name
+
+
+@pytest.mark.parametrize("module", ["kg.cli", "kg.commands", "kg.client", "kg.stdio", "kg.backup", "kg.doctor",
+                                    "kg.desktop", "kg.lifecycle", "kg.bundle", "kg.browse", "kg.hookcmd",
+                                    "kg.hookconf", "kg.diskview", "kg.userconf", "kg.config", "kg.suggest"])
+def test_each_command_module_imports_alone(module):
+    """No import cycle: each module imports first in a fresh interpreter; the bridge does not
+    need the command table."""
+    probe = "import sys, %s; print('kg.commands' in sys.modules)" % module
+    r = subprocess.run([sys.executable, "-S", "-c", probe], stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                       cwd=REPO, env=clean_env(), timeout=30)
+    assert r.returncode == 0, r.stderr.decode()
+    if module != "kg.commands":
+        assert r.stdout.decode().strip() == "False"
 
 
 # ---------------------------------------------------------------- structured_output (issue 10)
