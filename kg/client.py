@@ -14,11 +14,11 @@ import os
 import sys
 import time
 
+from .config import connect_host
 from .console import CommandError
 from .diskview import lock_state
 from .storage import FILE_MODE, Layout, ensure_dir
 
-DEFAULT_PORT = 8765
 LOG_NAME = "kgd.log"
 LOG_ROTATE_BYTES = 5 * 1024 * 1024
 
@@ -36,11 +36,6 @@ def entry_point():
 
 def python_executable():
     return sys.executable or "python3"
-
-
-def connect_host(cfg):
-    host = cfg["host"]
-    return "127.0.0.1" if host in ("", "0.0.0.0") else ("::1" if host == "::" else host)
 
 
 def root_lock(cfg):

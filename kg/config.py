@@ -25,8 +25,18 @@ LIMITS = {"port": (0, 65535), "max_tokens": (100, 10 ** 8), "grace_days": (0, 36
           "save_interval": (0.05, 86400), "session_ttl": (1, 10 ** 9)}
 
 
+DEFAULT_PORT = DEFAULTS["port"][1]
+DEFAULT_ROOT = os.path.abspath(os.path.expanduser(DEFAULTS["root"][1]))
+
+
 class ConfigError(Exception):
     pass
+
+
+def connect_host(cfg):
+    """The address a client reaches the daemon at, given the address it binds."""
+    host = cfg["host"]
+    return "127.0.0.1" if host in ("", "0.0.0.0") else ("::1" if host == "::" else host)
 
 
 def resolve_config(args, environ=None):

@@ -9,7 +9,8 @@ import os
 import sys
 
 from . import userconf
-from .client import DEFAULT_PORT, entry_point, python_executable
+from .client import entry_point, python_executable
+from .config import DEFAULT_PORT
 from .console import CommandError, say
 
 SERVER_NAME = "kg"

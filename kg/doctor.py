@@ -11,7 +11,8 @@ import subprocess
 import sys
 
 from . import __version__, hookconf, userconf
-from .client import DEFAULT_PORT, LOG_NAME, connect_host, find_daemon, python_executable, root_lock
+from .client import LOG_NAME, connect_host, find_daemon, python_executable, root_lock
+from .config import DEFAULT_PORT
 from .console import CommandError, say
 from .desktop import SERVER_NAME, desktop_config_path, target_os
 from .diskview import journal_problem

@@ -18,7 +18,7 @@ import socket
 import sys
 import time
 
-from .config import DEFAULTS, ConfigError, resolve_config
+from .config import DEFAULTS, ConfigError, connect_host, resolve_config
 from .diskview import lock_state
 from .storage import Layout
 
@@ -128,14 +128,9 @@ def _is_kgd(host, port, deadline):
     return status == 200 and isinstance(obj, dict) and obj.get("status") == "ok" and "version" in obj
 
 
-def _connect_host(cfg):
-    host = cfg["host"]
-    return "127.0.0.1" if host in ("", "0.0.0.0") else ("::1" if host == "::" else host)
-
-
 def forward(cfg, body, deadline):
     """POST body to the daemon serving cfg's root, starting it when none runs. -> (status, body)."""
-    host = _connect_host(cfg)
+    host = connect_host(cfg)
     layout = Layout(cfg["root"])
     spawned = False
     last_error = None

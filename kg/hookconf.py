@@ -21,7 +21,8 @@ import re
 import shlex
 
 from . import userconf
-from .client import DEFAULT_PORT, entry_point, python_executable
+from .client import entry_point, python_executable
+from .config import DEFAULT_PORT, DEFAULT_ROOT
 from .console import CommandError, say
 
 TOOLS_MATCHER = "Read|Edit|Write|MultiEdit|Grep|Glob|NotebookEdit|WebFetch|WebSearch"
@@ -29,7 +30,6 @@ HTTP_EVENTS = (("UserPromptSubmit", None), ("PostToolUse", TOOLS_MATCHER), ("Sto
 HTTP_TIMEOUT = 5
 COMMAND_TIMEOUT = 10
 TOKEN_VAR = "KG_TOKEN"
-DEFAULT_ROOT = "~/.knowledge-graph"
 _KGD_COMMAND = re.compile(r"""(?:^|[\s/'"])kgd\.pyz?['"]?\s+hook(?:\s|$)""")
 _KGD_URL = re.compile(r"\Ahttps?://(?:127\.0\.0\.1|localhost|\[::1\]):(\d+)/api/hooks/?\Z")
 
@@ -44,7 +44,7 @@ def hook_command(cfg):
     argv = [python_executable(), "-S", entry_point(), "hook"]
     if cfg["port"] != DEFAULT_PORT:
         argv += ["--port", str(cfg["port"])]
-    if cfg["root"] != os.path.abspath(os.path.expanduser(DEFAULT_ROOT)):
+    if cfg["root"] != DEFAULT_ROOT:
         argv += ["--root", cfg["root"]]
     return " ".join(shlex.quote(a) for a in argv)
 
