@@ -7,6 +7,12 @@ if sys.version_info < (3, 9):
     sys.stderr.write("kgd needs Python 3.9 or newer (this is %d.%d).\n" % sys.version_info[:2])
     sys.exit(2)
 
+if __name__ == "__main__" and sys.argv[1:2] == ["hook"]:
+    # Claude Code runs `kgd hook` once per session start: skip argparse and the rest of the CLI.
+    from kg.hookcmd import main as hook_main
+
+    sys.exit(hook_main(sys.argv[2:]))
+
 from kg.cli import main  # noqa: E402
 
 if __name__ == "__main__":

@@ -7,7 +7,7 @@ Rules owned here:
   writes nothing. A failure without a JSON-RPC body (401, 413, the daemon unreachable) becomes a
   JSON-RPC error for that request's id, and nothing for a notification.
 - The daemon serving the storage root is used, or started in the background when none runs
-  (commands.ensure_daemon: detached, log in ROOT/kgd.log, ~5 s to answer /health); when the
+  (client.ensure_daemon: detached, log in ROOT/kgd.log, ~5 s to answer /health); when the
   connection breaks, the bridge finds or starts it once more before giving up on that message.
 - End of stdin ends the bridge; the daemon keeps running for its other clients.
 """
@@ -18,7 +18,8 @@ import json
 import logging
 import sys
 
-from . import commands
+from . import client
+from .console import CommandError
 
 log = logging.getLogger("kgd.stdio")
 
@@ -106,13 +107,13 @@ class Bridge:
         self.negotiated = None  # protocolVersion from the last initialize (handshake revisions)
 
     def connect(self):
-        port, proc = commands.ensure_daemon(self.cfg, timeout=5.0)
+        port, proc = client.ensure_daemon(self.cfg, timeout=5.0)
         if proc is not None:
             log.info("started kgd (pid %d) on port %d; its log is %s/%s", proc.pid, port, self.cfg["root"],
-                     commands.LOG_NAME)
+                     client.LOG_NAME)
         if self.api is not None:
             self.api.close()
-        self.api = commands.Api(commands.connect_host(self.cfg), port, self.cfg.get("token"), timeout=120)
+        self.api = client.Api(client.connect_host(self.cfg), port, self.cfg.get("token"), timeout=120)
         return port
 
     def forward(self, line):
@@ -127,7 +128,7 @@ class Bridge:
                     self.connect()
                 status, hdrs, data = self.api.request("POST", "/mcp", line, headers)
                 break
-            except (OSError, http.client.HTTPException, commands.CommandError) as exc:
+            except (OSError, http.client.HTTPException, CommandError) as exc:
                 if self.api is not None:
                     self.api.close()
                 self.api = None
@@ -160,7 +161,7 @@ class Bridge:
     def serve(self, stdin):
         try:
             self.connect()
-        except (commands.CommandError, OSError) as exc:
+        except (CommandError, OSError) as exc:
             log.error("%s (will retry when a message arrives)", exc)
         for raw in iter(stdin.readline, b""):
             line = raw.strip()
@@ -186,3 +187,8 @@ def main(cfg):
     except KeyboardInterrupt:
         return 0
     return 0
+
+
+def command(args, cfg):
+    """`kgd stdio`."""
+    return main(cfg)

@@ -100,6 +100,8 @@ def test_subcommands_work_from_the_archive(alone, tmp_path):
         assert d.proc.wait(10) == 0
     finally:
         d.stop()
+    r = run_pyz(alone, "hook", "--root", root, input=b"not json")  # the command hook's fast path
+    assert r.returncode == 0 and r.stdout == b""
     again = tmp_path / "again.pyz"
     r = run_pyz(alone, "bundle", "-o", again)  # a pyz rebuilds itself
     assert r.returncode == 0, r.stderr
@@ -139,3 +141,39 @@ def test_sources_only_build(tmp_path):
     with zipfile.ZipFile(out) as z:
         assert not any(n.endswith(".pyc") for n in z.namelist())
     assert run_pyz(out, "--version").stdout.startswith(b"kgd ")
+
+
+def test_every_package_file_is_bundled(pyz):
+    """Not only *.py: the viewer's kg/ui/ files and any other package data come along (caches do not)."""
+    src = os.path.join(REPO, "kg")
+    want = set()
+    for folder, dirs, files in os.walk(src):
+        dirs[:] = [d for d in dirs if d != "__pycache__"]
+        want.update("kg/" + os.path.relpath(os.path.join(folder, f), src) for f in files if not f.endswith(".pyc"))
+    with zipfile.ZipFile(pyz) as z:
+        names = set(z.namelist())
+    assert want <= names
+    assert {n for n in names if n.startswith("kg/") and not n.endswith((".pyc", "/"))} == want
+
+
+def test_package_data_is_readable_inside_the_archive(tmp_path):
+    """A tree with kg/ui/index.html (and a cache to leave out) bundles into a pyz where
+    pkgutil.get_data finds the page."""
+    tree = tmp_path / "src"
+    shutil.copytree(os.path.join(REPO, "kg"), str(tree / "kg"), ignore=shutil.ignore_patterns("__pycache__"))
+    shutil.copy(os.path.join(REPO, "kgd.py"), str(tree / "kgd.py"))
+    (tree / "kg" / "ui").mkdir(exist_ok=True)
+    (tree / "kg" / "ui" / "probe.html").write_text("<!doctype html><title>probe</title>")
+    (tree / "kg" / "ui" / "__pycache__").mkdir()
+    (tree / "kg" / "ui" / "__pycache__" / "junk.pyc").write_bytes(b"x")
+    out = tmp_path / "k.pyz"
+    r = subprocess.run([sys.executable, str(tree / "kgd.py"), "bundle", "-o", str(out)], stdout=subprocess.PIPE,
+                       stderr=subprocess.PIPE, timeout=60)
+    assert r.returncode == 0, r.stderr
+    with zipfile.ZipFile(out) as z:
+        names = set(z.namelist())
+    assert "kg/ui/probe.html" in names and not any("__pycache__" in n for n in names)
+    probe = "import sys, pkgutil; sys.path.insert(0, sys.argv[1]); print(pkgutil.get_data('kg', 'ui/probe.html').decode())"
+    r = subprocess.run([sys.executable, "-S", "-c", probe, str(out)], stdout=subprocess.PIPE, env=clean_env(),
+                       timeout=30, cwd=str(tmp_path))
+    assert r.stdout.decode().strip() == "<!doctype html><title>probe</title>"

@@ -1,0 +1,281 @@
+"""`kgd doctor`: checks Python, the daemon and its port, the storage root, the service and the
+client set-up, and prints a fix for every problem. Rules owned here: what counts as a problem
+(exit 1) and what only as a warning; it reads and probes, never changes anything.
+"""
+
+import json
+import os
+import re
+import socket
+import subprocess
+import sys
+
+from . import __version__, hookconf, userconf
+from .client import LOG_NAME, connect_host, find_daemon, python_executable, root_lock
+from .config import DEFAULT_PORT
+from .console import CommandError, say
+from .desktop import SERVER_NAME, desktop_config_path, target_os
+from .diskview import journal_problem
+from .storage import DIR_MODE, FILE_MODE
+
+class Report:
+    def __init__(self):
+        self.problems = 0
+        self.warnings = 0
+
+    def ok(self, what):
+        say("ok    %s" % what)
+
+    def warn(self, what, fix=None):
+        self.warnings += 1
+        say("warn  %s" % what)
+        if fix:
+            say("      fix: %s" % fix)
+
+    def fail(self, what, fix=None):
+        self.problems += 1
+        say("FAIL  %s" % what)
+        if fix:
+            say("      fix: %s" % fix)
+
+
+def _port_free(host, port):
+    s = socket.socket(socket.AF_INET6 if ":" in host else socket.AF_INET)
+    try:
+        s.bind((host, port))
+        return True
+    except OSError:
+        return False
+    finally:
+        s.close()
+
+
+def _check_storage(rep, root):
+    if not os.path.exists(root):
+        rep.ok("storage root %s does not exist yet (kgd creates it, mode 0700, on first start)" % root)
+        return
+    uid = os.getuid()
+    bad_modes, foreign, unparsable, corrupt = [], [], [], []
+    for folder, dirs, files in os.walk(root):
+        dirs[:] = [d for d in dirs if not os.path.islink(os.path.join(folder, d))]
+        for name in [None] + files:
+            p = folder if name is None else os.path.join(folder, name)
+            try:
+                st = os.lstat(p)
+            except OSError:
+                continue
+            if st.st_uid != uid:
+                foreign.append(p)
+            want = DIR_MODE if name is None else FILE_MODE
+            if name is not None and os.path.islink(p):
+                continue
+            if st.st_mode & 0o777 & ~want:
+                bad_modes.append((p, st.st_mode & 0o777, want))
+            if name is None:
+                continue
+            if ".corrupt-" in name:
+                corrupt.append(p)
+            elif name.endswith(".json"):
+                obj, _ = _quiet_parse(p)
+                if obj is None:
+                    unparsable.append(p)
+            elif name.endswith(".journal"):
+                bad = journal_problem(p)
+                if bad:
+                    unparsable.append("%s (%s)" % (p, bad))
+    rep.ok("storage root %s exists" % root)
+    if foreign:
+        rep.fail("%d path(s) under the root belong to another user, e.g. %s" % (len(foreign), foreign[0]),
+                 "chown -R %s %s" % (os.environ.get("USER") or uid, root))
+    if bad_modes:
+        p, mode, want = bad_modes[0]
+        rep.fail("%d path(s) readable by others, e.g. %s is %o (want %o)" % (len(bad_modes), p, mode, want),
+                 "chmod 700 %s; find %s -type d -exec chmod 700 {} +; find %s -type f -exec chmod 600 {} +"
+                 % (root, root, root))
+    else:
+        rep.ok("modes: folders 0700, files 0600")
+    if unparsable:
+        rep.fail("%d file(s) do not parse, e.g. %s" % (len(unparsable), unparsable[0]),
+                 "kgd moves a bad graph file aside at start and uses its .prev copy; restart kgd, or restore "
+                 "from an export with `kgd import`")
+    else:
+        rep.ok("graph files and journals parse")
+    if corrupt:
+        rep.warn("%d quarantined file(s) (.corrupt-*), e.g. %s" % (len(corrupt), corrupt[0]),
+                 "look inside; delete them once you are sure nothing in them is missed")
+
+
+def _quiet_parse(path):
+    try:
+        with open(path, "rb") as f:
+            obj = json.loads(f.read().decode("utf-8"))
+        return (obj, None) if isinstance(obj, dict) else (None, "not an object")
+    except (OSError, UnicodeDecodeError, ValueError) as exc:
+        return None, str(exc)
+
+
+def _check_service(rep, port):
+    home = os.path.expanduser("~")
+    if target_os() == "darwin":
+        plist = os.path.join(home, "Library", "LaunchAgents", "local.kgd.plist")
+        if not os.path.exists(plist):
+            rep.warn("no launchd agent (%s)" % plist, "./install.sh installs one; or start kgd yourself")
+            return
+        import plistlib
+        try:
+            with open(plist, "rb") as f:
+                p = plistlib.load(f)
+            prog = p.get("ProgramArguments") or []
+        except Exception as exc:  # plistlib raises several kinds
+            rep.fail("%s does not parse: %s" % (plist, exc), "run ./install.sh again")
+            return
+        missing = [a for a in prog[:2] if os.path.isabs(a) and not os.path.exists(a)]
+        if missing:
+            rep.fail("the launchd agent runs %s, which does not exist" % missing[0], "run ./install.sh again")
+        else:
+            rep.ok("launchd agent %s" % plist)
+        return
+    base = os.environ.get("XDG_CONFIG_HOME") or os.path.join(home, ".config")
+    unit = os.path.join(base, "systemd", "user", "kgd.service")
+    if not os.path.exists(unit):
+        rep.warn("no systemd user service (%s)" % unit, "./install.sh installs one; or start kgd yourself (kgd start)")
+        return
+    with open(unit, "r", encoding="utf-8", errors="replace") as f:
+        text = f.read()
+    m = re.search(r"^ExecStart=(.*)$", text, re.M)
+    words = m.group(1).split() if m else []
+    missing = [w for w in words[:2] if w.startswith("/") and not os.path.exists(w.strip('"'))]
+    if missing:
+        rep.fail("the service runs %s, which does not exist" % missing[0], "run ./install.sh again")
+        return
+    if "--port %d" % port not in text:
+        rep.warn("the service's ExecStart does not use port %d: %s" % (port, words[2:]),
+                 "run ./install.sh --port %d" % port)
+    state = _run(["systemctl", "--user", "is-active", "kgd.service"])
+    if state is None:
+        rep.ok("systemd user unit %s (systemctl unavailable here to check it runs)" % unit)
+    elif state == "active":
+        rep.ok("systemd user service kgd.service is active")
+    else:
+        rep.fail("systemd user service kgd.service is %s" % (state or "not active"),
+                 "systemctl --user enable --now kgd.service; journalctl --user -u kgd shows why it stopped")
+
+
+def _run(argv, timeout=5):
+    try:
+        r = subprocess.run(argv, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, timeout=timeout)
+    except (OSError, subprocess.SubprocessError):
+        return None
+    return r.stdout.decode("utf-8", "replace").strip()
+
+
+def _check_clients(rep, port):
+    url = "http://127.0.0.1:%d/" % port
+    home = os.path.expanduser("~")
+    found = []
+    for path in (os.path.join(home, ".claude.json"), os.path.join(os.getcwd(), ".mcp.json")):
+        obj, _ = _quiet_parse(path) if os.path.exists(path) else (None, None)
+        if not obj:
+            continue
+        scopes = [("user", obj.get("mcpServers"))]
+        for proj, pconf in (obj.get("projects") or {}).items() if isinstance(obj.get("projects"), dict) else ():
+            if isinstance(pconf, dict):
+                scopes.append(("project " + proj, pconf.get("mcpServers")))
+        for scope, servers in scopes:
+            entry = servers.get(SERVER_NAME) if isinstance(servers, dict) else None
+            if isinstance(entry, dict):
+                found.append(("%s (%s)" % (path, scope), entry))
+    if not found:
+        rep.warn("Claude Code has no %r MCP server in ~/.claude.json or ./.mcp.json" % SERVER_NAME,
+                 "claude mcp add --transport http --scope user %s %s" % (SERVER_NAME, url))
+    for where, entry in found:
+        eurl = entry.get("url") or ""
+        if entry.get("command") and not eurl:
+            rep.ok("Claude Code entry %r in %s runs %s" % (SERVER_NAME, where, " ".join(
+                [str(entry["command"])] + [str(a) for a in entry.get("args") or []])))
+        elif "localhost" in eurl:
+            rep.fail("%s: the %r entry uses localhost (%s), which can resolve to ::1 while kgd listens on "
+                     "127.0.0.1" % (where, SERVER_NAME, eurl), "use %s" % url)
+        elif entry.get("type") not in ("http", "streamable-http", None) or not eurl:
+            rep.warn("%s: the %r entry is %s" % (where, SERVER_NAME, entry),
+                     "claude mcp add --transport http --scope user %s %s" % (SERVER_NAME, url))
+        elif eurl and eurl.rstrip("/").replace("/mcp", "") != url.rstrip("/"):
+            rep.fail("%s: the %r entry points at %s, not this daemon (%s)" % (where, SERVER_NAME, eurl, url),
+                     "claude mcp remove --scope user %s && claude mcp add --transport http --scope user %s %s"
+                     % (SERVER_NAME, SERVER_NAME, url))
+        else:
+            rep.ok("Claude Code entry %r in %s -> %s" % (SERVER_NAME, where, eurl or entry.get("command")))
+    dpath = desktop_config_path()
+    obj, _ = _quiet_parse(dpath) if os.path.exists(dpath) else (None, None)
+    entry = ((obj or {}).get("mcpServers") or {}).get(SERVER_NAME) if isinstance(obj, dict) else None
+    if isinstance(entry, dict):
+        paths = [entry.get("command")] + list(entry.get("args") or [])[:1]
+        missing = [p for p in paths if isinstance(p, str) and os.path.isabs(p) and not os.path.exists(p)]
+        if missing:
+            rep.fail("Claude Desktop's %r entry runs %s, which does not exist" % (SERVER_NAME, missing[0]),
+                     "kgd desktop (or ./install.sh --desktop) rewrites it")
+        else:
+            rep.ok("Claude Desktop entry %r in %s" % (SERVER_NAME, dpath))
+
+
+def _check_hooks(rep, port):
+    path = hookconf.settings_path()
+    try:
+        conf = userconf.load(path)[0]
+        missing, wrong = hookconf.check(conf, port)
+    except CommandError as exc:
+        rep.fail(str(exc), "fix %s, then: kgd hooks install" % path)
+        return
+    fix = "kgd hooks install%s" % (" --port %d" % port if port != DEFAULT_PORT else "")
+    if wrong:
+        rep.fail("Claude Code hooks in %s: %s" % (path, "; ".join(wrong)), fix)
+    elif len(missing) == 1 + len(hookconf.HTTP_EVENTS):
+        rep.warn("no kgd hooks in %s: Claude Code sessions get memory only when the agent asks" % path, fix)
+    elif missing:
+        rep.warn("kgd's Claude Code hooks lack %s in %s" % (", ".join(missing), path), fix)
+    else:
+        rep.ok("Claude Code hooks in %s -> port %d" % (path, port))
+
+
+def doctor(args, cfg):
+    rep = Report()
+    py = sys.version_info
+    if py >= (3, 9):
+        rep.ok("Python %d.%d.%d at %s" % (py[0], py[1], py[2], python_executable()))
+    else:
+        rep.fail("Python %d.%d is too old" % py[:2], "install Python 3.9 or newer")
+    host = connect_host(cfg)
+    found = find_daemon(cfg)
+    port = found["port"] if found else cfg["port"]
+    if found:
+        h = found["health"]
+        rep.ok("kgd %s answers on http://%s:%d/ (%s sessions, %s graphs loaded)" % (
+            h.get("version"), host, port, h.get("sessions"), h.get("graphs_loaded")))
+        if not found["holds_root"]:
+            rep.warn("the kgd on port %d does not hold root %s: it serves another storage root" % (port, cfg["root"]),
+                     "check --root / KG_STORAGE_ROOT, or stop it (kgd stop --root THAT_ROOT)")
+        if h.get("version") != __version__:
+            rep.warn("the running kgd is %s, this one is %s" % (h.get("version"), __version__),
+                     "restart it (kgd stop, then start it again) to run this version")
+    else:
+        held, pid, lport, _ = root_lock(cfg)
+        if held:
+            rep.fail("kgd (pid %s) holds root %s but does not answer on port %s" % (pid, cfg["root"], lport),
+                     "see %s/%s or the service log; kgd stop, then start it again" % (cfg["root"], LOG_NAME))
+        elif port and _port_free(host, port):
+            rep.warn("kgd is not running (port %d is free)" % port,
+                     "start it: kgd start, or the service (systemctl --user start kgd / launchctl)")
+        elif port:
+            rep.fail("port %d on %s is taken by another program (not kgd)" % (port, host),
+                     "find it with `lsof -i :%d` (or `ss -ltnp`); or run kgd on another port (--port / "
+                     "KG_HTTP_PORT) and re-register the client with that port" % port)
+    _check_storage(rep, cfg["root"])
+    if not args.skip_service:
+        _check_service(rep, port or DEFAULT_PORT)
+    if not args.skip_client:
+        _check_clients(rep, port or DEFAULT_PORT)
+        _check_hooks(rep, port or DEFAULT_PORT)
+    say("%d problem(s), %d warning(s)" % (rep.problems, rep.warnings))
+    return 1 if rep.problems else 0
+
+

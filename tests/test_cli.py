@@ -1,0 +1,173 @@
+"""The command line (issue 14 items 2 and 4, issue 10's setting): typos, help, status, start."""
+
+import re
+import signal
+import socket
+import subprocess
+import sys
+
+import pytest
+from cli_helpers import KGD, REPO, clean_env, run_kgd
+from conftest import START_LINE
+
+from kg import cli
+from kg.config import ConfigError, resolve_config
+
+
+class Args:
+    def __init__(self, **kw):
+        self.__dict__.update(kw)
+
+
+# ---------------------------------------------------------------- typos and help
+
+@pytest.mark.parametrize("argv, expected", [
+    (["statsu"], "unknown command 'statsu'; did you mean status?"),
+    (["--prot", "9000"], "unknown option --prot; did you mean --port?"),
+    (["status", "--jsn"], "unknown option --jsn; did you mean --json?"),
+    (["exprot"], "did you mean export?"),
+    (["--port", "9000", "hoks"], "did you mean hooks?"),
+    (["hooks", "instal"], "unknown choice 'instal'; did you mean install? Choices: install, remove, print."),
+])
+def test_a_typo_names_the_closest_command_or_option(argv, expected):
+    code, out, err, _ = run_kgd(*argv)
+    assert code != 0 and out == ""
+    assert err.count("\n") == 1 and err.startswith("kgd: ") and expected in err, err
+    if "command" in expected:
+        for name in ("serve",) + cli.OPERATOR_COMMANDS:
+            assert name in err
+
+
+def test_nothing_close_still_names_the_commands():
+    code, _, err, _ = run_kgd("xyzzy")
+    assert code != 0 and "did you mean" not in err and "Commands: serve, status" in err
+
+
+def test_help_describes_every_global_option():
+    code, out, _, _ = run_kgd("--help")
+    assert code == 0
+    for option in ("--host", "--port", "--root", "--max-tokens", "--log-level", "--token", "--structured-output",
+                   "--version"):
+        line = next(line for line in out.splitlines() if line.strip().startswith(option))
+        rest = line.strip()[len(option):].split(None, 1)
+        assert len(rest) == 2 or "help" in line or "version" in line, line
+    for name in cli.OPERATOR_COMMANDS:
+        assert re.search(r"^\s+%s\s+\S" % name, out, re.M), name
+
+
+def test_serve_imports_no_operator_module(tmp_path):
+    """The background service stays small: `serve` loads none of the operator commands."""
+    p = subprocess.Popen([sys.executable, "-S", "-X", "importtime", KGD, "--port", "0", "--root", str(tmp_path / "r")],
+                         stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, env=clean_env(), cwd=REPO)
+    lines = []
+    try:
+        for raw in iter(p.stderr.readline, b""):
+            lines.append(raw.decode())
+            if START_LINE.search(lines[-1]):
+                break
+    finally:
+        p.send_signal(signal.SIGTERM)
+        p.wait(15)
+    assert START_LINE.search(lines[-1]), "".join(lines[-5:])
+    loaded = {line.rsplit("|", 1)[-1].strip() for line in lines if line.startswith("import time:")}
+    assert "kg.http" in loaded
+    for name in ("kg.commands", "kg.client", "kg.backup", "kg.doctor", "kg.desktop", "kg.browse", "kg.hookconf",
+                 "kg.hookcmd", "kg.lifecycle", "kg.diskview", "kg.bundle", "zipapp", "subprocess"):
+        assert name not in loaded, name
+
+
+@pytest.mark.parametrize("module", ["kg.cli", "kg.commands", "kg.client", "kg.stdio", "kg.backup", "kg.doctor",
+                                    "kg.desktop", "kg.lifecycle", "kg.bundle", "kg.browse", "kg.hookcmd",
+                                    "kg.hookconf", "kg.diskview", "kg.userconf", "kg.config", "kg.suggest"])
+def test_each_command_module_imports_alone(module):
+    """No import cycle: each module imports first in a fresh interpreter; the bridge does not
+    need the command table."""
+    probe = "import sys, %s; print('kg.commands' in sys.modules)" % module
+    r = subprocess.run([sys.executable, "-S", "-c", probe], stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                       cwd=REPO, env=clean_env(), timeout=30)
+    assert r.returncode == 0, r.stderr.decode()
+    if module != "kg.commands":
+        assert r.stdout.decode().strip() == "False"
+
+
+# ---------------------------------------------------------------- structured_output (issue 10)
+
+@pytest.mark.parametrize("env, flag, expected", [
+    ({}, None, False), ({"KG_STRUCTURED_OUTPUT": "1"}, None, True), ({"KG_STRUCTURED_OUTPUT": "Yes"}, None, True),
+    ({"KG_STRUCTURED_OUTPUT": "true"}, None, True), ({"KG_STRUCTURED_OUTPUT": "0"}, None, False),
+    ({"KG_STRUCTURED_OUTPUT": "no"}, None, False), ({"KG_STRUCTURED_OUTPUT": "false"}, True, True),
+    ({"KG_STRUCTURED_OUTPUT": ""}, None, False)])
+def test_structured_output_setting(env, flag, expected):
+    assert resolve_config(Args(structured_output=flag), env)["structured_output"] is expected
+
+
+def test_structured_output_bad_value_is_a_config_error():
+    with pytest.raises(ConfigError, match="KG_STRUCTURED_OUTPUT='maybe' is not one of 1, true, yes, 0, false, no"):
+        resolve_config(Args(), {"KG_STRUCTURED_OUTPUT": "maybe"})
+    code, _, err, _ = run_kgd("--root", "/nonexistent/x", env={"KG_STRUCTURED_OUTPUT": "maybe"})
+    assert code == 2 and err.count("\n") == 1 and "KG_STRUCTURED_OUTPUT" in err
+
+
+def test_serve_hands_structured_output_to_the_daemon(tmp_path, monkeypatch):
+    from kg import http
+
+    seen = {}
+
+    class Refused(http.Daemon):
+        def __init__(self, *args, **kwargs):
+            seen.update(kwargs)
+            raise OSError(98, "in use")
+
+    monkeypatch.setattr(http, "Daemon", Refused)
+    cfg = resolve_config(Args(root=str(tmp_path / "r"), port="0", structured_output=True), {})
+    with pytest.raises(SystemExit):
+        cli.serve(cfg)
+    assert seen == {"structured_output": True}
+
+
+def test_structured_output_reaches_tools_list(make_daemon):
+    """Needs kg/http.py's Daemon(structured_output=...) (issue 10)."""
+    plain = make_daemon(root=None)
+    tools = plain.rpc("tools/list")["result"]["tools"]
+    structured = make_daemon(root=plain.root + "-2", args=["--structured-output"])
+    tools_s = structured.rpc("tools/list")["result"]["tools"]
+    assert all("outputSchema" in t for t in tools_s)
+    assert not any("outputSchema" in t for t in tools)
+
+
+# ---------------------------------------------------------------- status and start (issue 14 item 4)
+
+def test_status_counts_the_user_graph_in_the_right_number(make_daemon, tmp_path):
+    d = make_daemon(root=tmp_path / "r")
+    d.json("PUT", "/api/nodes/user/only", {"gist": "one node"})
+    code, out, err, _ = run_kgd("status", "--root", tmp_path / "r", "--port", d.port)
+    assert code == 0, err
+    assert "user:     1 node (1 active, 0 archived, 0 orphaned), 0 edges" in out
+    assert "1 nodes" not in out and "projects: none on disk" in out
+    d.json("PUT", "/api/nodes/user/two", {"gist": "two nodes"})
+    d.json("PUT", "/api/edges/user", {"from": "only", "to": "two", "rel": "next"})
+    _, out, _, _ = run_kgd("status", "--root", tmp_path / "r")
+    assert "user:     2 nodes (2 active, 0 archived, 0 orphaned), 1 edge\n" in out
+
+
+@pytest.mark.parametrize("token", [None, "wrong"])
+def test_status_with_a_missing_or_wrong_token_fails_in_one_line(make_daemon, tmp_path, token):
+    d = make_daemon(root=tmp_path / "r", args=["--token", "s3cret"])
+    args = ["status", "--root", tmp_path / "r"] + (["--token", token] if token else [])
+    code, out, err, _ = run_kgd(*args)
+    assert code == 1 and out == "", out
+    assert err.count("\n") == 1 and "token" in err and ("missing" if token is None else "given") in err, err
+    assert "project graph" not in err
+    code, out, _, _ = run_kgd("status", "--root", tmp_path / "r", env={"KG_TOKEN": "s3cret"})
+    assert code == 0 and "user:     0 nodes" in out
+
+
+def test_start_on_a_taken_port_says_so_once(tmp_path):
+    with socket.socket() as busy:
+        busy.bind(("127.0.0.1", 0))
+        busy.listen(1)
+        port = busy.getsockname()[1]
+        code, out, err, _ = run_kgd("start", "--root", tmp_path / "r", "--port", port, "--timeout", "10")
+    assert code == 1, (out, err)
+    assert err.count("\n") == 1 and err.startswith("kgd: ") and err.count("kgd:") == 1, err
+    assert "port %d" % port in err and "already in use" in err
