@@ -37,7 +37,8 @@ def _plural(n, word):
 # ids of the rest). Mode 0 lists everything, mode 1 counts the edges, mode 2 and later also
 # count the archived ids.
 _MODES = [(None, None, None), (None, None, None), (None, None, None), (160, None, None),
-          (120, 400, 15000), (100, 250, 12000), (80, 150, 10000), (60, 60, 6000), (40, 20, 2000)]
+          (120, 400, 15000), (100, 250, 12000), (80, 200, 10000), (80, 150, 9000), (60, 120, 8000),
+          (60, 90, 7000), (60, 60, 6000), (40, 40, 4000), (40, 20, 2000)]
 
 
 def _id_list(ids, budget):
@@ -51,28 +52,34 @@ def _id_list(ids, budget):
 
 
 def _prepare(g):
-    """Newest first, gists flattened once: the modes below only slice this."""
+    """Newest first, with the lengths the mode estimate needs: the modes below only slice this.
+    Gists are flattened only when shown."""
     recency = g.get("recency") or {}
     nodes = sorted(g["nodes"], key=lambda n: -recency.get(n["id"], 0))
-    return [(n["id"], " ".join(n["gist"].split())) for n in nodes]
+    pairs = [(n["id"], n["gist"]) for n in nodes]
+    return pairs, [len(i) + 4 for i, _ in pairs], [len(x) for _, x in pairs]
 
 
-def _graph_lines(title, g, nodes, max_tokens, mode):
-    """Lines of one level; mode grows stricter as the text must shrink (0..8)."""
-    lines = ["## %s graph: %d active, %d archived, ~%d of %d budget tokens" % (
-        title, len(nodes), len(g["archived"]), g.get("tokens", 0), max_tokens)]
+def _flat(gist, n=None):
+    gist = " ".join(gist.split())
+    return gist if n is None or len(gist) <= n else gist[: n - 1] + "…"
+
+
+def _graph_lines(title, g, prepared, max_tokens, mode):
+    """Lines of one level; mode grows stricter as the text must shrink (0 .. len(_MODES) - 1)."""
+    nodes = prepared[0]
+    tokens = g.get("tokens", 0)
+    lines = ["## %s graph: %d active, %d archived, ~%d of %d budget tokens%s" % (
+        title, len(nodes), len(g["archived"]), tokens, max_tokens,
+        " (over: recent nodes stay active for a grace period)" if tokens > max_tokens else "")]
     if not nodes and not g["archived"]:
         lines.append("(empty)")
     gist_len, full, id_budget = _MODES[mode]
     full = len(nodes) if full is None else min(full, len(nodes))
-    if gist_len is not None and any(len(gist) > gist_len for _, gist in nodes[:full]):
+    if gist_len is not None and any(n > gist_len for n in prepared[2][:full]):
         lines.append("(gists shortened to %d characters to fit the context; kg_read id=... gives a whole node)"
                      % gist_len)
-    if gist_len is None:
-        lines.extend("- %s: %s" % n for n in nodes[:full])
-    else:
-        lines.extend("- %s: %s" % (nid, gist if len(gist) <= gist_len else gist[: gist_len - 1] + "…")
-                     for nid, gist in nodes[:full])
+    lines.extend("- %s: %s" % (nid, _flat(gist, gist_len)) for nid, gist in nodes[:full])
     rest = nodes[full:]
     if rest:
         shown = _id_list([nid for nid, _ in rest], id_budget)
@@ -96,6 +103,17 @@ def _graph_lines(title, g, nodes, max_tokens, mode):
     return lines
 
 
+def _node_lines_estimate(prepared, mode):
+    """Characters of the node lines of a mode, gists counted before flattening (never less)."""
+    gist_len, full, _ = _MODES[mode]
+    _, id_lens, gist_lens = prepared
+    if full is not None:
+        id_lens, gist_lens = id_lens[:full], gist_lens[:full]
+    if gist_len is None:
+        return sum(id_lens) + sum(gist_lens)
+    return sum(id_lens) + sum(n if n < gist_len else gist_len for n in gist_lens)
+
+
 def render_read(result, max_tokens, limit=READ_LIMIT):
     head = ["Session: %s" % result["session_id"],
             "Project: %s" % (result.get("project_path") or "(none: user graph only)")]
@@ -104,11 +122,16 @@ def render_read(result, max_tokens, limit=READ_LIMIT):
     levels = [("User", result["user"]), ("Project", result["project"])]
     prepared = [_prepare(g) for _, g in levels]
     text = ""
+    last = len(_MODES) - 1
     for mode in range(len(_MODES)):
+        # A mode whose node lines alone are over the limit is skipped unbuilt. (Only a gist with
+        # runs of spaces is shorter once flattened: at worst a stricter mode than needed.)
+        if mode < last and sum(_node_lines_estimate(p, mode) for p in prepared) > limit:
+            continue
         body = head[:]
-        for (title, g), nodes in zip(levels, prepared):
+        for (title, g), p in zip(levels, prepared):
             body.append("")
-            body.extend(_graph_lines(title, g, nodes, max_tokens, mode))
+            body.extend(_graph_lines(title, g, p, max_tokens, mode))
         text = "\n".join(body + tail)
         if len(text) <= limit:
             return text
