@@ -7,7 +7,8 @@ the order the text drops them, and a `truncated` object in the result counts wha
 - full kg_read: edge notes, then notes and touches of the oldest active nodes (the text never
   shows them), then edges, then archived ids, then gists of the oldest nodes are shortened, then
   the oldest active nodes themselves (counted, an equal number kept per level);
-- kg_read of ids: notes from the last node read backwards, then edges, then whole nodes (named);
+- kg_read of ids: nodes whole in the order asked while they fit; the first that does not fit
+  loses notes, then edges; the nodes after it are counted;
 - kg_search: notes and touches from the worst result up, then the worst results;
 - kg_sync: notes and touches, then deleted edges, deleted nodes, edges, nodes from the end.
 """
@@ -134,23 +135,35 @@ def _round_robin(lists):
 
 
 def bound_nodes(result, limit=READ_LIMIT):
-    """kg_read of ids: notes go from the last node backwards, then edges, then whole nodes."""
+    """kg_read of ids, like its text: nodes in the order asked, whole while they fit; the first
+    that does not fit loses notes, then edges, from its end; the nodes after it are counted."""
     if size(result) <= limit:
         return result
-    out = dict(result, nodes=list(result["nodes"]))
     cut = {}
-    out["truncated"] = cut
-    nodes = out["nodes"]
-    for key, name in (("notes", "notes_of"), ("edges", "edges_of")):
-        for i in range(len(nodes) - 1, -1, -1):
-            if nodes[i][key]:
-                nodes[i] = dict(nodes[i], **{key: []})
-                cut.setdefault(name, []).insert(0, nodes[i]["id"])
-                if size(out) <= limit:
-                    return out
-    while nodes and size(out) > limit:
-        gone = nodes.pop()
-        cut.setdefault("nodes", []).insert(0, gone["id"])
+    out = dict(result, nodes=[], missing=list(result["missing"]), truncated=cut)
+    base = size(dict(out, missing=[]))
+    while out["missing"] and size(out) - base > limit // 8:  # ids not found: a few thousand characters at most
+        out["missing"].pop()
+        cut["missing"] = cut.get("missing", 0) + 1
+    room = limit - size(out) - 600  # the truncated entries below: two ids and a count
+    nodes = result["nodes"]
+    for i, n in enumerate(nodes):
+        cost = size(n) + 1
+        if cost > room:
+            n = dict(n, notes=list(n["notes"]), edges=list(n["edges"]))
+            for key, name in (("notes", "notes_of"), ("edges", "edges_of")):
+                while n[key] and cost > room:
+                    cost -= size(n[key].pop()) + (1 if n[key] else 0)
+                    cut[name] = [n["id"]]
+            if cost > room:
+                i -= 1
+            else:
+                out["nodes"].append(n)
+            if len(nodes) - i - 1:
+                cut["nodes"] = len(nodes) - i - 1
+            break
+        out["nodes"].append(n)
+        room -= cost
     return out
 
 

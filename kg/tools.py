@@ -54,7 +54,7 @@ _CUT_GRAPH = _obj([], edge_notes=_INT, notes_of_nodes=_INT, edges=_INT, archived
                   nodes=_INT)
 _CUT_NOTE = "what was left out to keep the serialized result within its size bound (counts or ids)"
 READ_CUT = dict(_obj([], user=_CUT_GRAPH, project=_CUT_GRAPH, hint=_STR, notes_of=_STRS, edges_of=_STRS,
-                     nodes=_STRS), description=_CUT_NOTE)
+                     nodes=_INT, missing=_INT), description=_CUT_NOTE)
 SEARCH_CUT = dict(_obj([], notes_of_results=_INT, results=_INT), description=_CUT_NOTE)
 SYNC_CUT = dict(_obj([], notes_of=_INT, nodes=_INT, edges=_INT, deleted_nodes=_INT, deleted_edges=_INT),
                 description=_CUT_NOTE)
