@@ -50,13 +50,20 @@ def _obj(required, **props):
 
 
 _INT = {"type": "integer"}
-_CUT_GRAPH = _obj([], edge_notes=_INT, notes_of_nodes=_INT, edges=_INT, archived=_INT, gists_cut_to=_INT,
+
+
+def _counts(**props):
+    """An object of optional fields (no empty `required`: draft-04 validators reject it)."""
+    return {"type": "object", "properties": props}
+
+
+_CUT_GRAPH = _counts(edge_notes=_INT, notes_of_nodes=_INT, edges=_INT, archived=_INT, gists_cut_to=_INT,
                   nodes=_INT)
 _CUT_NOTE = "what was left out to keep the serialized result within its size bound (counts or ids)"
-READ_CUT = dict(_obj([], user=_CUT_GRAPH, project=_CUT_GRAPH, hint=_STR, notes_of=_STRS, edges_of=_STRS,
+READ_CUT = dict(_counts(user=_CUT_GRAPH, project=_CUT_GRAPH, hint=_STR, notes_of=_STRS, edges_of=_STRS,
                      nodes=_INT, missing=_INT), description=_CUT_NOTE)
-SEARCH_CUT = dict(_obj([], notes_of_results=_INT, results=_INT), description=_CUT_NOTE)
-SYNC_CUT = dict(_obj([], notes_of=_INT, nodes=_INT, edges=_INT, deleted_nodes=_INT, deleted_edges=_INT),
+SEARCH_CUT = dict(_counts(notes_of_results=_INT, results=_INT), description=_CUT_NOTE)
+SYNC_CUT = dict(_counts(notes_of=_INT, nodes=_INT, edges=_INT, deleted_nodes=_INT, deleted_edges=_INT),
                 description=_CUT_NOTE)
 
 
