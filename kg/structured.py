@@ -62,7 +62,7 @@ def bound_read(result, recency, limit=READ_LIMIT):
         node = graphs[lv]["nodes"][i]
         if not node["notes"] and not node["touches"]:
             continue
-        saved = size(node["notes"]) + size(node["touches"]) - 4
+        saved = _rough(node["notes"]) + _rough(node["touches"])  # checked exactly below
         graphs[lv]["nodes"][i] = dict(node, notes=[], touches=[])
         cut[lv]["notes_of_nodes"] = cut[lv].get("notes_of_nodes", 0) + 1
         over -= saved
@@ -114,6 +114,11 @@ def bound_read(result, recency, limit=READ_LIMIT):
         graphs[lv]["nodes"].pop(oldest)
         cut[lv]["nodes"] = cut[lv].get("nodes", 0) + 1
     return out
+
+
+def _rough(strings):
+    """Characters a list of strings takes in JSON, escapes aside (never more than the truth)."""
+    return sum(len(x) + 3 for x in strings) - 1 if strings else 0
 
 
 def _clip_node(node, n):
@@ -178,7 +183,7 @@ def bound_search(result, limit=SEARCH_LIMIT):
     over = size(out) - limit
     for i in range(len(rows) - 1, -1, -1):
         if rows[i]["notes"] or rows[i]["touches"]:
-            over -= size(rows[i]["notes"]) + size(rows[i]["touches"]) - 4
+            over -= _rough(rows[i]["notes"]) + _rough(rows[i]["touches"])
             rows[i] = dict(rows[i], notes=[], touches=[])
             cut["notes_of_results"] = cut.get("notes_of_results", 0) + 1
             if over <= 0:
