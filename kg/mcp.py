@@ -54,7 +54,7 @@ kgd is your long-term memory: a knowledge graph of distilled insights that persi
 and is shared with the user's other agent sessions.
 1. At the start of every session call kg_read with cwd = your working directory (absolute path). It \
 returns the active memory of two levels, user (cross-project wisdom) and project (this codebase), and a \
-session_id: pass it to every other kg_* call.
+session_id on its first line (Session: <id>): pass it to every other kg_* call.
 2. Whenever you learn something a future session would need (a decision and its reason, a pitfall, a \
 convention, how parts of the code fit together, a user preference) save it with kg_put_node: a short \
 stable kebab-case id, a one-line gist, notes for detail, touches for the files it concerns. Prefer \

@@ -80,7 +80,7 @@ TOOLS = [
         "description": (
             "Load your long-term memory. Call it FIRST in every session with cwd = your working directory: "
             "it returns the whole active knowledge graph of both levels (user: cross-project wisdom; project: "
-            "this codebase) and a session_id to pass to the other kg_* tools. Later, call it with id or ids to "
+            "this codebase) and a session_id (first line: Session: <id>) to pass to the other kg_* tools. Later, call it with id or ids to "
             "read a node's full notes and edges (this also recalls archived nodes into the active graph)."),
         "inputSchema": _in([], cwd={"type": "string", "description": "absolute path of your working directory"},
                            session_id=_SESSION,
