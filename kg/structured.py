@@ -38,8 +38,8 @@ def bound_read(result, recency, limit=READ_LIMIT):
     cut = {lv: {} for lv in levels}
     out.update(graphs)
     out["truncated"] = {"user": cut["user"], "project": cut["project"],
-                        "hint": "left out to fit 40,000 characters; kg_read ids=[...] gives whole nodes, "
-                                "kg_search finds the rest"}
+                        "hint": "left out to fit {:,} characters; kg_read ids=[...] gives whole nodes, "
+                                "kg_search finds the rest".format(limit)}
 
     def fits():
         return size(out) <= limit
