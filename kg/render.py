@@ -37,8 +37,8 @@ def _plural(n, word):
 # ids of the rest). Mode 0 lists everything, mode 1 counts the edges, mode 2 and later also
 # count the archived ids.
 _MODES = [(None, None, None), (None, None, None), (None, None, None), (160, None, None),
-          (120, 400, 15000), (100, 250, 12000), (80, 200, 10000), (80, 150, 9000), (60, 120, 8000),
-          (60, 90, 7000), (60, 60, 6000), (40, 40, 4000), (40, 20, 2000)]
+          (120, 400, 15000), (100, 350, 14000), (100, 300, 13000), (100, 250, 12000), (80, 200, 10000),
+          (80, 150, 9000), (60, 120, 8000), (60, 90, 7000), (60, 60, 6000), (40, 40, 4000), (40, 20, 2000)]
 
 
 def _id_list(ids, budget):
@@ -104,14 +104,18 @@ def _graph_lines(title, g, prepared, max_tokens, mode):
 
 
 def _node_lines_estimate(prepared, mode):
-    """Characters of the node lines of a mode, gists counted before flattening (never less)."""
-    gist_len, full, _ = _MODES[mode]
+    """Characters of the node lines of a mode and of the ids-only list after them, gists counted
+    before flattening (never less than the text, but for a gist with runs of spaces)."""
+    gist_len, full, id_budget = _MODES[mode]
     _, id_lens, gist_lens = prepared
+    rest = 0
     if full is not None:
+        rest = sum(id_lens[full:]) - 2 * len(id_lens[full:])  # each "- " + ": " less ", "
         id_lens, gist_lens = id_lens[:full], gist_lens[:full]
+        rest = min(rest, id_budget)
     if gist_len is None:
-        return sum(id_lens) + sum(gist_lens)
-    return sum(id_lens) + sum(n if n < gist_len else gist_len for n in gist_lens)
+        return sum(id_lens) + sum(gist_lens) + rest
+    return sum(id_lens) + sum(n if n < gist_len else gist_len for n in gist_lens) + rest
 
 
 def render_read(result, max_tokens, limit=READ_LIMIT):
