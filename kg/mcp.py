@@ -21,6 +21,8 @@ Rules owned here (contract section 3; the 2026-07-28 rules from that revision's 
   server/discover and tools/list carry the cache fields ttlMs and cacheScope.
 - No Mcp-Session-Id: every POST stands alone; tools/list and tools/call need no initialize.
 - Notifications are ignored (202) in both generations.
+- Tool results are one text item only unless the Server is built with structured=True; then
+  tools/list carries each outputSchema and results their structuredContent (kg/tools.py).
 """
 
 import base64
@@ -52,7 +54,7 @@ kgd is your long-term memory: a knowledge graph of distilled insights that persi
 and is shared with the user's other agent sessions.
 1. At the start of every session call kg_read with cwd = your working directory (absolute path). It \
 returns the active memory of two levels, user (cross-project wisdom) and project (this codebase), and a \
-session_id: pass it to every other kg_* call.
+session_id on its first line (Session: <id>): pass it to every other kg_* call.
 2. Whenever you learn something a future session would need (a decision and its reason, a pitfall, a \
 convention, how parts of the code fit together, a user preference) save it with kg_put_node: a short \
 stable kebab-case id, a one-line gist, notes for detail, touches for the files it concerns. Prefer \
@@ -100,8 +102,12 @@ def is_stateless(method, params, req):
 
 
 class Server:
-    def __init__(self, store):
+    """structured: also send outputSchema and structuredContent (--structured-output); off by
+    default because Claude Code shows the model that JSON instead of the bounded text."""
+
+    def __init__(self, store, structured=False):
         self.store = store
+        self.structured = bool(structured)
 
     def dispatch(self, method, params, is_notification, req):
         if is_notification:
@@ -163,7 +169,7 @@ class Server:
         return {}
 
     def tools_list(self, params):
-        return {"tools": tools.list_tools(), "ttlMs": TTL_MS, "cacheScope": "public"}
+        return {"tools": tools.list_tools(self.structured), "ttlMs": TTL_MS, "cacheScope": "public"}
 
     def tools_call(self, params):
         name = params.get("name")
@@ -173,7 +179,7 @@ class Server:
         if args is not None and not isinstance(args, dict):
             raise RpcError(INVALID_PARAMS, "Invalid params: arguments must be an object.")
         try:
-            return tools.call(self.store, name, args)
+            return tools.call(self.store, name, args, self.structured)
         except tools.UnknownTool as exc:
             raise RpcError(INVALID_PARAMS, "Invalid params: %s" % exc)
 

@@ -1,11 +1,16 @@
 """The text an agent reads in each tool result (contract section 3). Pure.
 
-Compact lines, no JSON dumps: this text is loaded into the agent's context. A full kg_read is
-at most READ_LIMIT characters and a search at most SEARCH_LIMIT, whatever the graph holds.
-When a read would be longer, the least valuable parts go first, and the text says what was left
-out and how to get it: edge notes are never shown here, then archived ids are cut to a count,
-then edges, then gists of the oldest active nodes are shortened, and as a last resort the oldest
-active nodes are listed by id only (within a character budget), then counted; nothing is dropped without a line saying so.
+By default this text is all a client gets (no structuredContent), so it carries everything an
+agent needs from a result: created or updated, the level and state of each node, every active id
+of a full read, and counts of whatever it leaves out. Compact lines, no JSON dumps.
+A full kg_read and a kg_sync are at most READ_LIMIT characters, a search at most SEARCH_LIMIT and
+a read of ids at most NODE_TEXT_LIMIT, whatever the graph holds. When a full read would be
+longer, the least valuable parts go first and the text says what was left out and how to get
+it: notes and touches are never shown there, edge lines go first (counted), then archived ids
+are cut to a count (they are the crumbs that lead back to archived knowledge, so they outlive the
+edges), then gists of the oldest active nodes are shortened, then the oldest active nodes are
+listed by id only (within a character budget), then counted; nothing is dropped without a line
+saying so.
 """
 
 import json
@@ -24,10 +29,16 @@ def _edge_line(e):
     return "%s -[%s]-> %s" % (e["from"], e["rel"], e["to"])
 
 
+def _plural(n, word):
+    return "%d %s%s" % (n, word, "" if n == 1 else "s")
+
+
 # Per mode, strictest last: (gist length, active nodes listed with a gist, characters for the
-# ids of the rest). Modes 0-2 also decide whether archived ids and edges are listed.
+# ids of the rest). Mode 0 lists everything, mode 1 counts the edges, mode 2 and later also
+# count the archived ids.
 _MODES = [(None, None, None), (None, None, None), (None, None, None), (160, None, None),
-          (120, 400, 15000), (100, 250, 12000), (80, 150, 10000), (60, 60, 6000), (40, 20, 2000)]
+          (120, 400, 15000), (100, 350, 14000), (100, 300, 13000), (100, 250, 12000), (80, 200, 10000),
+          (80, 150, 9000), (60, 120, 8000), (60, 90, 7000), (60, 60, 6000), (40, 40, 4000), (40, 20, 2000)]
 
 
 def _id_list(ids, budget):
@@ -40,41 +51,71 @@ def _id_list(ids, budget):
     return out
 
 
-def _graph_lines(title, g, max_tokens, mode):
-    """Lines of one level; mode grows stricter as the text must shrink (0..8)."""
-    nodes = sorted(g["nodes"], key=lambda n: -g["recency"].get(n["id"], 0))
-    lines = ["## %s graph: %d active, %d archived, ~%d/%d tokens" % (
-        title, len(nodes), len(g["archived"]), g["tokens"], max_tokens)]
+def _prepare(g):
+    """Newest first, with the lengths the mode estimate needs: the modes below only slice this.
+    Gists are flattened only when shown."""
+    recency = g.get("recency") or {}
+    nodes = sorted(g["nodes"], key=lambda n: -recency.get(n["id"], 0))
+    pairs = [(n["id"], n["gist"]) for n in nodes]
+    return pairs, [len(i) + 4 for i, _ in pairs], [len(x) for _, x in pairs]
+
+
+def _flat(gist, n=None):
+    gist = " ".join(gist.split())
+    return gist if n is None or len(gist) <= n else gist[: n - 1] + "…"
+
+
+def _graph_lines(title, g, prepared, max_tokens, mode):
+    """Lines of one level; mode grows stricter as the text must shrink (0 .. len(_MODES) - 1)."""
+    nodes = prepared[0]
+    tokens = g.get("tokens", 0)
+    lines = ["## %s graph: %d active, %d archived, ~%d of %d budget tokens%s" % (
+        title, len(nodes), len(g["archived"]), tokens, max_tokens,
+        " (over: recent nodes stay active for a grace period)" if tokens > max_tokens else "")]
     if not nodes and not g["archived"]:
         lines.append("(empty)")
     gist_len, full, id_budget = _MODES[mode]
     full = len(nodes) if full is None else min(full, len(nodes))
-    if gist_len is not None and any(len(n["gist"]) > gist_len for n in nodes[:full]):
+    if gist_len is not None and any(n > gist_len for n in prepared[2][:full]):
         lines.append("(gists shortened to %d characters to fit the context; kg_read id=... gives a whole node)"
                      % gist_len)
-    for n in nodes[:full]:
-        gist = " ".join(n["gist"].split()) if gist_len is None else _clip(n["gist"], gist_len)
-        lines.append("- %s: %s" % (n["id"], gist))
+    lines.extend("- %s: %s" % (nid, _flat(gist, gist_len)) for nid, gist in nodes[:full])
     rest = nodes[full:]
     if rest:
-        shown = _id_list([n["id"] for n in rest], id_budget)
+        shown = _id_list([nid for nid, _ in rest], id_budget)
         if len(shown) == len(rest):
             lines.append("Older active nodes, ids only (kg_read ids=[...] for gists): " + ", ".join(shown))
         else:
-            lines.append("%d older active nodes not listed in full to fit the context; the newest of them: %s …"
-                         % (len(rest), ", ".join(shown)))
+            lines.append("%d older active nodes not listed in full to fit the context (%d of them named here, "
+                         "newest first; kg_search finds the rest): %s …" % (len(rest), len(shown), ", ".join(shown)))
     if g["archived"]:
-        if mode == 0:
+        if mode <= 1:
             lines.append("Archived (kg_read id=... recalls one): " + ", ".join(g["archived"]))
         else:
-            lines.append("%d archived nodes not listed to save space; kg_search finds them." % len(g["archived"]))
+            lines.append("%d archived nodes not listed to fit the context; kg_search finds them." % len(g["archived"]))
     if g["edges"]:
-        if mode <= 1:
+        if mode == 0:
             lines.append("Edges:")
             lines.extend("- " + _edge_line(e) for e in g["edges"])
         else:
-            lines.append("%d edges not listed to save space; kg_read id=... shows a node's edges." % len(g["edges"]))
+            lines.append("%d edges not listed to fit the context; kg_read id=... shows a node's edges."
+                         % len(g["edges"]))
     return lines
+
+
+def _node_lines_estimate(prepared, mode):
+    """Characters of the node lines of a mode and of the ids-only list after them, gists counted
+    before flattening (never less than the text, but for a gist with runs of spaces)."""
+    gist_len, full, id_budget = _MODES[mode]
+    _, id_lens, gist_lens = prepared
+    rest = 0
+    if full is not None:
+        rest = sum(id_lens[full:]) - 2 * len(id_lens[full:])  # each "- " + ": " less ", "
+        id_lens, gist_lens = id_lens[:full], gist_lens[:full]
+        rest = min(rest, id_budget)
+    if gist_len is None:
+        return sum(id_lens) + sum(gist_lens) + rest
+    return sum(id_lens) + sum(n if n < gist_len else gist_len for n in gist_lens) + rest
 
 
 def render_read(result, max_tokens, limit=READ_LIMIT):
@@ -82,50 +123,101 @@ def render_read(result, max_tokens, limit=READ_LIMIT):
             "Project: %s" % (result.get("project_path") or "(none: user graph only)")]
     tail = ["", "Use: kg_read id=... for a node's notes and edges; kg_put_node / kg_put_edge to save insights "
                 "(level user = cross-project, project = this codebase); kg_sync in long sessions."]
+    levels = [("User", result["user"]), ("Project", result["project"])]
+    prepared = [_prepare(g) for _, g in levels]
     text = ""
+    last = len(_MODES) - 1
     for mode in range(len(_MODES)):
+        # A mode whose node lines alone are over the limit is skipped unbuilt. (Only a gist with
+        # runs of spaces is shorter once flattened: at worst a stricter mode than needed.)
+        if mode < last and sum(_node_lines_estimate(p, mode) for p in prepared) > limit:
+            continue
         body = head[:]
-        for title, key in (("User", "user"), ("Project", "project")):
+        for (title, g), p in zip(levels, prepared):
             body.append("")
-            body.extend(_graph_lines(title, result[key], max_tokens, mode))
+            body.extend(_graph_lines(title, g, p, max_tokens, mode))
         text = "\n".join(body + tail)
         if len(text) <= limit:
             return text
     return text[: limit - 80] + "\n… output cut at %d characters; kg_search or kg_read ids=[...] for the rest." % limit
 
 
+def _node_lines(n):
+    """One node read in full: its edges before its notes, so a cut takes notes first."""
+    head = ["## %s [%s, %s]" % (n["id"], n["level"], n["state"]), n["gist"]]
+    if n["touches"]:
+        head.append("touches: " + ", ".join(n["touches"]))
+    edges = []
+    for e in n["edges"]:
+        line = "edge: " + _edge_line(e)
+        if e["notes"]:
+            line += " (" + "; ".join(e["notes"]) + ")"
+        edges.append(line)
+    return head, edges, ["- note: " + note for note in n["notes"]]
+
+
 def render_nodes(result, limit=NODE_TEXT_LIMIT):
-    out = []
+    out = ["Session: %s" % result["session_id"]] if result.get("session_id") else []
+    budget = limit - 400  # room for the closing lines
+    used = sum(len(x) + 1 for x in out)
+    not_shown = []
     for n in result["nodes"]:
-        out.append("## %s [%s, %s]" % (n["id"], n["level"], n["state"]))
-        out.append(n["gist"])
-        if n["touches"]:
-            out.append("touches: " + ", ".join(n["touches"]))
-        for e in n["edges"]:  # before the notes: if the text must be cut, notes go first
-            line = "edge: " + _edge_line(e)
-            if e["notes"]:
-                line += " (" + "; ".join(e["notes"]) + ")"
-            out.append(line)
-        for note in n["notes"]:
-            out.append("- note: " + note)
+        if not_shown or used >= budget:
+            not_shown.append(n["id"])
+            continue
+        head, edges, notes = _node_lines(n)
+        kept, cut_edges, cut_notes = [], 0, 0
+        for part, kind in ((head, "head"), (edges, "edge"), (notes, "note")):
+            for line in part:
+                if kind != "head" and used + len(line) + 1 > budget - 200:
+                    if kind == "edge":
+                        cut_edges += 1
+                    else:
+                        cut_notes += 1
+                    continue
+                if kind == "head" and used + len(line) + 1 > budget - 200:
+                    line = _clip(line, max(40, budget - 200 - used))
+                kept.append(line)
+                used += len(line) + 1
+        if cut_edges or cut_notes:
+            line = "(… %s and %s of this node left out to fit the context; kg_read id=%s alone shows them)" % (
+                _plural(cut_notes, "note"), _plural(cut_edges, "edge"), n["id"])
+            kept.append(line)
+            used += len(line) + 1
+        out.extend(kept)
         out.append("")
+        used += 1
+    if not_shown:
+        named = _id_list(not_shown, 2000)
+        out.append("%s read but not shown to fit the context (read fewer ids at once): %s%s" % (
+            _plural(len(not_shown), "more node"), ", ".join(named), " …" if len(named) < len(not_shown) else ""))
     if result["missing"]:
-        out.append("Not found: %s (kg_search finds ids)." % ", ".join(result["missing"]))
-    text = "\n".join(out).strip() or "Nothing found."
+        named = _id_list(result["missing"], 2000)
+        out.append("Not found: %s%s (kg_search finds ids)." % (
+            ", ".join(named), " and %d more" % (len(result["missing"]) - len(named)) if len(named) < len(result["missing"]) else ""))
+    if not result["nodes"] and not result["missing"]:
+        out.append("Nothing found.")
+    text = "\n".join(out).strip()
     if len(text) > limit:
-        text = text[: limit - 120] + ("\n… cut at %d characters: read fewer ids at once; the result's structured "
-                                      "content holds every note in full." % limit)
+        text = text[: limit - 80] + "\n… cut at %d characters: read fewer ids at once." % limit
     return text
+
+
+def _counts(r):
+    n, t = len(r.get("notes") or []), len(r.get("touches") or [])
+    return "%s, %s" % (_plural(n, "note"), _plural(t, "touch").replace("touchs", "touches"))
 
 
 def render_put_node(r):
     verb = "Created" if r["created"] else "Updated"
-    return "%s %s node %s (%s): %s" % (verb, r["level"], r["node"]["id"], r["node"]["state"], _clip(r["node"]["gist"], 200))
+    n = r["node"]
+    return "%s %s node %s (%s; %s): %s" % (verb, r["level"], n["id"], n["state"], _counts(n), _clip(n["gist"], 200))
 
 
 def render_put_edge(r):
     verb = "Created" if r["created"] else "Updated"
-    return "%s %s edge %s" % (verb, r["level"], _edge_line(r["edge"]))
+    notes = len(r["edge"].get("notes") or [])
+    return "%s %s edge %s (%s)" % (verb, r["level"], _edge_line(r["edge"]), _plural(notes, "note"))
 
 
 def render_delete_node(r):
@@ -136,40 +228,55 @@ def render_delete_edge(r):
     return "Deleted %s edge %s" % (r["level"], _edge_line(r["edge"]))
 
 
-def render_search(result, query, limit=SEARCH_LIMIT):
+def render_search(result, query, limit=SEARCH_LIMIT, project_path=None, asked=None):
+    """project_path: the session's project; results from other projects name theirs."""
     rows = result["results"]
     if not rows:
-        return "No node matches %r." % query
-    out = ["%d result(s) for %r, best first:" % (len(rows), query)]
+        return "No node matches %r." % _clip(query, 200)
+    head = "%d result(s) for %r, best first" % (len(rows), _clip(query, 200))
+    if asked is not None and len(rows) >= asked:
+        head += " (limit %d reached; a higher limit= gives more)" % asked
+    out = [head + ":"]
+    used = len(out[0]) + 1
     for i, r in enumerate(rows):
+        where = r["level"]
+        if r["level"] == "project" and r.get("project_path") and r.get("project_path") != project_path:
+            where = "project %s" % r["project_path"]
         flag = "" if r["state"] == "active" else " [%s%s]" % (
             r["state"], ": kg_read id recalls it" if r["state"] == "orphaned" else "")
-        line = "- %s (%s)%s: %s" % (r["id"], r["level"], flag, _clip(r["gist"], 300))
-        if sum(len(x) + 1 for x in out) + len(line) > limit - 100:
-            out.append("… %d more not shown; narrow the query." % (len(rows) - i))
+        line = "- %s (%s)%s: %s" % (r["id"], where, flag, _clip(r["gist"], 300))
+        if used + len(line) + 1 > limit - 100:
+            out.append("… %d more not shown to fit the context; narrow the query." % (len(rows) - i))
             break
         out.append(line)
+        used += len(line) + 1
     return "\n".join(out)
 
 
 def render_sync(r, limit=READ_LIMIT):
     if not (r["nodes"] or r["edges"] or r["deleted_nodes"] or r["deleted_edges"]):
         return "No changes from other sessions since your last sync."
-    out = []
+    out = ["Changes from other sessions:"]
     if r.get("full_resync"):
         out.append("The change log did not reach back to your last sync (daemon restarted): this is the whole current graph.")
-    for n in r["nodes"]:
-        out.append("node %s (%s, %s): %s" % (n["id"], n["level"], n["state"], _clip(n["gist"], 300)))
-    for e in r["edges"]:
-        out.append("edge (%s): %s" % (e["level"], _edge_line(e)))
-    for d in r["deleted_nodes"]:
-        out.append("deleted node %s (%s)" % (d["id"], d["level"]))
-    for d in r["deleted_edges"]:
-        out.append("deleted edge (%s): %s" % (d["level"], _edge_line(d)))
-    text = "Changes from other sessions:\n" + "\n".join(out)
-    if len(text) > limit:
-        text = text[: limit - 80] + "\n… cut at %d characters; kg_read gives the whole current graph." % limit
-    return text
+    used = sum(len(x) + 1 for x in out)
+    groups = [
+        ("nodes", r["nodes"], lambda n: "node %s (%s, %s): %s" % (n["id"], n["level"], n["state"], _clip(n["gist"], 300))),
+        ("edges", r["edges"], lambda e: "edge (%s): %s" % (e["level"], _edge_line(e))),
+        ("deleted nodes", r["deleted_nodes"], lambda d: "deleted node %s (%s)" % (d["id"], d["level"])),
+        ("deleted edges", r["deleted_edges"], lambda d: "deleted edge (%s): %s" % (d["level"], _edge_line(d)))]
+    left = []
+    for name, items, fmt in groups:
+        for i, item in enumerate(items):
+            line = fmt(item)
+            if left or used + len(line) + 1 > limit - 300:
+                left.append("%d %s" % (len(items) - i, name))
+                break
+            out.append(line)
+            used += len(line) + 1
+    if left:
+        out.append("… cut to fit the context, not shown: %s; kg_read gives the whole current graph." % ", ".join(left))
+    return "\n".join(out)
 
 
 def render_progress(r):

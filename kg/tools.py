@@ -1,13 +1,14 @@
 """The eight kg_* tools: schemas, descriptions for an agent, and handlers over the store.
 
 Rules owned here: which arguments each tool takes (inputSchema, checked before the handler
-runs), what it returns (outputSchema / structuredContent plus one text item from kg/render),
+runs), what it returns (by default one text item from kg/render and nothing else; with
+structured output also the outputSchema and a structuredContent bounded by kg/structured),
 and the single mapping of KgError to a tool result with isError (contract section 3).
 """
 
 import logging
 
-from . import model, render
+from . import model, render, structured as bounds
 from .errors import BadInput, KgError
 
 log = logging.getLogger(__name__)
@@ -48,6 +49,24 @@ def _obj(required, **props):
     return {"type": "object", "required": required, "properties": props}
 
 
+_INT = {"type": "integer"}
+
+
+def _counts(**props):
+    """An object of optional fields (no empty `required`: draft-04 validators reject it)."""
+    return {"type": "object", "properties": props}
+
+
+_CUT_GRAPH = _counts(edge_notes=_INT, notes_of_nodes=_INT, edges=_INT, archived=_INT, gists_cut_to=_INT,
+                  nodes=_INT)
+_CUT_NOTE = "what was left out to keep the serialized result within its size bound (counts or ids)"
+READ_CUT = dict(_counts(user=_CUT_GRAPH, project=_CUT_GRAPH, hint=_STR, notes_of=_STRS, edges_of=_STRS,
+                     nodes=_INT, missing=_INT), description=_CUT_NOTE)
+SEARCH_CUT = dict(_counts(notes_of_results=_INT, results=_INT), description=_CUT_NOTE)
+SYNC_CUT = dict(_counts(notes_of=_INT, nodes=_INT, edges=_INT, deleted_nodes=_INT, deleted_edges=_INT),
+                description=_CUT_NOTE)
+
+
 def _in(required, **props):
     schema = _obj(required, **props)
     schema["additionalProperties"] = False
@@ -61,7 +80,7 @@ TOOLS = [
         "description": (
             "Load your long-term memory. Call it FIRST in every session with cwd = your working directory: "
             "it returns the whole active knowledge graph of both levels (user: cross-project wisdom; project: "
-            "this codebase) and a session_id to pass to the other kg_* tools. Later, call it with id or ids to "
+            "this codebase) and a session_id (first line: Session: <id>) to pass to the other kg_* tools. Later, call it with id or ids to "
             "read a node's full notes and edges (this also recalls archived nodes into the active graph)."),
         "inputSchema": _in([], cwd={"type": "string", "description": "absolute path of your working directory"},
                            session_id=_SESSION,
@@ -73,7 +92,7 @@ TOOLS = [
                              budget=_obj(["max_tokens", "user_tokens", "project_tokens"], max_tokens={"type": "integer"},
                                          user_tokens={"type": "integer"}, project_tokens={"type": "integer"}),
                              nodes={"type": "array", "items": _with(NODE, level=_LEVEL, edges={"type": "array", "items": EDGE})},
-                             missing=_STRS),
+                             missing=_STRS, truncated=READ_CUT),
         "annotations": {"title": "Read memory", "readOnlyHint": False, "destructiveHint": False,
                         "idempotentHint": True, "openWorldHint": False},
     },
@@ -136,7 +155,8 @@ TOOLS = [
         "inputSchema": _in(["query"], query=_STR, session_id=_SESSION,
                            limit={"type": "integer", "minimum": 1, "maximum": 200}),
         "outputSchema": _obj(["results"], results={"type": "array", "items": _with(
-            NODE, level=_LEVEL, score={"type": "number"}, project_path={"type": "string"})}),
+            NODE, level=_LEVEL, score={"type": "number"}, project_path={"type": "string"})},
+                             truncated=SEARCH_CUT),
         "annotations": {"title": "Search memory", "readOnlyHint": True, "destructiveHint": False,
                         "idempotentHint": True, "openWorldHint": False},
     },
@@ -154,7 +174,7 @@ TOOLS = [
                              deleted_nodes={"type": "array", "items": _obj(["level", "id"], level=_LEVEL, id=_STR)},
                              deleted_edges={"type": "array", "items": _obj(["level", "from", "to", "rel"], level=_LEVEL,
                                                                            **{"from": _STR, "to": _STR, "rel": _STR})},
-                             full_resync={"type": "boolean"}),
+                             full_resync={"type": "boolean"}, truncated=SYNC_CUT),
         "annotations": {"title": "See other sessions' changes", "readOnlyHint": True, "destructiveHint": False,
                         "idempotentHint": False, "openWorldHint": False},
     },
@@ -176,8 +196,12 @@ TOOLS = [
 TOOLS_BY_NAME = {t["name"]: t for t in TOOLS}
 
 
-def list_tools():
-    return [dict(t) for t in TOOLS]
+def list_tools(structured=False):
+    """Without structured output no tool declares an outputSchema (the spec then requires
+    structuredContent, which Claude Code would show the model instead of the text)."""
+    if structured:
+        return [dict(t) for t in TOOLS]
+    return [{k: v for k, v in t.items() if k != "outputSchema"} for t in TOOLS]
 
 
 # ---------------------------------------------------------------- argument checking
@@ -224,6 +248,12 @@ def check_arguments(tool, args):
 
 
 # ---------------------------------------------------------------- handlers
+# Each handler returns (result, text, bound): bound(result) is the structuredContent, called only
+# with structured output on, so the default path never serializes or trims the objects.
+
+def _same(result):
+    return result
+
 
 def _read(store, a):
     session = None
@@ -244,55 +274,62 @@ def _read(store, a):
         ids = [a["id"]] + [i for i in (ids or []) if i != a["id"]]
     if ids is not None:
         result = store.read_nodes(session, ids, a.get("level"))
-        return result, render.render_nodes(result)
+        return result, render.render_nodes(result), bounds.bound_nodes
     graphs = store.read_graphs(session)
     result = {"session_id": session.id, "project_path": session.project_path,
               "user": graphs["user"], "project": graphs["project"],
               "budget": {"max_tokens": store.settings.max_tokens, "user_tokens": graphs["user"]["tokens"],
                          "project_tokens": graphs["project"]["tokens"]}}
     text = render.render_read(result, store.settings.max_tokens)
-    for g in (result["user"], result["project"]):
-        g.pop("recency", None)
-        g.pop("tokens", None)
-    return result, text
+
+    def bound(result):
+        recency = {}
+        for level in ("user", "project"):
+            g = result[level] = dict(result[level])
+            recency[level] = g.pop("recency", None) or {}
+            g.pop("tokens", None)
+        return bounds.bound_read(result, recency)
+    return result, text, bound
 
 
 def _put_node(store, a):
     r = store.put_node(store.session(a["session_id"]), a["level"], a["id"], a["gist"], a.get("notes"), a.get("touches"))
-    return r, render.render_put_node(r)
+    return r, render.render_put_node(r), _same
 
 
 def _put_edge(store, a):
     r = store.put_edge(store.session(a["session_id"]), a["level"], a["from"], a["to"], a["rel"], a.get("notes"))
-    return r, render.render_put_edge(r)
+    return r, render.render_put_edge(r), _same
 
 
 def _delete_node(store, a):
     r = store.delete_node(store.session(a["session_id"]), a["id"], a.get("level"))
-    return r, render.render_delete_node(r)
+    return r, render.render_delete_node(r), _same
 
 
 def _delete_edge(store, a):
     r = store.delete_edge(store.session(a["session_id"]), a["from"], a["to"], a["rel"], a.get("level"))
-    return r, render.render_delete_edge(r)
+    return r, render.render_delete_edge(r), _same
 
 
 def _search(store, a):
     session = store.session(a["session_id"]) if a.get("session_id") is not None else None
-    r = store.search(a["query"], session, a.get("limit", 20))
-    return r, render.render_search(r, a["query"])
+    limit = a.get("limit", 20)
+    r = store.search(a["query"], session, limit)
+    text = render.render_search(r, a["query"], project_path=session.project_path if session else None, asked=limit)
+    return r, text, bounds.bound_search
 
 
 def _sync(store, a):
     r = store.sync(store.session(a["session_id"]))
-    return r, render.render_sync(r)
+    return r, render.render_sync(r), bounds.bound_sync
 
 
 def _progress(store, a):
     # A null state is "omitted" (as for every optional argument): it reads, never clears.
     r = store.progress(store.session(a["session_id"]), a["task_id"], a.get("state"), a.get("level"),
                        has_state=a.get("state") is not None)
-    return r, render.render_progress(r)
+    return r, render.render_progress(r), _same
 
 
 HANDLERS = {"kg_read": _read, "kg_put_node": _put_node, "kg_put_edge": _put_edge, "kg_delete_node": _delete_node,
@@ -303,14 +340,18 @@ def error_result(message):
     return {"content": [{"type": "text", "text": message}], "isError": True}
 
 
-def call(store, name, args):
-    """tools/call -> CallToolResult. KgError becomes isError; an unknown name raises UnknownTool."""
+def call(store, name, args, structured=False):
+    """tools/call -> CallToolResult: one text item, plus structuredContent only when structured.
+    KgError becomes isError; an unknown name raises UnknownTool."""
     tool = TOOLS_BY_NAME.get(name) if isinstance(name, str) else None
     if tool is None:
         raise UnknownTool("unknown tool %r; tools/list names the eight kg_* tools." % (str(name)[:100],))
     try:
         check_arguments(tool, {} if args is None else args)
-        structured, text = HANDLERS[name](store, args or {})
+        result, text, bound = HANDLERS[name](store, args or {})
     except KgError as exc:
         return error_result("%s failed: %s" % (name, exc.message))
-    return {"content": [{"type": "text", "text": text}], "structuredContent": structured, "isError": False}
+    out = {"content": [{"type": "text", "text": text}], "isError": False}
+    if structured:
+        out["structuredContent"] = bound(result)
+    return out

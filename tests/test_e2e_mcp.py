@@ -1,6 +1,11 @@
 """End to end against a real kgd process: the HTTP surface, JSON-RPC / MCP and the eight tools
 (contract sections 2 and 3). Every test talks to the daemon over a socket, nothing is imported
-from kg/."""
+from kg/.
+
+By default kgd's tool results are one text item and nothing else (no structuredContent, no
+outputSchema): the protocol tests run on such a daemon. The tool tests check the structured
+fields too, so their `daemon` runs with --structured-output; the "default mode" tests check
+what a default daemon sends."""
 
 import http.client
 import json
@@ -26,9 +31,21 @@ TOOL_NAMES = {"kg_read", "kg_put_node", "kg_put_edge", "kg_delete_node", "kg_del
 @pytest.fixture(scope="module")
 def shared_daemon(tmp_path_factory):
     from conftest import Daemon
-    d = Daemon(tmp_path_factory.mktemp("shared-root")).start()
+    d = Daemon(tmp_path_factory.mktemp("shared-root"), env={"KG_STRUCTURED_OUTPUT": "0"}).start()
     yield d
     d.stop()
+
+
+@pytest.fixture
+def daemon(make_daemon):
+    """The tool tests read structuredContent: a daemon with --structured-output."""
+    return make_daemon(args=["--structured-output"])
+
+
+@pytest.fixture
+def plain(make_daemon):
+    """A daemon in the default mode (text only), whatever the environment says."""
+    return make_daemon(env={"KG_STRUCTURED_OUTPUT": "0"})
 
 
 @pytest.fixture
@@ -105,8 +122,12 @@ def batch_call(daemon, calls):
 
 
 def start(daemon, cwd):
-    sc = daemon.call_tool("kg_read", {"cwd": str(cwd)})
-    return sc
+    """kg_read with cwd -> its structuredContent, or {"session_id"} from the text by default."""
+    r = daemon.call("kg_read", {"cwd": str(cwd)})
+    assert r["isError"] is False, r
+    if "structuredContent" in r:
+        return r["structuredContent"]
+    return {"session_id": re.match(r"Session: (\S+)\n", r["content"][0]["text"]).group(1)}
 
 
 def tool_error(result):
@@ -507,15 +528,19 @@ def test_tools_call_without_initialize_on_a_fresh_connection(srv, project):
         "params": {"name": "kg_read", "arguments": {"cwd": str(project)}}})
     assert status == 200
     r = json.loads(data)["result"]
-    assert r["isError"] is False and r["structuredContent"]["session_id"]
+    assert r == {"content": [{"type": "text", "text": r["content"][0]["text"]}], "isError": False}
+    assert re.match(r"Session: \S+\n", r["content"][0]["text"])
 
 
-def test_tool_definitions(srv):
-    tools = srv.rpc("tools/list")["result"]["tools"]
+@pytest.mark.parametrize("structured", [False, True], ids=["default", "structured-output"])
+def test_tool_definitions(srv, make_daemon, structured):
+    d = make_daemon(args=["--structured-output"]) if structured else srv
+    tools = d.rpc("tools/list")["result"]["tools"]
     assert len(tools) == 8 and {t["name"] for t in tools} == TOOL_NAMES
     for t in tools:
         assert isinstance(t["description"], str) and len(t["description"]) > 30, t["name"]
-        for key in ("inputSchema", "outputSchema"):
+        assert ("outputSchema" in t) is structured, t["name"]
+        for key in ("inputSchema", "outputSchema") if structured else ("inputSchema",):
             schema = t[key]
             assert schema["type"] == "object", (t["name"], key)
             assert isinstance(schema.get("properties"), dict), (t["name"], key)
@@ -584,7 +609,8 @@ def test_stateless_tools_list_and_call_carry_result_type(srv, project):
     assert status == 200
     r = obj["result"]
     assert r["resultType"] == "complete"
-    assert r["isError"] is False and r["structuredContent"]["session_id"]
+    assert r["isError"] is False and "structuredContent" not in r
+    assert re.match(r"Session: \S+\n", r["content"][0]["text"])
     # A tool failure is still a complete result.
     status, _, obj = post(srv, {"jsonrpc": "2.0", "id": 3, "method": "tools/call", "params": {
         "name": "kg_sync", "arguments": {}, "_meta": stateless_meta()}}, stateless_headers("tools/call", "kg_sync"))
@@ -1204,20 +1230,42 @@ def _fill(daemon, sid, n, level="project", prefix="bulk", per_post=100):
             assert r["isError"] is False, r
 
 
-def test_output_size_with_2600_nodes_in_grace(daemon, project):
-    sid = start(daemon, project)["session_id"]
+def stringify(obj):
+    """JSON.stringify as a JavaScript client (Claude Code) computes it: compact, non-ASCII kept."""
+    return json.dumps(obj, ensure_ascii=False, separators=(",", ":"))
+
+
+def session_of(daemon, cwd):
+    """Start a session in either mode: the id is on the text's first line."""
+    r = daemon.call("kg_read", {"cwd": str(cwd)})
+    assert r["isError"] is False, r
+    return re.match(r"Session: (\S+)\n", text_of(r)).group(1)
+
+
+def _schemas(daemon):
+    return {t["name"]: t.get("outputSchema") for t in daemon.rpc("tools/list")["result"]["tools"]}
+
+
+@pytest.mark.parametrize("structured", [False, True], ids=["default", "structured-output"])
+def test_output_size_with_2600_nodes_in_grace(make_daemon, project, structured):
+    """Issue 10: what a client hands the model (structuredContent when present, else the text) stays
+    bounded: by default the full read is under 45 KB on the wire."""
+    daemon = make_daemon(args=["--structured-output"] if structured else [], env={"KG_STRUCTURED_OUTPUT": "0"})
+    sid = session_of(daemon, project)
     t0 = time.monotonic()
     _fill(daemon, sid, 2600)
     fill_s = time.monotonic() - t0
     ids = ["bulk-%04d" % i for i in range(2600)]
-    result = daemon.call("kg_read", {"session_id": sid})
-    sc = result["structuredContent"]
-    # All new nodes are in grace: nothing can be archived, every one is active.
-    assert len(sc["project"]["nodes"]) == 2600, "nodes in grace were archived"
-    assert sc["project"]["archived"] == []
+    status, _, raw = daemon.request("POST", "/mcp", json.dumps({"jsonrpc": "2.0", "id": 1, "method": "tools/call",
+                                                                 "params": {"name": "kg_read",
+                                                                            "arguments": {"session_id": sid}}}))
+    assert status == 200
+    result = json.loads(raw)["result"]
     text = text_of(result)
     assert len(text) <= 40000, len(text)
     assert "Session: %s" % sid in text
+    # All new nodes are in grace: nothing can be archived, every one is active.
+    assert "## Project graph: 2600 active, 0 archived" in text, "nodes in grace were archived"
     words = set(re.findall(r"[A-Za-z0-9_.-]+", text))
     missing = [i for i in ids if i not in words]
     if missing:
@@ -1225,14 +1273,84 @@ def test_output_size_with_2600_nodes_in_grace(daemon, project):
             r"(\d+)[^\n\d]{0,60}?(not listed|left out|omitted|not shown|more|older)", text)]
         assert any(c >= len(missing) for c in counts), \
             "%d node ids are neither listed nor counted in the text" % len(missing)
+    schemas = _schemas(daemon)
+    if structured:
+        sc = result["structuredContent"]
+        assert len(stringify(sc)) <= 40000
+        assert len(sc["project"]["nodes"]) + sc["truncated"]["project"]["nodes"] == 2600
+        assert sc["project"]["archived"] == []
+        jsonschema = pytest.importorskip("jsonschema")
+        jsonschema.validate(sc, schemas["kg_read"])
+    else:
+        assert set(result) == {"content", "isError"}
+        assert len(raw) < 45000, "full kg_read is %d bytes on the wire" % len(raw)
+        assert all(v is None for v in schemas.values())
     # kg_search: at most 10,000 characters whatever the limit.
     for limit in (20, 200):
         r = daemon.call("kg_search", {"query": "subsystem retries journald", "session_id": sid, "limit": limit})
-        assert len(r["structuredContent"]["results"]) == limit
         assert len(text_of(r)) <= 10000
+        if structured:
+            sc = r["structuredContent"]
+            assert len(stringify(sc)) <= 10000
+            assert len(sc["results"]) + sc.get("truncated", {}).get("results", 0) == limit
+        else:
+            assert "structuredContent" not in r
+            shown = len(re.findall(r"^- bulk-\d{4} \(project\): ", text_of(r), re.M))
+            more = re.search(r"… (\d+) more not shown", text_of(r))
+            assert shown + (int(more.group(1)) if more else 0) == limit
     r = daemon.call("kg_search", {"query": "subsystem", "limit": 200})
     assert len(text_of(r)) <= 10000
+    assert len(stringify(r.get("structuredContent"))) <= 10000
     assert fill_s < 60, "writing 2,600 nodes took %.1fs" % fill_s
+
+
+def test_default_mode_results_are_text_only(plain, project):
+    """Claude Code hands the model JSON.stringify(structuredContent) instead of the text whenever it
+    is there: by default no tool lists an outputSchema and every result is one text item, in both
+    protocol generations, on / and on /mcp."""
+    sid = session_of(plain, project)
+    for path in ("/mcp", "/"):
+        for stateless in (False, True):
+            tag = "%s-%s" % ("s" if stateless else "h", "m" if path == "/mcp" else "r")
+            calls = [
+                ("kg_put_node", {"session_id": sid, "level": "project", "id": tag + "-a", "gist": "first"}),
+                ("kg_put_node", {"session_id": sid, "level": "user", "id": tag + "-b", "gist": "second"}),
+                ("kg_put_edge", {"session_id": sid, "level": "project", "from": tag + "-a", "to": "src/a.py",
+                                 "rel": "in"}),
+                ("kg_read", {"session_id": sid, "ids": [tag + "-a", tag + "-b"]}),
+                ("kg_read", {"session_id": sid}), ("kg_read", {"cwd": str(project)}),
+                ("kg_search", {"query": tag, "session_id": sid}), ("kg_sync", {"session_id": sid}),
+                ("kg_progress", {"session_id": sid, "task_id": tag, "state": {"n": 1}}),
+                ("kg_progress", {"session_id": sid, "task_id": tag}),
+                ("kg_delete_edge", {"session_id": sid, "from": tag + "-a", "to": "src/a.py", "rel": "in"}),
+                ("kg_delete_node", {"session_id": sid, "id": tag + "-b"})]
+            if stateless:
+                _, _, listed = post(plain, {"jsonrpc": "2.0", "id": 0, "method": "tools/list",
+                                            "params": {"_meta": stateless_meta()}}, stateless_headers("tools/list"),
+                                    path=path)
+            else:
+                _, _, listed = post(plain, {"jsonrpc": "2.0", "id": 0, "method": "tools/list"}, path=path)
+            assert all("outputSchema" not in t for t in listed["result"]["tools"]), (path, stateless)
+            for i, (name, args) in enumerate(calls):
+                params = {"name": name, "arguments": args}
+                if stateless:
+                    params["_meta"] = stateless_meta()
+                status, _, obj = post(plain, {"jsonrpc": "2.0", "id": i + 1, "method": "tools/call", "params": params},
+                                      stateless_headers("tools/call", name) if stateless else None, path=path)
+                assert status == 200, obj
+                r = obj["result"]
+                extra = {"resultType", "_meta"} if stateless else set()
+                assert set(r) == {"content", "isError"} | extra, (name, path, stateless, r)
+                assert r["isError"] is False and len(r["content"]) == 1 and r["content"][0]["type"] == "text"
+                assert r["content"][0]["text"], name
+                if name == "kg_read":
+                    assert r["content"][0]["text"].startswith("Session: "), r
+
+
+def test_structured_output_from_the_environment(make_daemon, project):
+    d = make_daemon(env={"KG_STRUCTURED_OUTPUT": "1"})
+    assert all(t.get("outputSchema") for t in d.rpc("tools/list")["result"]["tools"])
+    assert d.call_tool("kg_read", {"cwd": str(project)})["session_id"]
 
 
 def test_output_size_with_long_gists_and_notes(daemon, project):
@@ -1249,7 +1367,9 @@ def test_output_size_with_long_gists_and_notes(daemon, project):
     result = daemon.call("kg_read", {"session_id": sid})
     text = text_of(result)
     assert len(text) <= 40000
-    active = [n["id"] for n in result["structuredContent"]["user"]["nodes"]]
+    assert "## User graph: 100 active" in text
+    active = ["long-%03d" % i for i in range(100)]
+    assert len(stringify(result["structuredContent"])) <= 40000
     words = set(re.findall(r"[A-Za-z0-9_.-]+", text))
     missing = [i for i in active if i not in words]
     if missing:

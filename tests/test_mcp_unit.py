@@ -121,7 +121,9 @@ def test_params_must_be_an_object(server, params):
     assert rpc_error(server, "tools/list", params).code == -32602
 
 
-def test_tools_list(server):
+@pytest.mark.parametrize("structured", [False, True])
+def test_tools_list(structured):
+    server = Server(UntouchableStore(), structured=structured)
     r = server.dispatch("tools/list", {}, False, Request())
     names = [t["name"] for t in r["tools"]]
     assert sorted(names) == sorted(["kg_read", "kg_put_node", "kg_put_edge", "kg_delete_node", "kg_delete_edge",
@@ -129,7 +131,10 @@ def test_tools_list(server):
     by = {t["name"]: t for t in r["tools"]}
     for t in r["tools"]:
         assert t["inputSchema"]["type"] == "object"
-        assert t["outputSchema"]["type"] == "object"
+        if structured:
+            assert t["outputSchema"]["type"] == "object"
+        else:
+            assert "outputSchema" not in t
         assert len(t["description"]) > 40
         assert "annotations" in t
     assert by["kg_search"]["annotations"]["readOnlyHint"] is True
@@ -175,6 +180,7 @@ def test_tool_failure_is_a_result_not_an_rpc_error(real):
 
 def test_tools_call_without_initialize(real, tmp_path):
     server, _ = real
+    server.structured = True
     proj = tmp_path / "proj"
     (proj / ".git").mkdir(parents=True)
     r = server.dispatch("tools/call", {"name": "kg_read", "arguments": {"cwd": str(proj)}}, False, Request())
@@ -184,6 +190,38 @@ def test_tools_call_without_initialize(real, tmp_path):
     r = server.dispatch("tools/call", {"name": "kg_put_node", "arguments": {
         "session_id": sid, "level": "project", "id": "n1", "gist": "an insight"}}, False, Request())
     assert r["structuredContent"]["created"] is True
+
+
+def test_default_results_are_one_text_item_and_nothing_else(real, tmp_path):
+    """Claude Code shows the model JSON.stringify(structuredContent) instead of the text when it is
+    there: by default results carry the text only, in both protocol generations."""
+    server, _ = real
+    assert server.structured is False
+    proj = tmp_path / "proj"
+    (proj / ".git").mkdir(parents=True)
+    r = server.dispatch("tools/call", {"name": "kg_read", "arguments": {"cwd": str(proj)}}, False, Request())
+    assert set(r) == {"content", "isError"} and r["isError"] is False
+    sid = r["content"][0]["text"].splitlines()[0].split("Session: ")[1]
+    for stateless in (False, True):
+        a, b = ("s1", "s2") if stateless else ("h1", "h2")
+        calls = [("kg_put_node", {"session_id": sid, "level": "project", "id": a, "gist": "an insight"}),
+                 ("kg_put_node", {"session_id": sid, "level": "project", "id": b, "gist": "another"}),
+                 ("kg_put_edge", {"session_id": sid, "level": "project", "from": a, "to": b, "rel": "uses"}),
+                 ("kg_read", {"session_id": sid, "id": a}), ("kg_search", {"query": "insight", "session_id": sid}),
+                 ("kg_sync", {"session_id": sid}),
+                 ("kg_progress", {"session_id": sid, "task_id": "t", "state": {"a": 1}}),
+                 ("kg_delete_edge", {"session_id": sid, "from": a, "to": b, "rel": "uses"}),
+                 ("kg_delete_node", {"session_id": sid, "id": b}), ("kg_read", {"session_id": sid})]
+        for name, args in calls:
+            if stateless:
+                r = server.dispatch("tools/call", meta(name=name, arguments=args), False,
+                                    Request(STATELESS, "tools/call", name))
+                assert r.pop("resultType") == "complete" and r.pop("_meta")
+            else:
+                r = server.dispatch("tools/call", {"name": name, "arguments": args}, False, Request())
+            assert set(r) == {"content", "isError"}, (name, r)
+            assert r["isError"] is False, r
+            assert len(r["content"]) == 1 and r["content"][0]["type"] == "text" and r["content"][0]["text"]
 
 
 # ---------------------------------------------------------------- the stateless revision

@@ -107,6 +107,30 @@ def test_huge_read_says_what_was_left_out(huge):
         assert with_gist + int(left_out.group(1)) == len(g["nodes"])
 
 
+def test_archived_ids_outlive_edge_lines():
+    """Issue 13: the archived ids lead back to archived knowledge; when the read is too long,
+    edge lines go first (counted) and the archived ids stay listed."""
+    user = view(20, gist_len=60, n_edges=3000, n_archived=300, prefix="u-")
+    proj = view(20, gist_len=60, n_edges=3000, n_archived=300, prefix="p-")
+    text = render.render_read(read_result(user, proj), 5000)
+    assert len(text) <= render.READ_LIMIT
+    assert "3000 edges not listed" in text
+    for g in (user, proj):
+        for a in g["archived"]:
+            assert a in text
+        for n in g["nodes"]:
+            assert n["gist"] in text
+    assert "archived nodes not listed" not in text
+
+
+def test_archived_ids_are_counted_only_when_they_alone_do_not_fit():
+    user = view(20, gist_len=60, n_edges=10, n_archived=5000, prefix="u-")
+    text = render.render_read(read_result(user, view()), 5000)
+    assert len(text) <= render.READ_LIMIT
+    assert "5000 archived nodes not listed" in text
+    assert "10 edges not listed" in text
+
+
 def test_huge_read_keeps_the_newest_gists(huge):
     """The least valuable parts go first: the most recent active nodes keep their gists."""
     text, user, proj = huge
@@ -189,6 +213,20 @@ def test_search_small_shows_all_and_flags_states():
     assert text.index("- a ") < text.index("- b ") < text.index("- c ")
 
 
+def test_search_names_other_projects_and_the_limit():
+    base = {"notes": [], "touches": [], "state": "active", "score": 1.0}
+    r = {"results": [dict(base, id="here", gist="g1", level="project", project_path="/p/mine"),
+                     dict(base, id="there", gist="g2", level="project", project_path="/p/other"),
+                     dict(base, id="mine", gist="g3", level="user")]}
+    text = render.render_search(r, "g", project_path="/p/mine", asked=3)
+    lines = text.splitlines()
+    assert "- here (project): g1" in lines
+    assert "- there (project /p/other): g2" in lines
+    assert "- mine (user): g3" in lines
+    assert "limit 3 reached" in lines[0]
+    assert "limit" not in render.render_search(r, "g", project_path="/p/mine", asked=20)
+
+
 def test_search_no_results():
     text = render.render_search({"results": []}, "zebra")
     assert "zebra" in text and len(text) < 200
@@ -231,6 +269,9 @@ def test_sync_bounded():
     text = render.render_sync(r)
     assert len(text) <= render.READ_LIMIT
     assert "cut" in text
+    shown = sum(1 for line in text.splitlines() if line.startswith("node n"))
+    assert 0 < shown < 2000
+    assert "%d nodes, 5000 deleted nodes" % (2000 - shown) in text
 
 
 # ---------------------------------------------------------------- nodes (kg_read id=...)
@@ -254,7 +295,32 @@ def test_render_nodes_bounded():
               "touches": [], "edges": []} for i in range(50)]
     text = render.render_nodes({"session_id": "s", "nodes": nodes, "missing": []})
     assert len(text) <= render.NODE_TEXT_LIMIT
-    assert "cut" in text
+    assert "left out to fit the context" in text          # notes of the node that did not fit
+    assert "read but not shown to fit the context" in text
+    for n in nodes:                                        # every node read is shown or named
+        assert re.search(r"\b%s\b" % n["id"], text)
+    assert "structured" not in text                        # by default there is no structured content
+
+
+def test_render_nodes_starts_with_the_session():
+    r = {"session_id": "sess-9", "missing": [], "nodes": [
+        {"id": "a", "level": "user", "state": "archived", "gist": "g", "notes": [], "touches": [], "edges": []}]}
+    text = render.render_nodes(r)
+    assert text.splitlines()[0] == "Session: sess-9"
+    assert "## a [user, archived]" in text
+
+
+def test_render_nodes_one_long_node_keeps_its_edges_and_counts_its_notes():
+    n = {"id": "big", "level": "project", "state": "active", "gist": "gist", "touches": ["src/x.py"],
+         "notes": ["n%d " % i + "x" * 9000 for i in range(10)],
+         "edges": [{"from": "big", "to": "t%d" % i, "rel": "uses", "notes": []} for i in range(5)]}
+    text = render.render_nodes({"session_id": "s", "nodes": [n], "missing": []})
+    assert len(text) <= render.NODE_TEXT_LIMIT
+    for i in range(5):
+        assert "big -[uses]-> t%d" % i in text
+    shown = text.count("- note: ")
+    assert 0 < shown < 10
+    assert "%d notes and 0 edges of this node left out" % (10 - shown) in text
 
 
 # ---------------------------------------------------------------- the one-line results
@@ -262,6 +328,9 @@ def test_render_nodes_bounded():
 def test_one_liners():
     node = {"id": "a", "gist": "g" * 5000, "state": "active", "notes": [], "touches": []}
     assert len(render.render_put_node({"level": "user", "created": True, "node": node})) < 400
+    put = render.render_put_node({"level": "project", "created": True, "node": dict(node, notes=["a", "b"],
+                                                                                    touches=["x"])})
+    assert put.startswith("Created project node a (active; 2 notes, 1 touch)")
     assert render.render_put_node({"level": "user", "created": False, "node": node}).startswith("Updated")
     e = {"from": "a", "to": "b", "rel": "r", "notes": []}
     assert "a -[r]-> b" in render.render_put_edge({"level": "user", "created": True, "edge": e})

@@ -1,8 +1,9 @@
 """Interop with the official TypeScript MCP SDK 1.x client (`@modelcontextprotocol/sdk`).
 
 tests/ts/client.mjs drives the SDK's Client over StreamableHTTPClientTransport against a real
-kgd: initialize handshake, tools/list, all eight tools (the SDK validates each structuredContent
-against the listed outputSchema), failing calls (isError), GET/DELETE answered 405 without an
+kgd: initialize handshake, tools/list, all eight tools (by default text only: no outputSchema, no
+structuredContent; with --structured-output the SDK validates each structuredContent against the
+listed outputSchema), failing calls (isError), GET/DELETE answered 405 without an
 Mcp-Session-Id, and a clean close. It prints one JSON summary line and exits 0, or prints the
 failed check on stderr and exits non-zero. This test then checks, through the daemon itself,
 that what the TS client wrote (and deleted) is what the graph holds.
@@ -39,9 +40,11 @@ def _node():
     return node
 
 
-def _run_client(node, url, cwd):
+def _run_client(node, url, cwd, structured=False):
+    env = dict(os.environ, KGD_EXPECT_STRUCTURED="1" if structured else "0")
     try:
-        proc = subprocess.run([node, CLIENT, url, cwd], capture_output=True, text=True, timeout=120, cwd=TS_DIR)
+        proc = subprocess.run([node, CLIENT, url, cwd], capture_output=True, text=True, timeout=120, cwd=TS_DIR,
+                              env=env)
     except subprocess.TimeoutExpired as exc:
         pytest.fail("client.mjs did not finish within 120 s; stderr: %s" % (exc.stderr or ""))
     assert proc.returncode == 0, "client.mjs exited %d\nstderr:\n%s\nstdout:\n%s" % (
@@ -51,11 +54,24 @@ def _run_client(node, url, cwd):
     return json.loads(lines[0])
 
 
+def _daemon(make_daemon, structured):
+    return make_daemon(args=["--structured-output"] if structured else [], env={"KG_STRUCTURED_OUTPUT": "0"})
+
+
+def _text(daemon, name, args):
+    result = daemon.call(name, args)
+    assert result["isError"] is False, result
+    return result["content"][0]["text"]
+
+
+@pytest.mark.parametrize("structured", [False, True], ids=["default", "structured-output"])
 @pytest.mark.parametrize("path,prefix", [("/mcp", "ts-mcp"), ("/", "ts-root")])
-def test_ts_sdk_client(daemon, project, path, prefix):
+def test_ts_sdk_client(make_daemon, project, path, prefix, structured):
     node = _node()
+    daemon = _daemon(make_daemon, structured)
     cwd = str(project / "src")
-    summary = _run_client(node, daemon.url + path, cwd)
+    summary = _run_client(node, daemon.url + path, cwd, structured)
+    assert summary["structured"] is structured
 
     # What the client saw.
     assert summary["ok"] is True
@@ -78,6 +94,30 @@ def test_ts_sdk_client(daemon, project, path, prefix):
 
     # What the daemon holds: A kept (merged), B and C gone, the A->file edge and C's edge gone.
     sid = summary["session_id"]
+    if not structured:
+        text = _text(daemon, "kg_read", {"session_id": sid, "ids": [a, b, c]})
+        assert "## %s [project, active]\nwritten by the TS SDK, merged\ntouches: src/a.py\n- note: merged note" % a \
+            in text
+        assert "edge:" not in text and "Not found: %s, %s" % (b, c) in text
+        assert '"step": 2' in _text(daemon, "kg_progress", {"session_id": sid, "task_id": summary["progress_task"]})
+    else:
+        _check_structured(daemon, summary, a, b, c)
+    status, graph = daemon.json("GET", "/api/graph?project_path=" + urllib.parse.quote(str(project)))
+    assert status == 200, graph
+    project_ids = {n["id"] for n in graph["project"]["nodes"]}
+    user_ids = {n["id"] for n in graph["user"]["nodes"]}
+    assert a in project_ids and c not in project_ids, project_ids
+    assert b not in user_ids, user_ids
+    assert graph["project"]["edges"] == []
+
+    # A fresh session started by another client (Python, raw JSON-RPC) sees the TS client's node.
+    other = daemon.call("kg_read", {"cwd": cwd})
+    assert "Session: %s" % sid not in other["content"][0]["text"]
+    assert "- %s: written by the TS SDK, merged" % a in other["content"][0]["text"]
+
+
+def _check_structured(daemon, summary, a, b, c):
+    sid = summary["session_id"]
     got = daemon.call_tool("kg_read", {"session_id": sid, "ids": [a, b, c]})
     assert [n["id"] for n in got["nodes"]] == [a]
     node_a = got["nodes"][0]
@@ -89,27 +129,15 @@ def test_ts_sdk_client(daemon, project, path, prefix):
     assert daemon.call_tool("kg_progress", {"session_id": sid, "task_id": summary["progress_task"]})["state"] \
         == summary["progress_state"]
 
-    status, graph = daemon.json("GET", "/api/graph?project_path=" + urllib.parse.quote(str(project)))
-    assert status == 200, graph
-    project_ids = {n["id"] for n in graph["project"]["nodes"]}
-    user_ids = {n["id"] for n in graph["user"]["nodes"]}
-    assert a in project_ids and c not in project_ids, project_ids
-    assert b not in user_ids, user_ids
-    assert graph["project"]["edges"] == []
 
-    # A fresh session started by another client (Python, raw JSON-RPC) sees the TS client's node.
-    other = daemon.call_tool("kg_read", {"cwd": cwd})
-    assert other["session_id"] != sid
-    assert a in [n["id"] for n in other["project"]["nodes"]]
-
-
-def test_ts_sdk_client_both_paths_share_the_graph(daemon, project):
+def test_ts_sdk_client_both_paths_share_the_graph(make_daemon, project):
     """/mcp and / are the same endpoint: a second run on the other path sees the first run's node."""
     node = _node()
+    daemon = _daemon(make_daemon, False)
     cwd = str(project / "src")
     first = _run_client(node, daemon.url + "/mcp", cwd)
     second = _run_client(node, daemon.url + "/", cwd)
     assert first["session_id"] != second["session_id"]
     assert first["project_path"] == second["project_path"]
-    found = daemon.call_tool("kg_search", {"query": "ts", "limit": 50})["results"]
-    assert {"ts-mcp-a", "ts-root-a"} <= {r["id"] for r in found}
+    found = _text(daemon, "kg_search", {"query": "ts", "limit": 50})
+    assert "- ts-mcp-a (project " in found and "- ts-root-a (project " in found

@@ -1,6 +1,7 @@
 // Interop check: the official TypeScript MCP SDK 1.x client against a running kgd.
 //
 //   node tests/ts/client.mjs <server-url> <cwd> [id-prefix]
+//   KGD_EXPECT_STRUCTURED=1 node tests/ts/client.mjs ...   (kgd runs with --structured-output)
 //
 // <server-url> is the MCP endpoint (http://127.0.0.1:PORT/mcp or http://127.0.0.1:PORT/).
 // <cwd> is a folder inside a project (kg_read starts the session there).
@@ -8,8 +9,10 @@
 //
 // Connects with the SDK's Client + StreamableHTTPClientTransport (initialize handshake),
 // lists the tools, calls all eight of them, makes failing calls, checks that every success
-// carries structuredContent (the SDK itself validates it against each tool's outputSchema,
-// because the tools were listed first), probes GET/DELETE on the endpoint (405, no
+// carries one text item that says what happened and, by default, nothing else: no tool lists an
+// outputSchema and no result has structuredContent. With KGD_EXPECT_STRUCTURED=1 every tool has
+// an outputSchema and every success structuredContent (the SDK itself validates it against the
+// tool's outputSchema, because the tools were listed first). It probes GET/DELETE (405, no
 // Mcp-Session-Id), and closes the client. Any error the SDK reports through onerror counts
 // as a failure. On success: one JSON summary line on stdout, exit 0. On failure: the error
 // on stderr, exit 1.
@@ -40,6 +43,7 @@ const TOOLS = ["kg_read", "kg_put_node", "kg_put_edge", "kg_delete_node", "kg_de
   "kg_search", "kg_sync", "kg_progress"];
 
 const KGD_HANDSHAKE_VERSIONS = ["2025-03-26", "2025-06-18", "2025-11-25"];
+const STRUCTURED = process.env.KGD_EXPECT_STRUCTURED === "1";
 
 class CheckError extends Error {}
 
@@ -134,7 +138,11 @@ async function main() {
   const byName = Object.fromEntries(tools.map((t) => [t.name, t]));
   for (const t of tools) {
     check(t.inputSchema && t.inputSchema.type === "object", `${t.name} inputSchema`, t.inputSchema);
-    check(t.outputSchema && t.outputSchema.type === "object", `${t.name} outputSchema`, t.outputSchema);
+    if (STRUCTURED) {
+      check(t.outputSchema && t.outputSchema.type === "object", `${t.name} outputSchema`, t.outputSchema);
+    } else {
+      check(t.outputSchema === undefined, `${t.name} declares no outputSchema by default`, t.outputSchema);
+    }
     check(typeof t.description === "string" && t.description.length > 20, `${t.name} description`, t.description);
     check(t.annotations && typeof t.annotations === "object", `${t.name} annotations`, t);
   }
@@ -151,11 +159,17 @@ async function main() {
     const res = await client.callTool({ name, arguments: args });
     called[name] = (called[name] || 0) + 1;
     check(!res.isError, `${name} failed`, { args, content: res.content });
-    check(res.structuredContent && typeof res.structuredContent === "object" &&
-      !Array.isArray(res.structuredContent), `${name} structuredContent`, res);
+    if (STRUCTURED) {
+      check(res.structuredContent && typeof res.structuredContent === "object" &&
+        !Array.isArray(res.structuredContent), `${name} structuredContent`, res);
+    } else {
+      check(res.structuredContent === undefined && Object.keys(res).every((k) => ["content", "isError"].includes(k)),
+        `${name} result is the text only by default`, res);
+    }
     check(Array.isArray(res.content) && res.content.length === 1 && res.content[0].type === "text" &&
       typeof res.content[0].text === "string" && res.content[0].text.length > 0, `${name} text content`, res.content);
-    return { sc: res.structuredContent, text: res.content[0].text };
+    // By default `sc` is a stand-in whose checks below pass vacuously; the text checks always run.
+    return { sc: STRUCTURED ? res.structuredContent : null, text: res.content[0].text };
   }
   async function fails(name, args, mention) {
     const res = await client.callTool({ name, arguments: args });
@@ -175,67 +189,96 @@ async function main() {
   const C = `${prefix}-c`; // project level, deleted with its edge
   const FILE = "src/a.py";
 
+  // sc(res, cond, what): a check on structuredContent, run only in structured mode.
+  const sc = (res, cond, what) => { if (STRUCTURED) check(cond(res.sc), what, res.sc); };
+  const says = (res, needle, what) => check(res.text.includes(needle), `${what}: text says ${JSON.stringify(needle)}`,
+    res.text);
+
   const r0 = await ok("kg_read", { cwd });
-  const sid = r0.sc.session_id;
-  check(typeof sid === "string" && sid.length > 0, "kg_read session_id", r0.sc);
-  check(r0.text.includes(`Session: ${sid}`), "kg_read text carries Session line", r0.text);
-  check(typeof r0.sc.project_path === "string", "kg_read project_path", r0.sc);
-  check(r0.sc.user && r0.sc.project && r0.sc.budget, "kg_read user/project/budget", r0.sc);
+  const sidLine = /^Session: (\S+)$/m.exec(r0.text);
+  check(sidLine, "kg_read text carries a Session line", r0.text);
+  const sid = sidLine[1];
+  const projectLine = /^Project: (.+)$/m.exec(r0.text);
+  check(projectLine, "kg_read text names the project", r0.text);
+  const projectPath = projectLine[1];
+  sc(r0, (x) => x.session_id === sid && x.project_path === projectPath, "kg_read session_id and project_path");
+  sc(r0, (x) => x.user && x.project && x.budget, "kg_read user/project/budget");
 
   const pa = await ok("kg_put_node", { session_id: sid, level: "project", id: A, gist: "written by the TS SDK",
     notes: ["first note"], touches: [FILE] });
-  check(pa.sc.created === true && pa.sc.level === "project" && pa.sc.node.id === A &&
-    pa.sc.node.state === "active", "kg_put_node A", pa.sc);
+  says(pa, `Created project node ${A} (active; 1 note, 1 touch)`, "kg_put_node A");
+  sc(pa, (x) => x.created === true && x.level === "project" && x.node.id === A && x.node.state === "active",
+    "kg_put_node A");
   const pa2 = await ok("kg_put_node", { session_id: sid, level: "project", id: A, gist: "written by the TS SDK, merged",
     notes: ["merged note"] });
-  check(pa2.sc.created === false && pa2.sc.node.gist === "written by the TS SDK, merged" &&
-    sameSet(pa2.sc.node.notes, ["merged note"]) && sameSet(pa2.sc.node.touches, [FILE]), "kg_put_node merge", pa2.sc);
+  says(pa2, `Updated project node ${A} (active; 1 note, 1 touch): written by the TS SDK, merged`, "kg_put_node merge");
+  sc(pa2, (x) => x.created === false && x.node.gist === "written by the TS SDK, merged" &&
+    sameSet(x.node.notes, ["merged note"]) && sameSet(x.node.touches, [FILE]), "kg_put_node merge");
   const pb = await ok("kg_put_node", { session_id: sid, level: "user", id: B, gist: "user level from TS" });
-  check(pb.sc.created === true && pb.sc.level === "user", "kg_put_node B", pb.sc);
+  says(pb, `Created user node ${B}`, "kg_put_node B");
+  sc(pb, (x) => x.created === true && x.level === "user", "kg_put_node B");
   const pc = await ok("kg_put_node", { session_id: sid, level: "project", id: C, gist: "to be deleted" });
-  check(pc.sc.created === true, "kg_put_node C", pc.sc);
+  says(pc, `Created project node ${C}`, "kg_put_node C");
+  sc(pc, (x) => x.created === true, "kg_put_node C");
 
   const e1 = await ok("kg_put_edge", { session_id: sid, level: "project", from: A, to: FILE, rel: "implemented-in" });
-  check(e1.sc.created === true && e1.sc.edge.from === A && e1.sc.edge.to === FILE &&
-    e1.sc.edge.rel === "implemented-in", "kg_put_edge A->file", e1.sc);
+  says(e1, `Created project edge ${A} -[implemented-in]-> ${FILE}`, "kg_put_edge A->file");
+  sc(e1, (x) => x.created === true && x.edge.from === A && x.edge.to === FILE && x.edge.rel === "implemented-in",
+    "kg_put_edge A->file");
   const e2 = await ok("kg_put_edge", { session_id: sid, level: "project", from: C, to: A, rel: "depends-on",
     notes: ["why"] });
-  check(e2.sc.created === true && sameSet(e2.sc.edge.notes, ["why"]), "kg_put_edge C->A", e2.sc);
+  says(e2, `Created project edge ${C} -[depends-on]-> ${A} (1 note)`, "kg_put_edge C->A");
+  sc(e2, (x) => x.created === true && sameSet(x.edge.notes, ["why"]), "kg_put_edge C->A");
 
   const rid = await ok("kg_read", { session_id: sid, id: A });
-  check(rid.sc.session_id === sid && rid.sc.nodes.length === 1 && rid.sc.nodes[0].id === A &&
-    rid.sc.nodes[0].level === "project", "kg_read by id", rid.sc);
-  const edgeKeys = rid.sc.nodes[0].edges.map((e) => `${e.from}->${e.to}:${e.rel}`);
-  check(sameSet(edgeKeys, [`${A}->${FILE}:implemented-in`, `${C}->${A}:depends-on`]), "kg_read by id edges", edgeKeys);
+  for (const needle of [`Session: ${sid}`, `## ${A} [project, active]`, `edge: ${A} -[implemented-in]-> ${FILE}`,
+    `edge: ${C} -[depends-on]-> ${A} (why)`, "- note: merged note", `touches: ${FILE}`]) {
+    says(rid, needle, "kg_read by id");
+  }
+  sc(rid, (x) => x.session_id === sid && x.nodes.length === 1 && x.nodes[0].id === A && x.nodes[0].level === "project",
+    "kg_read by id");
+  sc(rid, (x) => sameSet(x.nodes[0].edges.map((e) => `${e.from}->${e.to}:${e.rel}`),
+    [`${A}->${FILE}:implemented-in`, `${C}->${A}:depends-on`]), "kg_read by id edges");
   const rids = await ok("kg_read", { session_id: sid, ids: [A, B, `${prefix}-missing`] });
-  check(sameSet(rids.sc.nodes.map((n) => n.id), [A, B]) && sameSet(rids.sc.missing, [`${prefix}-missing`]),
-    "kg_read ids", rids.sc);
+  says(rids, `## ${B} [user, active]`, "kg_read ids");
+  says(rids, `Not found: ${prefix}-missing`, "kg_read ids");
+  sc(rids, (x) => sameSet(x.nodes.map((n) => n.id), [A, B]) && sameSet(x.missing, [`${prefix}-missing`]),
+    "kg_read ids");
 
   const s = await ok("kg_search", { query: prefix, session_id: sid });
-  const found = s.sc.results.map((n) => n.id);
-  check([A, B, C].every((id) => found.includes(id)), "kg_search finds the TS nodes", found);
+  for (const [id, level] of [[A, "project"], [B, "user"], [C, "project"]]) {
+    says(s, `- ${id} (${level}): `, "kg_search finds the TS nodes");
+  }
+  sc(s, (x) => [A, B, C].every((id) => x.results.map((n) => n.id).includes(id)), "kg_search finds the TS nodes");
   const sExact = await ok("kg_search", { query: A, session_id: sid, limit: 1 });
-  check(sExact.sc.results.length === 1 && sExact.sc.results[0].id === A, "kg_search exact id first", sExact.sc);
+  check(sExact.text.split("\n")[1].startsWith(`- ${A} (project)`), "kg_search exact id first", sExact.text);
+  sc(sExact, (x) => x.results.length === 1 && x.results[0].id === A, "kg_search exact id first");
 
   const sy = await ok("kg_sync", { session_id: sid });
-  check(sy.sc.session_id === sid && sy.sc.nodes.length === 0 && sy.sc.edges.length === 0 &&
-    sy.sc.deleted_nodes.length === 0 && sy.sc.deleted_edges.length === 0, "kg_sync leaves own writes out", sy.sc);
+  says(sy, "No changes from other sessions", "kg_sync leaves own writes out");
+  sc(sy, (x) => x.session_id === sid && x.nodes.length === 0 && x.edges.length === 0 &&
+    x.deleted_nodes.length === 0 && x.deleted_edges.length === 0, "kg_sync leaves own writes out");
 
   const state = { step: 2, by: "ts-sdk", list: [1, "two", null] };
   const ps = await ok("kg_progress", { session_id: sid, task_id: `${prefix}-task`, state });
-  check(JSON.stringify(ps.sc.state) === JSON.stringify(state) && ps.sc.level === "user", "kg_progress set", ps.sc);
+  sc(ps, (x) => JSON.stringify(x.state) === JSON.stringify(state) && x.level === "user", "kg_progress set");
   const pg = await ok("kg_progress", { session_id: sid, task_id: `${prefix}-task` });
-  check(JSON.stringify(pg.sc.state) === JSON.stringify(state), "kg_progress get", pg.sc);
+  says(pg, `Progress of task ${prefix}-task (user level): {"step": 2, "by": "ts-sdk", "list": [1, "two", null]}`,
+    "kg_progress get");
+  sc(pg, (x) => JSON.stringify(x.state) === JSON.stringify(state), "kg_progress get");
   const pn = await ok("kg_progress", { session_id: sid, task_id: `${prefix}-nothing`, level: "project" });
-  check(pn.sc.state === null && pn.sc.level === "project", "kg_progress get unset", pn.sc);
+  says(pn, "No progress stored", "kg_progress get unset");
+  sc(pn, (x) => x.state === null && x.level === "project", "kg_progress get unset");
 
   const de = await ok("kg_delete_edge", { session_id: sid, from: A, to: FILE, rel: "implemented-in" });
-  check(de.sc.level === "project" && de.sc.edge.from === A && de.sc.edge.rel === "implemented-in",
-    "kg_delete_edge", de.sc);
+  says(de, `Deleted project edge ${A} -[implemented-in]-> ${FILE}`, "kg_delete_edge");
+  sc(de, (x) => x.level === "project" && x.edge.from === A && x.edge.rel === "implemented-in", "kg_delete_edge");
   const dc = await ok("kg_delete_node", { session_id: sid, id: C });
-  check(dc.sc.level === "project" && dc.sc.id === C && dc.sc.edges_removed === 1, "kg_delete_node C", dc.sc);
+  says(dc, `Deleted project node ${C} and 1 edge(s)`, "kg_delete_node C");
+  sc(dc, (x) => x.level === "project" && x.id === C && x.edges_removed === 1, "kg_delete_node C");
   const db = await ok("kg_delete_node", { session_id: sid, id: B, level: "user" });
-  check(db.sc.level === "user" && db.sc.id === B && db.sc.edges_removed === 0, "kg_delete_node B", db.sc);
+  says(db, `Deleted user node ${B} and 0 edge(s)`, "kg_delete_node B");
+  sc(db, (x) => x.level === "user" && x.id === B && x.edges_removed === 0, "kg_delete_node B");
 
   // -- failures: tool results with isError, never JSON-RPC errors
   const failures = [];
@@ -245,11 +288,13 @@ async function main() {
 
   // -- the end state, as this session sees it
   const full = await ok("kg_read", { session_id: sid });
-  const projectIds = full.sc.project.nodes.map((n) => n.id);
-  const userIds = full.sc.user.nodes.map((n) => n.id);
-  check(projectIds.includes(A) && !projectIds.includes(C), "final project graph", projectIds);
-  check(!userIds.includes(B), "final user graph", userIds);
-  check(full.sc.project.edges.length === 0, "final project edges", full.sc.project.edges);
+  says(full, `- ${A}: written by the TS SDK, merged`, "final project graph");
+  check(!full.text.includes(`- ${C}:`) && !full.text.includes(`- ${B}:`), "final graphs lost B and C", full.text);
+  check(!full.text.includes("Edges:"), "final graph has no edges", full.text);
+  sc(full, (x) => x.project.nodes.map((n) => n.id).includes(A) && !x.project.nodes.map((n) => n.id).includes(C),
+    "final project graph");
+  sc(full, (x) => !x.user.nodes.map((n) => n.id).includes(B), "final user graph");
+  sc(full, (x) => x.project.edges.length === 0, "final project edges");
 
   // -- a JSON-RPC protocol fault still reaches the caller as an McpError (-32601)
   let protocolError = null;
@@ -310,7 +355,8 @@ async function main() {
     tools: names,
     called,
     session_id: sid,
-    project_path: r0.sc.project_path,
+    project_path: projectPath,
+    structured: STRUCTURED,
     kept: { project: [A] },
     deleted: { project: [C], user: [B] },
     progress_task: `${prefix}-task`,
