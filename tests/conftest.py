@@ -42,7 +42,12 @@ class Daemon:
         env = dict(os.environ)
         env.pop("KG_TOKEN", None)
         env.update(self.env or {})
-        self.proc = subprocess.Popen([sys.executable, KGD, "--port", "0", "--root", self.root] + self.args,
+        args = list(self.args)
+        # These tests read results' structuredContent: they run the opt-in structured mode unless a
+        # test asks for the default (text only) with KG_STRUCTURED_OUTPUT=0.
+        if "--structured-output" not in args and "KG_STRUCTURED_OUTPUT" not in (self.env or {}):
+            args.append("--structured-output")
+        self.proc = subprocess.Popen([sys.executable, KGD, "--port", "0", "--root", self.root] + args,
                                      stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, env=env, cwd=REPO)
         deadline = time.monotonic() + timeout
         while time.monotonic() < deadline:

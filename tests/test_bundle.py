@@ -47,7 +47,8 @@ def run_pyz(path, *args, **kw):
 def start_pyz(path, root):
     """A Daemon (conftest's HTTP helpers) around `python3 kgd.pyz --port 0 --root ROOT`."""
     d = Daemon(root)
-    d.proc = subprocess.Popen([sys.executable, str(path), "--port", "0", "--root", str(root)], cwd=str(path.parent),
+    d.proc = subprocess.Popen([sys.executable, str(path), "--port", "0", "--root", str(root), "--structured-output"],
+                              cwd=str(path.parent),
                               env=clean_env(), stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
     line = d.proc.stderr.readline().decode()
     m = START_LINE.search(line)

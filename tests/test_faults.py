@@ -333,7 +333,7 @@ def test_read_by_id_keeps_working_on_a_full_disk(make_env):
     seed_graph(env)
     before = env.snapshot()
     env.fault.set("enospc")
-    r = tools.call(env.store, "kg_read", {"session_id": env.s.id, "id": "u1"})
+    r = tools.call(env.store, "kg_read", {"session_id": env.s.id, "id": "u1"}, structured=True)
     assert r["isError"] is False, "kg_read by id fails on a full disk: %r" % r["content"][0]["text"]
     assert r["structuredContent"]["nodes"][0]["gist"] == "user insight one"
     after = env.snapshot()
@@ -346,7 +346,7 @@ def test_new_session_keeps_working_on_a_full_disk(make_env):
     env = make_env()
     seed_graph(env)
     env.fault.set("enospc")
-    r = tools.call(env.store, "kg_read", {"cwd": env.project})
+    r = tools.call(env.store, "kg_read", {"cwd": env.project}, structured=True)
     assert r["isError"] is False, "kg_read(cwd) fails on a full disk: %r" % r["content"][0]["text"]
     sc = r["structuredContent"]
     assert {n["id"] for n in sc["project"]["nodes"]} == {"p1", "p2"}

@@ -92,7 +92,7 @@ def bridge_env(tmp_path):
     """env for a bridge on a free port and a temporary root; stops whatever daemon it started."""
     port, root = free_port(), tmp_path / "root"
     env = {k: v for k, v in os.environ.items() if not k.startswith("KG_")}
-    env.update(KG_HTTP_PORT=str(port), KG_STORAGE_ROOT=str(root), HOME=str(tmp_path))
+    env.update(KG_HTTP_PORT=str(port), KG_STORAGE_ROOT=str(root), HOME=str(tmp_path), KG_STRUCTURED_OUTPUT="1")
     yield env
     subprocess.run([sys.executable, KGD, "stop", "--timeout", "10"], env=env, stdout=subprocess.DEVNULL,
                    stderr=subprocess.DEVNULL, timeout=30)

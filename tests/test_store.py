@@ -241,14 +241,14 @@ def test_session_persisted_even_after_crash(env):
 def test_kg_read_reuses_session(env):
     store = env.open()
     proj = env.project("p")
-    r = tools.call(store, "kg_read", {"cwd": proj})
+    r = tools.call(store, "kg_read", {"cwd": proj}, structured=True)
     sid = r["structuredContent"]["session_id"]
-    r2 = tools.call(store, "kg_read", {"session_id": sid})
+    r2 = tools.call(store, "kg_read", {"session_id": sid}, structured=True)
     assert r2["structuredContent"]["session_id"] == sid
     assert len(store.sessions) == 1
-    r3 = tools.call(store, "kg_read", {"session_id": "expired-or-unknown", "cwd": proj})
+    r3 = tools.call(store, "kg_read", {"session_id": "expired-or-unknown", "cwd": proj}, structured=True)
     assert r3["isError"] is False and r3["structuredContent"]["session_id"] != sid
-    r4 = tools.call(store, "kg_read", {"session_id": "expired-or-unknown"})
+    r4 = tools.call(store, "kg_read", {"session_id": "expired-or-unknown"}, structured=True)
     assert r4["isError"] is True and "structuredContent" not in r4
 
 
