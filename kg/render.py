@@ -51,13 +51,15 @@ def _id_list(ids, budget):
     return out
 
 
-def _prepare(g):
+def _prepare(g, preloaded=()):
     """Newest first, with the lengths the mode estimate needs: the modes below only slice this.
-    Gists are flattened only when shown."""
+    Gists are flattened only when shown. Nodes whose gist the session was already given by the
+    session-start preload (`preloaded` ids) are named, not repeated."""
     recency = g.get("recency") or {}
-    nodes = sorted(g["nodes"], key=lambda n: -recency.get(n["id"], 0))
+    nodes = sorted((n for n in g["nodes"] if n["id"] not in preloaded), key=lambda n: -recency.get(n["id"], 0))
     pairs = [(n["id"], n["gist"]) for n in nodes]
-    return pairs, [len(i) + 4 for i, _ in pairs], [len(x) for _, x in pairs]
+    again = sorted(n["id"] for n in g["nodes"] if n["id"] in preloaded)
+    return pairs, [len(i) + 4 for i, _ in pairs], [len(x) for _, x in pairs], again
 
 
 def _flat(gist, n=None):
@@ -67,13 +69,15 @@ def _flat(gist, n=None):
 
 def _graph_lines(title, g, prepared, max_tokens, mode):
     """Lines of one level; mode grows stricter as the text must shrink (0 .. len(_MODES) - 1)."""
-    nodes = prepared[0]
+    nodes, again = prepared[0], prepared[3]
     tokens = g.get("tokens", 0)
     lines = ["## %s graph: %d active, %d archived, ~%d of %d budget tokens%s" % (
-        title, len(nodes), len(g["archived"]), tokens, max_tokens,
+        title, len(nodes) + len(again), len(g["archived"]), tokens, max_tokens,
         " (over: recent nodes stay active for a grace period)" if tokens > max_tokens else "")]
-    if not nodes and not g["archived"]:
+    if not nodes and not again and not g["archived"]:
         lines.append("(empty)")
+    if again:
+        lines.append("Already in your context (kgd's hooks showed them in this session), gists not repeated: " + ", ".join(again))
     gist_len, full, id_budget = _MODES[mode]
     full = len(nodes) if full is None else min(full, len(nodes))
     if gist_len is not None and any(n > gist_len for n in prepared[2][:full]):
@@ -107,24 +111,30 @@ def _node_lines_estimate(prepared, mode):
     """Characters of the node lines of a mode and of the ids-only list after them, gists counted
     before flattening (never less than the text, but for a gist with runs of spaces)."""
     gist_len, full, id_budget = _MODES[mode]
-    _, id_lens, gist_lens = prepared
+    _, id_lens, gist_lens, again = prepared
     rest = 0
     if full is not None:
         rest = sum(id_lens[full:]) - 2 * len(id_lens[full:])  # each "- " + ": " less ", "
         id_lens, gist_lens = id_lens[:full], gist_lens[:full]
         rest = min(rest, id_budget)
+    rest += sum(len(i) + 2 for i in again)
     if gist_len is None:
         return sum(id_lens) + sum(gist_lens) + rest
     return sum(id_lens) + sum(n if n < gist_len else gist_len for n in gist_lens) + rest
 
 
-def render_read(result, max_tokens, limit=READ_LIMIT):
+def render_read(result, max_tokens, limit=READ_LIMIT, preloaded=None):
+    """A full kg_read. `preloaded`: "level:id" keys whose gists kgd's hooks (the session-start
+    preload, recall) already put in this session's context: a kg_read names them without
+    repeating their gists (contract 8)."""
     head = ["Session: %s" % result["session_id"],
             "Project: %s" % (result.get("project_path") or "(none: user graph only)")]
     tail = ["", "Use: kg_read id=... for a node's notes and edges; kg_put_node / kg_put_edge to save insights "
                 "(level user = cross-project, project = this codebase); kg_sync in long sessions."]
     levels = [("User", result["user"]), ("Project", result["project"])]
-    prepared = [_prepare(g) for _, g in levels]
+    preloaded = preloaded or ()
+    prepared = [_prepare(g, {k.split(":", 1)[1] for k in preloaded if k.startswith(title.lower() + ":")})
+                for title, g in levels]
     text = ""
     last = len(_MODES) - 1
     for mode in range(len(_MODES)):

@@ -280,7 +280,9 @@ def _read(store, a):
               "user": graphs["user"], "project": graphs["project"],
               "budget": {"max_tokens": store.settings.max_tokens, "user_tokens": graphs["user"]["tokens"],
                          "project_tokens": graphs["project"]["tokens"]}}
-    text = render.render_read(result, store.settings.max_tokens)
+    with store.lock:  # what kgd's hooks already put in this session's context
+        shown = list(session.shown)
+    text = render.render_read(result, store.settings.max_tokens, preloaded=shown)
 
     def bound(result):
         recency = {}

@@ -338,3 +338,15 @@ def test_one_liners():
     assert "a -[r]-> b" in render.render_delete_edge({"level": "user", "edge": e})
     assert "No progress" in render.render_progress({"task_id": "t", "level": "user", "state": None})
     assert '"step": 3' in render.render_progress({"task_id": "t", "level": "user", "state": {"step": 3}})
+
+
+def test_full_read_names_preloaded_nodes_without_repeating_their_gists():
+    g = {"nodes": [{"id": "a", "gist": "gist of a"}, {"id": "b", "gist": "gist of b"}], "archived": ["z"],
+         "edges": [], "tokens": 50}
+    u = {"nodes": [{"id": "a", "gist": "user a"}], "archived": [], "edges": [], "tokens": 20}
+    result = {"session_id": "s1", "project_path": "/p", "user": u, "project": g}
+    text = render.render_read(result, 5000, preloaded=["project:a", "user:zz"])
+    assert "gist of a" not in text and "gist of b" in text and "user a" in text
+    assert "gists not repeated: a" in text
+    assert "## Project graph: 2 active" in text  # still counted
+    assert render.render_read(result, 5000).count("gist of a") == 1
