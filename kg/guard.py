@@ -11,7 +11,7 @@ Rules owned here:
   token in a URL would leak into logs and history). Tokens are compared in constant time.
 """
 
-from typing import Mapping, NamedTuple, Optional, Sequence
+from collections import namedtuple
 
 from .ws import origin_is_local
 
@@ -20,11 +20,8 @@ WILDCARD_HOSTS = ("0.0.0.0", "::", "")
 PUBLIC_PATHS = frozenset({"/health", "/ui", "/ui/", "/ui/app.css", "/ui/app.js"})
 
 
-class Refusal(NamedTuple):
-    status: int
-    message: str
-    headers: Optional[dict] = None
-    close: bool = False
+# What to answer instead of serving: status, {"error": message}, extra headers, close the connection.
+Refusal = namedtuple("Refusal", "status message headers close", defaults=(None, False))
 
 
 def host_name(value):
@@ -57,7 +54,7 @@ class Policy:
             "[%s]" % h for h in self.extra_hosts if ":" in h}
         self.token = token or None
 
-    def check(self, method, path, headers: Mapping[str, str], query: Mapping[str, Sequence[str]]):
+    def check(self, method, path, headers, query):
         """None when the request may go on, else the Refusal to answer.
         `headers` has lower-cased names; `query` is parse_qs output."""
         host = headers.get("host")

@@ -20,8 +20,8 @@ import socket
 import socketserver
 import threading
 import time
+from collections import namedtuple
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
-from typing import NamedTuple
 from urllib.parse import parse_qs, urlsplit
 
 from . import __version__, guard, jsonrpc, mcp, ws
@@ -37,10 +37,9 @@ HEADER_DEADLINE = 30.0  # seconds from waiting for a request to having its heade
 MCP_ONLY = "MCP here is POST only (stateless Streamable HTTP: no SSE stream, no session)."
 
 
-class Route(NamedTuple):
-    methods: dict  # method ("*": any) -> name of the Handler method that answers it
-    allow: str  # the Allow header of a 405
-    refusal: str  # the 405's message
+# methods: HTTP method ("*": any) -> name of the Handler method that answers it;
+# allow and refusal: the Allow header and the message of a 405.
+Route = namedtuple("Route", "methods allow refusal")
 
 
 _GET = Route({"GET": "health", "HEAD": "health"}, "GET", "use GET.")

@@ -390,9 +390,9 @@ OPENAPI = {
         "/api/hooks": {"post": {
             "summary": "Claude Code hooks: hook input in, hook output (or nothing) out", "operationId": "hooks",
             "requestBody": {"required": True, "content": _json({
-                "type": "object", "additionalProperties": True, "description": "Claude Code's hook input, unchanged",
-                "properties": {"session_id": {"type": "string"}, "transcript_path": {"type": "string"},
-                               "cwd": {"type": "string"}, "hook_event_name": {"type": "string"}}})},
+                "type": "object", "additionalProperties": True,
+                "description": "Claude Code's hook input, unchanged (session_id, transcript_path, cwd, "
+                               "hook_event_name and the event's own fields)"})},
             "responses": dict({"200": {"description": "Claude Code's hook output as JSON (hookSpecificOutput, "
                                                       "decision, systemMessage), or an empty body when there is "
                                                       "nothing worth saying"}}, **_errors(400, 415))}},
