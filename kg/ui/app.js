@@ -238,10 +238,28 @@ function radius(v) {
   return v.data.state === 'orphaned' ? r * 0.8 : r;
 }
 var centers = { user: { x: 0, y: 0 }, project: { x: 0, y: 0 } };
+/* With a project shown, the user level lives before -SEP and the project level after +SEP on
+   one axis (world units): side by side (x) in a wide view, one above the other (y) in a narrow
+   one, so each island gets the view's width for its labels. Each island is drawn ISLAND_PAD
+   round its nodes, so SEP > ISLAND_PAD keeps the islands apart whatever the forces,
+   cross-level edges or drags do. */
+var ISLAND_PAD = 34, SEP = ISLAND_PAD + 22, axis = 'x';
+function confine(v) {
+  if (!S.graphs.project) return;
+  var p = axis === 'x' ? 'x' : 'y', vp = 'v' + p;
+  if (v.level === 'user') { if (v[p] > -SEP) { v[p] = -SEP; if (v[vp] > 0) v[vp] = 0; } }
+  else if (v[p] < SEP) { v[p] = SEP; if (v[vp] < 0) v[vp] = 0; }
+}
+function pickAxis() {
+  var a = viewArea();
+  return (a.x1 - a.x0) >= 0.85 * (a.y1 - a.y0) ? 'x' : 'y';
+}
 function computeCenters(counts) {
+  axis = pickAxis();
   if (!S.graphs.project) { centers = { user: { x: 0, y: 0 }, project: { x: 0, y: 0 } }; return; }
   var ru = 26 * Math.sqrt(counts.user + 1) + 70, rp = 26 * Math.sqrt(counts.project + 1) + 70;
-  centers = { user: { x: -(ru + 50), y: 0 }, project: { x: rp + 50, y: 0 } };
+  centers = axis === 'x' ? { user: { x: -(ru + 50), y: 0 }, project: { x: rp + 50, y: 0 } }
+                         : { user: { x: 0, y: -(ru * 0.7 + 50) }, project: { x: 0, y: rp * 0.7 + 50 } };
 }
 var rebuildQueued = false;
 function scheduleRebuild() {
@@ -320,12 +338,12 @@ function placeNew(nodes, links) {
       var nb = adj.get(v);
       if (nb && !isNaN(nb.x)) {
         var a = hashRand(v.key) * 6.283;
-        v.x = nb.x + Math.cos(a) * 28; v.y = nb.y + Math.sin(a) * 28; return;
+        v.x = nb.x + Math.cos(a) * 28; v.y = nb.y + Math.sin(a) * 28; confine(v); return;
       }
       if (pass === 0 && v.kind === 'file') return;
       var c = centers[v.level] || { x: 0, y: 0 }, i = idx[v.level]++;
       var r = 16 * Math.sqrt(0.5 + i), ang = i * golden;
-      v.x = c.x + r * Math.cos(ang); v.y = c.y + r * Math.sin(ang);
+      v.x = c.x + r * Math.cos(ang); v.y = c.y + r * Math.sin(ang); confine(v);
     });
     links.forEach(function (l) {
       if (isNaN(l.s.x) && !isNaN(l.t.x)) adj.set(l.s, l.t);
@@ -354,6 +372,16 @@ function syncDrawn() {
   window.kgdDrawn = seen;
   drawnEl.dataset.count = String(seen.size);
 }
+
+/* Where things are on screen, for tests: each level's island, each node with its label box,
+   and the cards over the canvas (all in canvas pixels). */
+window.kgdGeometry = function () {
+  var nodes = V.nodes.map(function (v) {
+    return { key: v.key, level: v.level, kind: v.kind, x: sx(v.x), y: sy(v.y), r: radius(v) * cam.k,
+             label: (V.labels && V.labels.get(v.key)) || null };
+  });
+  return { width: W, height: H, regions: V.regions || {}, nodes: nodes, overlays: overlayRects(), frames: stats.frames };
+};
 
 /* ------------------------------------------------------------ force layout */
 /* d3-force style: many-body repulsion (Barnes-Hut), springs, a pull towards each level's
@@ -447,11 +475,12 @@ function tick() {
   }
   for (i = 0; i < ns.length; i++) {
     n = ns[i];
-    if (n.fx != null) { n.x = n.fx; n.y = n.fy; n.vx = 0; n.vy = 0; continue; }
+    if (n.fx != null) { n.x = n.fx; n.y = n.fy; n.vx = 0; n.vy = 0; confine(n); n.fx = n.x; continue; }
     n.vx *= 0.6; n.vy *= 0.6;
     if (n.vx > 60) n.vx = 60; else if (n.vx < -60) n.vx = -60;
     if (n.vy > 60) n.vy = 60; else if (n.vy < -60) n.vy = -60;
     n.x += n.vx; n.y += n.vy;
+    confine(n);
   }
   sim.alpha += (sim.alphaTarget - sim.alpha) * sim.alphaDecay;
   sim.ticks++;
@@ -467,22 +496,40 @@ function resize() {
   dpr = Math.min(window.devicePixelRatio || 1, 2.5);
   W = Math.max(1, r.width); H = Math.max(1, r.height);
   canvas.width = Math.round(W * dpr); canvas.height = Math.round(H * dpr);
+  if (S.loadedOnce && S.graphs.project && pickAxis() !== axis) {   // the islands turn with the view
+    var counts = { user: 0, project: 0 };
+    V.nodes.forEach(function (v) { if (v.kind === 'node') counts[v.level]++; });
+    computeCenters(counts); V.nodes.forEach(confine); S.autoFit = true; reheat(0.5);
+  }
   kick();
 }
 function toWorld(sx, sy) { return { x: (sx - cam.x) / cam.k, y: (sy - cam.y) / cam.k }; }
 function viewArea() {
   var left = 0, right = W, hud = $('hud');
   if (!$('panel').hidden && W > 640) right = W - $('panel').offsetWidth - 28;
-  var hw = hud.offsetParent ? hud.offsetWidth + 24 : 0;     // leave room for the budget card
+  var hw = hud.offsetParent ? hud.offsetLeft + hud.offsetWidth + 10 : 0;     // leave room for the budget card
   if (right - hw >= 420) left = hw;
   if (right - left < 300) { left = 0; right = W; }
-  return { x0: left, x1: right, y0: 0, y1: H };
+  var bottom = H, log = $('log');
+  // The activity card sits bottom-left: keep nodes above it where it reaches into the area.
+  if (log.offsetParent && log.offsetLeft + log.offsetWidth > left && log.offsetTop > H / 2) bottom = log.offsetTop - 6;
+  return { x0: left, x1: right, y0: 0, y1: bottom };
+}
+/* The cards floating over the canvas, in canvas pixels: labels are not placed under them. */
+function overlayRects() {
+  var out = [];
+  ['hud', 'log', 'zoom', 'panel', 'tip'].forEach(function (id) {
+    var el = $(id);
+    if (!el || el.hidden || !el.offsetParent) return;
+    out.push([el.offsetLeft, el.offsetTop, el.offsetWidth, el.offsetHeight]);
+  });
+  return out;
 }
 function fitTarget() {
   var x0 = Infinity, y0 = Infinity, x1 = -Infinity, y1 = -Infinity;
   V.nodes.forEach(function (v) { if (v.x < x0) x0 = v.x; if (v.y < y0) y0 = v.y; if (v.x > x1) x1 = v.x; if (v.y > y1) y1 = v.y; });
   if (!isFinite(x0)) return { x: W / 2, y: H / 2, k: 1 };
-  var a = viewArea(), padL = 60, padR = 150, padY = 60;    // screen pixels; labels sit right of nodes
+  var a = viewArea(), padL = 50, padR = 120, padY = 64;    // screen pixels; labels prefer the right of nodes
   var aw = Math.max(120, a.x1 - a.x0 - padL - padR), ah = Math.max(120, a.y1 - a.y0 - 2 * padY);
   var k = Math.min(aw / Math.max(1, x1 - x0), ah / Math.max(1, y1 - y0), 1.6);
   k = Math.max(0.04, k);
@@ -588,9 +635,11 @@ function draw(now) {
     if (v.kind === 'node') b.n++;
   });
   V.bounds = boxes;
-  var pad = 34;
+  var pad = ISLAND_PAD;
+  V.regions = {};
   levels().forEach(function (level) {
     var b = boxes[level]; if (!b || !b.n) return;
+    V.regions[level] = { x0: sx(b.x0 - pad), y0: sy(b.y0 - pad - 14 / k), x1: sx(b.x1 + pad), y1: sy(b.y1 + pad) };
     ctx.beginPath();
     roundRect(ctx, b.x0 - pad, b.y0 - pad - 14 / k, b.x1 - b.x0 + 2 * pad, b.y1 - b.y0 + 2 * pad + 14 / k, Math.min(28, pad));
     ctx.fillStyle = alpha(levelColor(level), C.dark ? 0.045 : 0.05); ctx.fill();
@@ -718,6 +767,7 @@ function sx(x) { return x * cam.k + cam.x; }
 function sy(y) { return y * cam.k + cam.y; }
 var FONT = '"Inter",system-ui,-apple-system,"Segoe UI",Roboto,"Liberation Sans",Arial,sans-serif';
 function drawIslandTitles(boxes, pad) {
+  V.titles = [];
   if (!S.graphs.project && !(boxes.user && boxes.user.n)) return;
   levels().forEach(function (level) {
     var b = boxes[level]; if (!b || !b.n) return;
@@ -726,9 +776,13 @@ function drawIslandTitles(boxes, pad) {
     ctx.font = '700 11px ' + FONT; ctx.fillStyle = levelColor(level);
     ctx.textBaseline = 'alphabetic';
     ctx.fillText(title, x, y);
-    var w = ctx.measureText(title).width;
+    var w = ctx.measureText(title).width, room = sx(b.x1 + pad) - x - w - 8;
     ctx.font = '500 11px ' + FONT; ctx.fillStyle = alpha(C.muted, 1);
-    ctx.fillText(' · ' + trunc(sub, 48) + ' · ' + plural(G.nodes.size, 'node'), x + w, y);
+    // The subtitle shrinks to the island's width: it must not run over the other island.
+    var rest = [' · ' + trunc(sub, 48) + ' · ' + plural(G.nodes.size, 'node'), ' · ' + plural(G.nodes.size, 'node'), ''];
+    var text = rest.filter(function (t) { return ctx.measureText(t).width <= room; })[0] || '';
+    ctx.fillText(text, x + w, y);
+    V.titles.push([x - 2, y - 12, w + ctx.measureText(text).width + 4, 16]);
   });
 }
 function projectLabel() {
@@ -748,6 +802,7 @@ function drawLabels(nb, now, onScreen) {
   var degCut = all ? 0 : (k > 0.7 ? 2 : k > 0.4 ? 4 : 8);
   var cells = new Map(), CELL = 48, placed = 0, tried = 0;
   function free(x, y, w, hh) {
+    if (x < 0 || y < 0 || x + w > W || y + hh > H) return false;
     var cx0 = Math.floor(x / CELL), cx1 = Math.floor((x + w) / CELL), cy0 = Math.floor(y / CELL), cy1 = Math.floor((y + hh) / CELL);
     for (var cx = cx0; cx <= cx1; cx++) for (var cy = cy0; cy <= cy1; cy++) {
       var list = cells.get(cx + ',' + cy); if (!list) continue;
@@ -755,10 +810,21 @@ function drawLabels(nb, now, onScreen) {
     }
     return true;
   }
+  function crowd(x, y, w, hh) {
+    var n = 0, cx0 = Math.floor(x / CELL), cx1 = Math.floor((x + w) / CELL), cy0 = Math.floor(y / CELL), cy1 = Math.floor((y + hh) / CELL);
+    var counted = new Set();
+    for (var cx = cx0; cx <= cx1; cx++) for (var cy = cy0; cy <= cy1; cy++) {
+      var list = cells.get(cx + ',' + cy); if (!list) continue;
+      for (var i = 0; i < list.length; i++) { var b = list[i]; if (!counted.has(b) && x < b[0] + b[2] && x + w > b[0] && y < b[1] + b[3] && y + hh > b[1]) { counted.add(b); n++; } }
+    }
+    return n;
+  }
   function take(x, y, w, hh) {
     var b = [x, y, w, hh], cx0 = Math.floor(x / CELL), cx1 = Math.floor((x + w) / CELL), cy0 = Math.floor(y / CELL), cy1 = Math.floor((y + hh) / CELL);
     for (var cx = cx0; cx <= cx1; cx++) for (var cy = cy0; cy <= cy1; cy++) { var key = cx + ',' + cy; var list = cells.get(key); if (!list) cells.set(key, list = []); list.push(b); }
   }
+  V.labels = new Map();
+  overlayRects().concat(V.titles || []).forEach(function (o) { take(o[0], o[1], o[2], o[3]); });
   // Nodes are obstacles, so a label never covers another node.
   if (total <= 2500) {
     for (var j = 0; j < V.nodes.length; j++) {
@@ -779,12 +845,26 @@ function drawLabels(nb, now, onScreen) {
     ctx.font = (isFile ? '500 10.5px ' : (big ? '650 12.5px ' : '550 11.5px ')) + FONT;
     var w = ctx.measureText(txt).width, hh = 14, px = sx(v.x), py = sy(v.y), rs = r * k;
     var cands = [[px + rs + 5, py], [px - rs - 5 - w, py], [px - w / 2, py + rs + 10], [px - w / 2, py - rs - 10]];
+    // In a small graph every node gets its label: try further spots before giving up.
+    if (force || all) cands.push([px + rs + 4, py + hh], [px + rs + 4, py - hh], [px - rs - 4 - w, py + hh],
+                                 [px - rs - 4 - w, py - hh], [px - w / 2, py + rs + 10 + hh], [px - w / 2, py - rs - 10 - hh]);
     var pos = null;
     for (var c = 0; c < cands.length; c++) {
       if (free(cands[c][0] - 2, cands[c][1] - hh / 2, w + 4, hh)) { pos = cands[c]; break; }
     }
-    if (!pos) { if (!force) return; pos = cands[0]; }
+    if (!pos) {
+      if (!force && !(all && !isFile)) return;
+      var best = Infinity;   // the spot that covers the fewest labels, nodes and cards
+      cands.forEach(function (cd) {
+        var x = Math.max(2, Math.min(W - w - 2, cd[0])), y = Math.max(hh / 2, Math.min(H - hh / 2, cd[1]));
+        if (x < px + rs && x + w > px - rs && Math.abs(y - py) < rs + hh / 2) return;
+        var n = crowd(x - 2, y - hh / 2, w + 4, hh);
+        if (n < best) { best = n; pos = [x, y]; }
+      });
+      if (!pos) pos = cands[0];
+    }
     take(pos[0] - 2, pos[1] - hh / 2, w + 4, hh);
+    V.labels.set(v.key, [pos[0], pos[1] - hh / 2, w, hh]);
     var st = isFile ? 'file' : v.data.state;
     ctx.lineWidth = 3.2; ctx.strokeStyle = alpha(C.canvas, 0.88); ctx.strokeText(txt, pos[0], pos[1]);
     ctx.fillStyle = st === 'active' ? C.text : st === 'archived' ? C.muted : st === 'file' ? C.file : C.faint;
@@ -850,7 +930,7 @@ canvas.addEventListener('pointermove', function (e) {
     S.autoFit = false;
     if (drag.v) {
       var w = toWorld(p.x, p.y);
-      drag.v.fx = w.x; drag.v.fy = w.y; drag.v.x = w.x; drag.v.y = w.y;
+      drag.v.x = w.x; drag.v.y = w.y; confine(drag.v); drag.v.fx = drag.v.x; drag.v.fy = drag.v.y;
       sim.alphaTarget = 0.15; reheat(0.15);
     } else {
       cam.x = drag.cx + (p.x - drag.x); cam.y = drag.cy + (p.y - drag.y);
@@ -1530,6 +1610,9 @@ async function loadGraph(opts) {
       reheat(1);
       prerun(V.nodes.length > 1500 ? 250 : 160);
       var t = fitTarget(); cam.x = t.x; cam.y = t.y; cam.k = t.k;
+      // Draw the first layout now: the animation frames that refine it come when the browser
+      // gets round to them (a headless or background tab may wait seconds).
+      draw(clock()); stats.frames++;
     } else kick();
     renderHud(); renderPicker(); updateEmpty();
     if (S.selected && S.selected.kind === 'node' && S.panelMode === 'view') { var n = graphOf(S.selected.level); if (n && n.nodes.has(S.selected.id)) refreshPanelFor(S.selected.level, S.selected.id, false); }
