@@ -241,7 +241,13 @@ class Handler(BaseHTTPRequestHandler):
         from . import viewer  # loaded on first view: most daemons never serve the page
 
         name, content_type = viewer.FILES[path]
-        return self.respond(200, body=viewer.read(name), content_type=content_type,
+        try:
+            body = viewer.read(name)
+        except OSError:
+            log.error("the viewer's file kg/ui/%s is missing from this installation", name)
+            return self.error(500, "the viewer's file kg/ui/%s is missing from this installation of kgd; "
+                                   "reinstall it, or rebuild kgd.pyz with `kgd bundle`." % name)
+        return self.respond(200, body=body, content_type=content_type,
                             headers={"Content-Security-Policy": viewer.CSP})
 
     def api(self, method, path, query):

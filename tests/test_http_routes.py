@@ -134,3 +134,12 @@ def test_route_table_is_the_only_dispatch():
             assert callable(getattr(kghttp.Handler, name)), (path, method, name)
         assert route.allow and route.refusal
     assert set(viewer.FILES) <= set(kghttp.ROUTES)
+
+
+def test_a_missing_viewer_file_is_a_clear_500(running, monkeypatch):
+    def missing(name):
+        raise FileNotFoundError(name)
+
+    monkeypatch.setattr(viewer, "read", missing)
+    st, _, data = request(running.port, "GET", "/ui/app.js")
+    assert st == 500 and "kg/ui/app.js is missing" in json.loads(data)["error"]
