@@ -280,7 +280,7 @@ def _inside(region, x, y):
     return region["x0"] <= x <= region["x1"] and region["y0"] <= y <= region["y1"]
 
 
-@pytest.mark.parametrize("size", [(1400, 900), (800, 600)], ids=["1400x900", "800x600"])
+@pytest.mark.parametrize("size", [(1400, 900), (800, 600), (720, 1000)], ids=["1400x900", "800x600", "720x1000"])
 @pytest.mark.parametrize("scheme", ["light", "dark"])
 def test_viewer_layout_rules(daemon, tmp_path, size, scheme):
     project_dir = tmp_path / "layout-project"
