@@ -403,12 +403,10 @@ class Daemon(ThreadingHTTPServer):
         # Passed only when asked: mcp.Server gains the keyword in a parallel change.
         self.mcp = mcp.Server(store, structured=True) if structured_output else mcp.Server(store)
         self.hub = ws.Hub()
-        self.token = token or None
         self.stop_event = threading.Event()
         self.stopping = False
         self.started = time.time()
         self.policy = guard.Policy(host, token)
-        self.extra_hosts = self.policy.extra_hosts
         self.hooks = no_hooks
         self._conns = set()
         self._conns_lock = threading.Lock()
