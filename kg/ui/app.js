@@ -10,8 +10,9 @@
  * draws into the DOM for tests: `<ul id="kgd-drawn" hidden>` holds one `<li data-level data-id
  * data-state>` per node currently drawn (text = the id), `window.kgdDrawn` is the Set of
  * "level:id" strings, and `<html data-kgd-ready="1" data-kgd-ws="live|connecting|offline">`
- * says when the first graph load finished and how the live feed is doing. All data reaches the DOM
- * through textContent / attributes, never innerHTML.
+ * says when the first graph load finished and how the live feed is doing. `window.kgdGeometry()`
+ * tells where each island, node, label and floating card is on screen (the layout tests read it).
+ * All data reaches the DOM through textContent / attributes, never innerHTML.
  */
 (function () {
 'use strict';
