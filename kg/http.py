@@ -1,12 +1,12 @@
-"""The one HTTP port (contract section 2): routing, guards, limits, keep-alive. Sockets live here.
+"""The one HTTP port (contract section 2): framing, limits, keep-alive and the route table. Sockets live here.
 
 Rules owned here:
-- POST / and /mcp are MCP; GET / DELETE on them answer 405 with Allow: POST.
-- GET /health, /api/... (kg/rest.py), GET /ws (kg/ws.py), GET /ui (kg/ui.py); anything else
-  is a JSON 404; a known path with a wrong method is 405 with Allow.
-- DNS-rebinding guard: a Host that is not this machine gets 403; an Origin that is not on
-  this machine gets 403; no Origin passes. With a token configured every request needs
-  `Authorization: Bearer <token>` (WebSockets may pass ?token=) except GET /health and GET /ui.
+- ROUTES maps a path to the Handler methods that answer it, per HTTP method: POST / and /mcp are
+  MCP (GET / answers a person's browser with a small page, anything else on them 405 with Allow:
+  POST); GET /health; /api/... goes to kg/rest.py, which answers its own 404 and 405; GET /ws
+  (kg/ws.py); the viewer's files (kg/viewer.py). Anything else is a JSON 404; a known path with
+  a wrong method is 405 with Allow.
+- Every request passes kg/guard.py's Policy (Host, Origin, token) before it is routed.
 - Bodies over 4 MiB get 413 without being read (and the connection is closed).
 - Every response is sent in one write with Content-Length (no Nagle stalls on keep-alive).
 - Connections are bounded (503 past the limit), idle keep-alive connections time out, and a
@@ -20,10 +20,11 @@ import socket
 import socketserver
 import threading
 import time
+from collections import namedtuple
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from urllib.parse import parse_qs, urlsplit
 
-from . import __version__, jsonrpc, mcp, ws
+from . import __version__, guard, jsonrpc, mcp, ws
 from .errors import KgError
 from .store import new_session_id, resolve_project_root
 
@@ -33,31 +34,38 @@ MAX_BODY = 4 * 1024 * 1024
 MAX_CONNECTIONS = 256
 IDLE_TIMEOUT = 30.0  # seconds a keep-alive connection may sit silent
 HEADER_DEADLINE = 30.0  # seconds from waiting for a request to having its headers
-UI_CSP = ("default-src 'none'; script-src 'unsafe-inline'; style-src 'unsafe-inline'; img-src data:; "
-          "connect-src 'self' ws://127.0.0.1:* ws://localhost:* ws://[::1]:*; base-uri 'none'; form-action 'none'")
-LOCAL_HOSTS = {"localhost", "127.0.0.1", "::1", "[::1]"}
-
-MCP_PATHS = ("/", "/mcp")
+MCP_ONLY = "MCP here is POST only (stateless Streamable HTTP: no SSE stream, no session)."
 
 
-def host_name(value):
-    """The host part of a Host header: '127.0.0.1:8765' -> '127.0.0.1', '[::1]:80' -> '[::1]'.
-    Anything that is not host[:port] with a numeric port (text after ']' or after the port)
-    gives '' , which no guard accepts."""
-    value = (value or "").strip().lower()
-    if value.startswith("["):
-        end = value.find("]")
-        if end < 0:
-            return ""
-        host, rest = value[: end + 1], value[end + 1:]
-    elif value.count(":") == 1:
-        host, rest = value.split(":", 1)
-        rest = ":" + rest
-    else:
-        host, rest = value, ""
-    if rest and not (rest[0] == ":" and rest[1:].isdigit() and rest[1:].isascii()):
-        return ""
-    return host
+# methods: HTTP method ("*": any) -> name of the Handler method that answers it;
+# allow and refusal: the Allow header and the message of a 405.
+Route = namedtuple("Route", "methods allow refusal")
+
+
+_GET = Route({"GET": "health", "HEAD": "health"}, "GET", "use GET.")
+_VIEW = Route({"GET": "viewer_file", "HEAD": "viewer_file"}, "GET", "use GET.")
+ROUTES = {
+    "/": Route({"POST": "mcp", "GET": "front_page"}, "POST", MCP_ONLY),
+    "/mcp": Route({"POST": "mcp"}, "POST", MCP_ONLY),
+    "/health": _GET,
+    "/api/health": _GET,
+    "/ws": Route({"GET": "websocket"}, "GET", "use GET with a WebSocket upgrade."),
+    "/ui": _VIEW,
+    "/ui/": _VIEW,
+    "/ui/app.css": _VIEW,
+    "/ui/app.js": _VIEW,
+}
+# Under a prefix, the module behind it answers its own 404 and 405 (kg/rest.py's table).
+PREFIXES = (("/api/", Route({"*": "api"}, "", "")),)
+
+
+def find_route(path):
+    route = ROUTES.get(path)
+    if route is None:
+        for prefix, r in PREFIXES:
+            if path.startswith(prefix):
+                return r
+    return route
 
 
 class Handler(BaseHTTPRequestHandler):
@@ -141,7 +149,7 @@ class Handler(BaseHTTPRequestHandler):
         lines = ["HTTP/1.1 %d %s" % (status, reason), "Server: " + self.server_version,
                  "Content-Length: %d" % len(body), "Cache-Control: no-store",
                  "X-Content-Type-Options: nosniff"]
-        if body or status not in (202, 204):
+        if body:
             lines.append("Content-Type: " + content_type)
         for k, v in (headers or {}).items():
             lines.append("%s: %s" % (k, v))
@@ -187,7 +195,7 @@ class Handler(BaseHTTPRequestHandler):
 
     def route(self, method):
         try:
-            self._route(method)
+            self.dispatch(method)
         except (ConnectionError, socket.timeout, BrokenPipeError):
             self.close_connection = True
         except Exception:
@@ -198,72 +206,63 @@ class Handler(BaseHTTPRequestHandler):
             except OSError:
                 pass
 
-    def _route(self, method):
+    def dispatch(self, method):
         url = urlsplit(self.path)
         path = url.path
         query = parse_qs(url.query, keep_blank_values=True) if url.query else {}
-        if not self.guard(path, method, query):
-            return
-        if path in MCP_PATHS:
-            if method == "POST":
-                return self.mcp()
-            return self.error(405, "MCP here is POST only (stateless Streamable HTTP: no SSE stream, no session).",
-                              {"Allow": "POST"})
-        if path in ("/health", "/api/health"):
-            if method not in ("GET", "HEAD"):
-                return self.error(405, "use GET.", {"Allow": "GET"})
-            return self.respond(200, self.server.health())
-        if path == "/ws":
-            if method != "GET":
-                return self.error(405, "use GET with a WebSocket upgrade.", {"Allow": "GET"})
-            return self.websocket(query)
-        if path == "/ui" or path == "/ui/":
-            if method not in ("GET", "HEAD"):
-                return self.error(405, "use GET.", {"Allow": "GET"})
-            from . import ui  # loaded on first view: the page is large and most daemons never serve it
-            return self.respond(200, body=ui.page_bytes(), content_type="text/html; charset=utf-8",
-                                headers={"Content-Security-Policy": UI_CSP})
-        if path.startswith("/api/"):
-            from . import rest  # loaded on first use: the OpenAPI document is large
-            body = None
-            if method in ("POST", "PUT", "PATCH"):
-                body = self.read_body()
-                if body is None:
-                    return
-            status, obj, headers = rest.handle(self.server.store, method, path, query, body,
-                                               self.h.get("content-type"))
-            return self.respond(status, obj, headers)
-        return self.error(404, "no such path %s; kgd serves MCP on POST / and /mcp, /health, /api/..., /ws and /ui."
-                          % path[:200])
+        refusal = self.server.policy.check(method, path, self.h, query)
+        if refusal is not None:
+            if refusal.close:
+                self.close_connection = True
+            return self.error(refusal.status, refusal.message, refusal.headers)
+        route = find_route(path)
+        if route is None:
+            return self.error(404, "no such path %s; kgd serves MCP on POST / and /mcp, /health, /api/..., /ws "
+                                   "and /ui." % path[:200])
+        name = route.methods.get(method) or route.methods.get("*")
+        if name is None:
+            return self.error(405, route.refusal, {"Allow": route.allow})
+        return getattr(self, name)(method, path, query)
 
-    # ------------------------------------------------------------ guards and bodies
+    # ------------------------------------------------------------ handlers: (method, path, query)
 
-    def guard(self, path, method, query):
-        host = self.h.get("host")
-        if host is not None and host_name(host) not in self.server.allowed_hosts:
-            self.close_connection = True
-            self.error(403, "Host %r is not this machine; kgd only answers requests addressed to it "
-                            "(DNS-rebinding guard)." % host[:100])
-            return False
-        origin = self.h.get("origin")
-        if origin is not None and not ws.origin_is_local(origin, self.server.extra_hosts):
-            self.error(403, "Origin %r is not on this machine; browsers on other sites may not use kgd." % origin[:100])
-            return False
-        token = self.server.token
-        if token and not (method in ("GET", "HEAD") and path in ("/health", "/ui", "/ui/")):
-            given = None
-            auth = self.h.get("authorization") or ""
-            if auth[:7].lower() == "bearer ":
-                given = auth[7:].strip()
-            elif path == "/ws" and query.get("token"):
-                given = query["token"][0]
-            import hmac  # only with a token configured
+    def front_page(self, method, path, query):
+        """GET /: a person's browser gets a page pointing to /ui; an MCP client gets its 405."""
+        if path == "/" and "text/html" in (self.h.get("accept") or "").lower():
+            from . import viewer
+            return self.respond(200, body=viewer.front_page(self.h.get("host")), content_type="text/html; charset=utf-8",
+                                headers={"Content-Security-Policy": viewer.CSP})
+        return self.error(405, MCP_ONLY, {"Allow": "POST"})
 
-            if given is None or not hmac.compare_digest(given.encode("utf-8", "replace"), token.encode("utf-8")):
-                self.error(401, "missing or wrong token: send Authorization: Bearer <token> (the daemon's --token).",
-                           {"WWW-Authenticate": 'Bearer realm="kgd"'})
-                return False
-        return True
+    def health(self, method, path, query):
+        return self.respond(200, self.server.health())
+
+    def viewer_file(self, method, path, query):
+        from . import viewer  # loaded on first view: most daemons never serve the page
+
+        name, content_type = viewer.FILES[path]
+        try:
+            body = viewer.read(name)
+        except OSError:
+            log.error("the viewer's file kg/ui/%s is missing from this installation", name)
+            return self.error(500, "the viewer's file kg/ui/%s is missing from this installation of kgd; "
+                                   "reinstall it, or rebuild kgd.pyz with `kgd bundle`." % name)
+        return self.respond(200, body=body, content_type=content_type,
+                            headers={"Content-Security-Policy": viewer.CSP})
+
+    def api(self, method, path, query):
+        from . import rest  # loaded on first use: the OpenAPI document is large
+
+        body = None
+        if method in ("POST", "PUT", "PATCH"):
+            body = self.read_body()
+            if body is None:
+                return
+        status, obj, headers = rest.handle(self.server.store, method, path, query, body,
+                                           self.h.get("content-type"), hooks=self.server.hooks)
+        return self.respond(status, obj, headers)
+
+    # ------------------------------------------------------------ bodies
 
     def read_body(self):
         """The request body, or None after answering an error (413, 400, 411)."""
@@ -344,7 +343,7 @@ class Handler(BaseHTTPRequestHandler):
 
     # ------------------------------------------------------------ MCP
 
-    def mcp(self):
+    def mcp(self, method, path, query):
         body = self.read_body()
         if body is None:
             return
@@ -357,7 +356,7 @@ class Handler(BaseHTTPRequestHandler):
 
     # ------------------------------------------------------------ WebSocket
 
-    def websocket(self, query):
+    def websocket(self, method, path, query):
         try:
             accept = ws.check_handshake(self.command, self.headers)
         except ws.HandshakeError as exc:
@@ -387,6 +386,11 @@ class Handler(BaseHTTPRequestHandler):
             pass
 
 
+def no_hooks(payload):
+    """The hook answer until kg/hooks.py is wired in: nothing to say (an empty 200)."""
+    return None
+
+
 class Daemon(ThreadingHTTPServer):
     """The HTTP server plus what handlers need: store, MCP server, hub, guards, bookkeeping."""
 
@@ -394,16 +398,16 @@ class Daemon(ThreadingHTTPServer):
     allow_reuse_address = True
     request_queue_size = 128
 
-    def __init__(self, address, store, host="127.0.0.1", token=None):
+    def __init__(self, address, store, host="127.0.0.1", token=None, structured_output=False):
         self.store = store
-        self.mcp = mcp.Server(store)
+        # Passed only when asked: mcp.Server gains the keyword in a parallel change.
+        self.mcp = mcp.Server(store, structured=True) if structured_output else mcp.Server(store)
         self.hub = ws.Hub()
-        self.token = token or None
         self.stop_event = threading.Event()
         self.stopping = False
         self.started = time.time()
-        self.extra_hosts = tuple(h for h in {host.lower()} if h not in ("0.0.0.0", "::", ""))
-        self.allowed_hosts = LOCAL_HOSTS | set(self.extra_hosts) | {"[%s]" % h for h in self.extra_hosts if ":" in h}
+        self.policy = guard.Policy(host, token)
+        self.hooks = no_hooks
         self._conns = set()
         self._conns_lock = threading.Lock()
         store.add_listener(self.hub.publish)

@@ -133,7 +133,10 @@ def search(store, m, q, body):
     except ValueError:
         raise BadInput("limit must be an integer.")
     s = _session(store, _q(q, "session_id"))
-    return store.search(_q(q, "q", True), s, limit, _q(q, "project_path"))
+    words = _q(q, "q") or _q(q, "query")  # `query` is the MCP tool's name for it
+    if words is None:
+        raise BadInput("query parameter q (or query) is required.")
+    return store.search(words, s, limit, _q(q, "project_path"))
 
 
 def sync(store, m, q, body):
@@ -170,7 +173,21 @@ def openapi(store, m, q, body):
     return OPENAPI
 
 
-_SEG = r"([^/]+)"
+def post_hooks(store, m, q, body):
+    """Placeholder in the table: handle() answers /api/hooks through the daemon's hooks callable."""
+    raise AssertionError("handled by handle()")
+
+
+def _hook_answer(answer_hook, body, content_type):
+    """Claude Code's hook input -> its hook output, or None for an empty 200 (nothing to say)."""
+    if not body:
+        raise BadInput("the body must be a JSON object (Claude Code's hook input).")
+    answer = answer_hook(_json_body(body, content_type))
+    if answer is not None and not isinstance(answer, dict):
+        raise TypeError("the hooks handler answered %s, not a dict or None" % type(answer).__name__)
+    return answer
+
+
 ROUTES = [
     (r"/api/graph", {"GET": graph}),
     (r"/api/sessions", {"POST": create_session}),
@@ -182,12 +199,14 @@ ROUTES = [
     (r"/api/progress/(?P<task_id>[^/]+)", {"GET": get_progress, "PUT": put_progress}),
     (r"/api/projects", {"GET": projects}),
     (r"/api/openapi.json", {"GET": openapi}),
+    (r"/api/hooks", {"POST": post_hooks}),
 ]
 _COMPILED = [(re.compile(p + r"/?\Z"), methods) for p, methods in ROUTES]
 
 
-def handle(store, method, path, query, body, content_type=None):
-    """-> (status, json object, extra headers). Every failure is a JSON {"error": ...}."""
+def handle(store, method, path, query, body, content_type=None, hooks=None):
+    """-> (status, json object or None for an empty body, extra headers). Every failure is a JSON
+    {"error": ...}. `hooks` answers POST /api/hooks (the daemon's, set where it is wired)."""
     if method == "HEAD":
         method = "GET"
     for pattern, methods in _COMPILED:
@@ -202,6 +221,8 @@ def handle(store, method, path, query, body, content_type=None):
             args = {k: unquote(v, errors="strict") for k, v in m.groupdict().items()}
             if "level" in args:
                 model.check_level(args["level"])
+            if fn is post_hooks:
+                return 200, _hook_answer(hooks or (lambda payload: None), body, content_type), None
             if method in ("PUT", "POST", "PATCH"):
                 body = _json_body(body, content_type)
             return 200, fn(store, args, query, body or {}), None
@@ -336,7 +357,8 @@ OPENAPI = {
                            "level": {"type": "string"}, "edge": _ref("Edge")}})}, **_errors(400, 404, 409, 507))}},
         "/api/search": {"get": {
             "summary": "search all states, best first", "operationId": "search",
-            "parameters": [_param("q", required=True), _PP, _SID,
+            "parameters": [_param("q", description="the words to look for (required unless query is given)"),
+                           _param("query", description="the same as q (the MCP tool's name for it)"), _PP, _SID,
                            _param("limit", schema={"type": "integer", "minimum": 1, "maximum": 200})],
             "responses": dict({"200": _ok({"type": "object", "required": ["results"], "properties": {
                 "results": {"type": "array", "items": {"allOf": [_ref("Node"), {"type": "object", "properties": {
@@ -365,6 +387,15 @@ OPENAPI = {
             "responses": {"200": _ok({"type": "object", "required": ["projects"], "properties": {"projects": {
                 "type": "array", "items": {"type": "object", "required": [
                     "slug", "project_path", "nodes", "edges", "active", "archived", "orphaned"]}}}})}}},
+        "/api/hooks": {"post": {
+            "summary": "Claude Code hooks: hook input in, hook output (or nothing) out", "operationId": "hooks",
+            "requestBody": {"required": True, "content": _json({
+                "type": "object", "additionalProperties": True,
+                "description": "Claude Code's hook input, unchanged (session_id, transcript_path, cwd, "
+                               "hook_event_name and the event's own fields)"})},
+            "responses": dict({"200": {"description": "Claude Code's hook output as JSON (hookSpecificOutput, "
+                                                      "decision, systemMessage), or an empty body when there is "
+                                                      "nothing worth saying"}}, **_errors(400, 415))}},
         "/api/openapi.json": {"get": {"summary": "this document", "operationId": "openapi",
                                       "responses": {"200": _ok({"type": "object"})}}},
     },

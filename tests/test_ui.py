@@ -239,3 +239,90 @@ def test_ui_draws_both_graphs_and_live_changes(daemon, tmp_path):
         assert browser.exceptions() == []
     finally:
         browser.close()
+
+
+# ------------------------------------------------------------------ layout rules (issue 14 item 9)
+
+USER_NODES = ["prefers-small-commits", "python-style", "tests-first", "review-habits", "editor-setup",
+              "deploy-window", "shell-aliases", "ci-runs-long"]
+PROJECT_NODES = ["build-uses-make", "db-layer", "app-entry", "readme-quickstart", "migrations", "config-env",
+                 "logging-rule", "release-process", "a-very-long-node-identifier-for-label-tests", "perf-budget"]
+GEOMETRY = "JSON.stringify(window.kgdGeometry())"
+
+
+def _populate(daemon, project_dir):
+    """Two islands with edges inside each and across them (the pull that once dragged nodes over)."""
+    read = daemon.call_tool("kg_read", {"cwd": str(project_dir)})
+    sid = read["session_id"]
+    for level, ids in (("user", USER_NODES), ("project", PROJECT_NODES)):
+        for i in ids:
+            daemon.call_tool("kg_put_node", {"session_id": sid, "level": level, "id": i, "gist": "about " + i,
+                                             "touches": ["src/app.py"] if i == "app-entry" else []})
+    edges = [("user", "prefers-small-commits", "tests-first"), ("user", "python-style", "review-habits"),
+             ("project", "build-uses-make", "release-process"), ("project", "db-layer", "migrations"),
+             ("project", "app-entry", "src/app.py"), ("project", "build-uses-make", "python-style"),
+             ("project", "perf-budget", "python-style"), ("project", "db-layer", "tests-first"),
+             ("user", "editor-setup", "shell-aliases")]
+    for level, a, b in edges:
+        daemon.call_tool("kg_put_edge", {"session_id": sid, "level": level, "from": a, "to": b, "rel": "relates"})
+    return read["project_path"]
+
+
+def _overlap(a, b):
+    return a[0] < b[0] + b[2] and b[0] < a[0] + a[2] and a[1] < b[1] + b[3] and b[1] < a[1] + a[3]
+
+
+def _rect(region):
+    return (region["x0"], region["y0"], region["x1"] - region["x0"], region["y1"] - region["y0"])
+
+
+def _inside(region, x, y):
+    return region["x0"] <= x <= region["x1"] and region["y0"] <= y <= region["y1"]
+
+
+@pytest.mark.parametrize("size", [(1400, 900), (800, 600), (720, 1000)], ids=["1400x900", "800x600", "720x1000"])
+@pytest.mark.parametrize("scheme", ["light", "dark"])
+def test_viewer_layout_rules(daemon, tmp_path, size, scheme):
+    project_dir = tmp_path / "layout-project"
+    (project_dir / ".git").mkdir(parents=True)
+    project_path = _populate(daemon, project_dir)
+    browser = Chromium(*size)
+    try:
+        browser.open("about:blank")
+        browser.send("Emulation.setEmulatedMedia", {"features": [{"name": "prefers-color-scheme", "value": scheme}]})
+        browser.send("Page.navigate", {"url": daemon.url + "/ui#?project=" + quote(project_path, safe="")})
+        assert browser.wait_for("document.documentElement.dataset.kgdReady === '1'", 20), browser.exceptions()
+        # The first layout is drawn when the graph is ready, not when animation frames come round.
+        first = json.loads(browser.eval(GEOMETRY))
+        assert first["frames"] >= 1 and len(first["nodes"]) >= len(USER_NODES) + len(PROJECT_NODES)
+        # The stylesheet and script came through the one CSP (no inline code to be blocked).
+        assert browser.eval("getComputedStyle(document.getElementById('bar')).display") == "flex"
+        time.sleep(2.5)  # let the animation settle
+        g = json.loads(browser.eval(GEOMETRY))
+        regions = g["regions"]
+        assert set(regions) == {"user", "project"}
+        assert not _overlap(_rect(regions["user"]), _rect(regions["project"])), regions
+        nodes = [n for n in g["nodes"] if n["kind"] == "node"]
+        assert len(nodes) == len(USER_NODES) + len(PROJECT_NODES)
+        for n in nodes:
+            other = "project" if n["level"] == "user" else "user"
+            assert _inside(regions[n["level"]], n["x"], n["y"]), n
+            assert not _inside(regions[other], n["x"], n["y"]), ("drawn in the other island", n)
+            assert n["label"], ("no label", n)
+            lx, ly, lw, lh = n["label"]
+            assert 0 <= lx and lx + lw <= g["width"] and 0 <= ly and ly + lh <= g["height"], ("label off canvas", n)
+        hud = [o for o in g["overlays"]][0]  # the stats card comes first
+        for n in nodes:
+            assert not _overlap(hud, (n["x"] - n["r"], n["y"] - n["r"], 2 * n["r"], 2 * n["r"])), ("under the card", n)
+            assert not _overlap(hud, n["label"]), ("label under the card", n)
+        chips = json.loads(browser.eval(
+            "JSON.stringify([].map.call(document.querySelectorAll('.toggles .lbl'), function (e) {"
+            " return [e.textContent, e.offsetWidth, e.scrollWidth, e.clientWidth]; }))"))
+        assert [c[0] for c in chips] == ["archived", "orphaned", "files"]
+        for text, width, scroll, client in chips:
+            assert width > 0 and scroll <= client, ("chip text hidden or cut", text)
+        ARTIFACTS.mkdir(parents=True, exist_ok=True)
+        browser.screenshot(ARTIFACTS / ("ui-%dx%d-%s.png" % (size[0], size[1], scheme)))
+        assert browser.exceptions() == []
+    finally:
+        browser.close()

@@ -1,282 +1,19 @@
-"""The built-in graph viewer served at `GET /ui` (contract section 7): one self-contained page.
-
-No CDN, no build step, no external fetch: HTML, CSS and JavaScript live in `PAGE` and talk only
-to the same-origin daemon (`/api/projects`, `/api/graph`, `/api/search`, `/api/nodes/...` and the
-`/ws` live feed). With `--token` the page asks for the token once, keeps it in localStorage, sends
-it as `Authorization: Bearer` and as `?token=` on the WebSocket.
-
-The picture is drawn on a <canvas> (a few thousand nodes stay fluid), so the page mirrors what it
-draws into the DOM for tests: `<ul id="kgd-drawn" hidden>` holds one `<li data-level data-id
-data-state>` per node currently drawn (text = the id), `window.kgdDrawn` is the Set of
-"level:id" strings, and `<html data-kgd-ready="1" data-kgd-ws="live|connecting|offline">`
-says when the first graph load finished and how the live feed is doing. All data reaches the DOM
-through textContent / attributes, never innerHTML.
-"""
-
-PAGE = r"""<!doctype html>
-<html lang="en">
-<head>
-<meta charset="utf-8">
-<title>kgd — knowledge graph</title>
-<meta name="viewport" content="width=device-width, initial-scale=1">
-<meta name="color-scheme" content="light dark">
-<meta name="referrer" content="no-referrer">
-<meta http-equiv="Content-Security-Policy" content="default-src 'none'; script-src 'unsafe-inline'; style-src 'unsafe-inline'; connect-src 'self'; img-src 'self' data:; base-uri 'none'; form-action 'none'">
-<style>
-:root{
-  --bg:#f5f6fa; --bg2:#ffffff; --panel:rgba(255,255,255,.94); --text:#1a1d26; --muted:#5f6779; --faint:#9aa1b2;
-  --border:#e1e4ec; --hover:rgba(30,40,70,.06); --shadow:0 10px 30px rgba(20,24,40,.10),0 1px 3px rgba(20,24,40,.08);
-  --user:#7c3aed; --user-soft:rgba(124,58,237,.10); --project:#0d9488; --project-soft:rgba(13,148,136,.10);
-  --file:#64748b; --accent:#2563eb; --ok:#059669; --warn:#d97706; --danger:#dc2626; --hl:#f59e0b; --canvas:#f5f6fa;
-  color-scheme:light;
-}
-@media (prefers-color-scheme: dark){
-  :root:not([data-theme=light]){
-    --bg:#0d0f15; --bg2:#141720; --panel:rgba(20,23,32,.94); --text:#e6e8f0; --muted:#9aa1b4; --faint:#5b6274;
-    --border:#262a37; --hover:rgba(255,255,255,.06); --shadow:0 10px 30px rgba(0,0,0,.45),0 1px 3px rgba(0,0,0,.4);
-    --user:#a78bfa; --user-soft:rgba(167,139,250,.12); --project:#2dd4bf; --project-soft:rgba(45,212,191,.11);
-    --file:#94a3b8; --accent:#60a5fa; --ok:#34d399; --warn:#fbbf24; --danger:#f87171; --hl:#fbbf24; --canvas:#0d0f15;
-    color-scheme:dark;
-  }
-}
-:root[data-theme=dark]{
-  --bg:#0d0f15; --bg2:#141720; --panel:rgba(20,23,32,.94); --text:#e6e8f0; --muted:#9aa1b4; --faint:#5b6274;
-  --border:#262a37; --hover:rgba(255,255,255,.06); --shadow:0 10px 30px rgba(0,0,0,.45),0 1px 3px rgba(0,0,0,.4);
-  --user:#a78bfa; --user-soft:rgba(167,139,250,.12); --project:#2dd4bf; --project-soft:rgba(45,212,191,.11);
-  --file:#94a3b8; --accent:#60a5fa; --ok:#34d399; --warn:#fbbf24; --danger:#f87171; --hl:#fbbf24; --canvas:#0d0f15;
-  color-scheme:dark;
-}
-[hidden]{display:none !important}
-*{box-sizing:border-box}
-html,body{height:100%;margin:0}
-body{font:14px/1.45 system-ui,-apple-system,"Segoe UI",Roboto,"Helvetica Neue",Arial,"Liberation Sans",sans-serif;
-  background:var(--bg);color:var(--text);display:flex;flex-direction:column;overflow:hidden;-webkit-font-smoothing:antialiased}
-button,input,select,textarea{font:inherit;color:inherit}
-.mono,code{font-family:ui-monospace,SFMono-Regular,Menlo,Consolas,"DejaVu Sans Mono",monospace;font-size:.92em}
-#bar{display:flex;align-items:center;gap:12px;height:54px;padding:0 14px;background:var(--bg2);border-bottom:1px solid var(--border);z-index:30;flex:none}
-.brand{display:flex;align-items:center;gap:9px;font-weight:700;letter-spacing:.2px;white-space:nowrap}
-.brand svg{display:block}
-.brand small{font-weight:500;color:var(--muted);font-size:12.5px}
-.ctl{height:34px;border:1px solid var(--border);border-radius:9px;background:var(--bg);padding:0 10px;outline:none;transition:border-color .15s,box-shadow .15s}
-.ctl:focus{border-color:var(--accent);box-shadow:0 0 0 3px color-mix(in srgb,var(--accent) 22%,transparent)}
-select.ctl{max-width:260px;cursor:pointer}
-.search{position:relative;flex:0 1 420px;min-width:160px}
-.search input{width:100%;padding-left:32px}
-.search svg{position:absolute;left:10px;top:10px;color:var(--faint);pointer-events:none}
-.search kbd{position:absolute;right:8px;top:8px;font:11px/16px ui-monospace,monospace;padding:0 5px;border:1px solid var(--border);border-radius:5px;color:var(--faint)}
-.results{position:absolute;top:40px;left:0;right:0;max-height:min(70vh,560px);overflow:auto;padding:6px;z-index:40}
-.results .none{padding:12px;color:var(--muted)}
-.res{display:block;width:100%;text-align:left;border:0;background:none;border-radius:8px;padding:8px 10px;cursor:pointer}
-.res:hover,.res.on{background:var(--hover)}
-.res .top{display:flex;align-items:center;gap:6px;min-width:0}
-.res .rid{font-weight:600;overflow:hidden;text-overflow:ellipsis;white-space:nowrap}
-.res .rgist{color:var(--muted);font-size:12.5px;display:-webkit-box;-webkit-line-clamp:2;-webkit-box-orient:vertical;overflow:hidden;margin-top:2px}
-.res .score{margin-left:auto;color:var(--faint);font-size:11px;font-variant-numeric:tabular-nums}
-mark{background:color-mix(in srgb,var(--hl) 35%,transparent);color:inherit;border-radius:3px;padding:0 1px}
-.spacer{flex:1}
-.toggles{display:flex;gap:4px;align-items:center}
-.tog{display:flex;align-items:center;gap:6px;height:30px;padding:0 10px;border:1px solid var(--border);border-radius:999px;cursor:pointer;user-select:none;font-size:12.5px;color:var(--muted);background:var(--bg)}
-.tog input{margin:0;accent-color:var(--accent)}
-.tog:has(input:checked){color:var(--text);border-color:color-mix(in srgb,var(--accent) 45%,var(--border))}
-.iconbtn{height:34px;min-width:34px;border:1px solid var(--border);border-radius:9px;background:var(--bg);cursor:pointer;display:inline-flex;align-items:center;justify-content:center;padding:0 8px}
-.iconbtn:hover{background:var(--hover)}
-.live{display:flex;align-items:center;gap:7px;font-size:12.5px;color:var(--muted);white-space:nowrap;padding:0 4px}
-.live i{width:9px;height:9px;border-radius:50%;background:var(--faint);display:block}
-.live.live i{background:var(--ok);box-shadow:0 0 0 0 color-mix(in srgb,var(--ok) 60%,transparent);animation:pulse 2.4s infinite}
-.live.connecting i{background:var(--warn)}
-.live.offline i{background:var(--danger)}
-@keyframes pulse{0%{box-shadow:0 0 0 0 color-mix(in srgb,var(--ok) 55%,transparent)}70%{box-shadow:0 0 0 7px transparent}100%{box-shadow:0 0 0 0 transparent}}
-main{position:relative;flex:1;min-height:0;overflow:hidden}
-#graph{position:absolute;inset:0;width:100%;height:100%;display:block;cursor:grab;touch-action:none;background:var(--canvas)}
-#graph.dragging{cursor:grabbing}
-#graph.pointing{cursor:pointer}
-.card{background:var(--panel);border:1px solid var(--border);border-radius:12px;box-shadow:var(--shadow);backdrop-filter:blur(10px);-webkit-backdrop-filter:blur(10px)}
-#hud{position:absolute;left:14px;top:14px;width:300px;padding:12px 14px 10px;z-index:10}
-.budget{margin-bottom:11px}
-.budget .row{display:flex;align-items:baseline;gap:8px;font-size:12.5px}
-.budget .name{font-weight:650;display:flex;align-items:center;gap:6px;min-width:0;overflow:hidden;white-space:nowrap;text-overflow:ellipsis}
-.budget .name .dot{width:9px;height:9px;border-radius:50%;flex:none}
-.budget .name span:last-child{overflow:hidden;text-overflow:ellipsis;min-width:0}
-.budget .tok{margin-left:auto;color:var(--muted);font-variant-numeric:tabular-nums;white-space:nowrap}
-.meter{position:relative;height:7px;border-radius:99px;background:color-mix(in srgb,var(--text) 9%,transparent);margin:6px 0 5px;overflow:hidden}
-.meter b{position:absolute;left:0;top:0;bottom:0;border-radius:99px;transition:width .4s ease,background .3s}
-.meter u{position:absolute;top:0;bottom:0;width:1px;background:color-mix(in srgb,var(--text) 35%,transparent);left:80%}
-.budget .counts{display:grid;grid-template-columns:repeat(4,1fr);gap:4px;font-size:10.5px;color:var(--muted);line-height:1.25}
-.budget .counts span{display:flex;flex-direction:column}
-.budget .counts b{font-size:13px;font-weight:650;color:var(--text);font-variant-numeric:tabular-nums}
-.budget .tok.over{color:var(--danger);font-weight:600}
-.legend{display:flex;flex-wrap:wrap;gap:4px 12px;border-top:1px solid var(--border);padding-top:9px;font-size:11.5px;color:var(--muted)}
-.legend span{display:flex;align-items:center;gap:5px}
-.legend .hint{width:100%;color:var(--faint);font-size:11px;margin-top:2px}
-#zoom{position:absolute;right:14px;bottom:14px;display:flex;flex-direction:column;padding:4px;gap:2px;z-index:10}
-#zoom button{width:32px;height:32px;border:0;background:none;border-radius:8px;cursor:pointer;font-size:17px;line-height:1;color:var(--muted)}
-#zoom button:hover{background:var(--hover);color:var(--text)}
-#tip{position:absolute;z-index:25;max-width:340px;padding:8px 11px;pointer-events:none;font-size:12.5px}
-#tip .tid{font-weight:650;word-break:break-all}
-#tip .tg{color:var(--muted);margin-top:3px;white-space:pre-wrap;word-break:break-word}
-#tip .chips{margin-top:5px;display:flex;gap:5px}
-.chip{display:inline-flex;align-items:center;height:19px;padding:0 7px;border-radius:99px;font-size:11px;font-weight:600;letter-spacing:.2px;white-space:nowrap;border:1px solid transparent}
-.chip.lv-user{background:var(--user-soft);color:var(--user)}
-.chip.lv-project{background:var(--project-soft);color:var(--project)}
-.chip.st-active{background:color-mix(in srgb,var(--ok) 13%,transparent);color:var(--ok)}
-.chip.st-archived{border-color:var(--faint);border-style:dashed;color:var(--muted)}
-.chip.st-orphaned{background:color-mix(in srgb,var(--text) 7%,transparent);color:var(--faint)}
-.chip.file{background:color-mix(in srgb,var(--file) 15%,transparent);color:var(--file)}
-#log{position:absolute;left:14px;bottom:14px;width:372px;max-height:38%;display:flex;flex-direction:column;z-index:10;overflow:hidden}
-#log header{display:flex;align-items:center;gap:8px;padding:8px 8px 8px 13px;font-weight:650;font-size:12.5px;cursor:pointer;user-select:none}
-#log header .n{color:var(--faint);font-weight:500}
-#log header .badge{background:var(--accent);color:#fff;border-radius:99px;font-size:10.5px;padding:0 6px;line-height:17px}
-#log header button{margin-left:auto;border:0;background:none;cursor:pointer;color:var(--muted);border-radius:6px;width:26px;height:22px}
-#log header button:hover{background:var(--hover)}
-#log ol{list-style:none;margin:0;padding:0 6px 6px;overflow:auto;min-height:0;border-top:1px solid var(--border)}
-#log.closed ol{display:none}
-#log li{display:flex;align-items:center;gap:7px;font-size:12px;padding:4px 6px;border-radius:6px;min-width:0}
-#log li:first-child{animation:slidein .35s ease}
-@keyframes slidein{from{opacity:0;transform:translateY(-4px)}to{opacity:1;transform:none}}
-#log li time{color:var(--faint);font-variant-numeric:tabular-nums;flex:none}
-#log li .verb{flex:none;font-weight:600;width:74px}
-#log li .what{overflow:hidden;text-overflow:ellipsis;white-space:nowrap;min-width:0}
-#log li button.what{border:0;background:none;padding:0;cursor:pointer;text-align:left;color:var(--text)}
-#log li button.what:hover{text-decoration:underline}
-#log .v-new{color:var(--ok)} #log .v-del{color:var(--danger)} #log .v-upd{color:var(--accent)} #log .v-cmp{color:var(--warn)} #log .v-sys{color:var(--muted)}
-#log .empty{color:var(--faint);font-size:12px;padding:8px 8px 4px}
-#panel{position:absolute;top:14px;right:14px;bottom:14px;width:392px;max-width:calc(100% - 28px);display:flex;flex-direction:column;z-index:20;overflow:hidden;animation:panelin .18s ease}
-@keyframes panelin{from{opacity:0;transform:translateX(10px)}to{opacity:1;transform:none}}
-#panel .ph{display:flex;align-items:center;gap:6px;padding:12px 12px 0 16px}
-#panel .ph .x{margin-left:auto;border:0;background:none;font-size:20px;line-height:1;width:30px;height:30px;border-radius:8px;cursor:pointer;color:var(--muted)}
-#panel .ph .x:hover{background:var(--hover)}
-#panel .pb{overflow:auto;padding:6px 16px 16px;flex:1;min-height:0}
-#panel h2{font-size:17px;margin:8px 0 6px;word-break:break-word;line-height:1.3}
-#panel .gist{font-size:14.5px;margin:0 0 12px;white-space:pre-wrap;word-break:break-word}
-#panel h3{font-size:11px;text-transform:uppercase;letter-spacing:.7px;color:var(--muted);margin:16px 0 6px;font-weight:700;display:flex;gap:6px}
-#panel h3 .n{color:var(--faint);font-weight:500}
-#panel ul.notes{margin:0;padding-left:18px}
-#panel ul.notes li{margin:3px 0;white-space:pre-wrap;word-break:break-word}
-#panel ul.touches{list-style:none;margin:0;padding:0;display:flex;flex-direction:column;gap:3px}
-#panel ul.touches li{word-break:break-all;background:color-mix(in srgb,var(--file) 10%,transparent);border-radius:6px;padding:2px 7px}
-#panel .muted{color:var(--faint);font-size:12.5px}
-#panel .edges{display:flex;flex-direction:column;gap:4px}
-.edge{display:flex;align-items:center;gap:6px;font-size:12.5px;min-width:0;flex-wrap:wrap}
-.edge .rel{color:var(--muted);font-style:italic;white-space:nowrap}
-.edge .arrow{color:var(--faint)}
-.endbtn{border:1px solid var(--border);background:var(--bg);border-radius:7px;padding:1px 7px;cursor:pointer;max-width:100%;overflow:hidden;text-overflow:ellipsis;white-space:nowrap;text-align:left}
-.endbtn:hover{border-color:var(--accent);color:var(--accent)}
-.endbtn.self{cursor:default;border-style:dashed;color:var(--muted)}
-.endbtn.self:hover{border-color:var(--border);color:var(--muted)}
-.endbtn.file{font-family:ui-monospace,SFMono-Regular,Menlo,Consolas,monospace;font-size:11.5px;color:var(--file)}
-.edge .enotes{width:100%;color:var(--faint);font-size:11.5px;padding-left:12px;white-space:pre-wrap;word-break:break-word}
-#panel .meta{display:grid;grid-template-columns:auto 1fr;gap:2px 12px;font-size:12px;color:var(--muted);margin-top:14px}
-#panel .meta b{font-weight:500;color:var(--faint)}
-#panel .pf{display:flex;gap:8px;padding:12px 16px;border-top:1px solid var(--border);flex:none;flex-wrap:wrap}
-.btn{height:32px;padding:0 13px;border-radius:8px;border:1px solid var(--border);background:var(--bg);cursor:pointer;font-weight:550;font-size:13px;display:inline-flex;align-items:center;gap:6px}
-.btn:hover{background:var(--hover)}
-.btn.primary{background:#2563eb;border-color:#2563eb;color:#fff}
-.btn.primary:hover{filter:brightness(1.08)}
-.btn.danger{color:var(--danger)}
-.btn.danger.solid{background:var(--danger);border-color:var(--danger);color:#fff}
-.btn:disabled{opacity:.55;cursor:default}
-.btn.right{margin-left:auto}
-.confirm{margin-top:14px;border:1px solid color-mix(in srgb,var(--danger) 45%,var(--border));background:color-mix(in srgb,var(--danger) 7%,transparent);border-radius:10px;padding:10px 12px;font-size:13px}
-.confirm .acts{display:flex;gap:8px;margin-top:8px;justify-content:flex-end}
-.banner{border-radius:9px;padding:8px 11px;font-size:12.5px;margin:8px 0;background:color-mix(in srgb,var(--warn) 12%,transparent);color:var(--text)}
-.banner.err{background:color-mix(in srgb,var(--danger) 12%,transparent)}
-form.edit label{display:block;font-size:11px;text-transform:uppercase;letter-spacing:.7px;color:var(--muted);font-weight:700;margin:14px 0 5px}
-form.edit label span{text-transform:none;letter-spacing:0;font-weight:500;color:var(--faint)}
-form.edit textarea{width:100%;border:1px solid var(--border);border-radius:9px;background:var(--bg);padding:8px 10px;resize:vertical;outline:none;line-height:1.4}
-form.edit textarea:focus{border-color:var(--accent);box-shadow:0 0 0 3px color-mix(in srgb,var(--accent) 20%,transparent)}
-#empty{position:absolute;inset:0;display:flex;align-items:center;justify-content:center;z-index:5;pointer-events:none}
-#empty .card{pointer-events:auto;max-width:580px;padding:26px 30px;text-align:left}
-#empty h2{margin:10px 0 6px;font-size:19px}
-#empty p{color:var(--muted);margin:6px 0}
-#empty pre{background:var(--bg);border:1px solid var(--border);border-radius:9px;padding:10px 12px;overflow-x:auto;font-size:12px;margin:12px 0 4px;white-space:pre;user-select:all}
-#empty ol{color:var(--muted);padding-left:20px;margin:8px 0}
-#empty ol li{margin:3px 0}
-#empty code{color:var(--text)}
-#auth{position:fixed;inset:0;background:rgba(8,10,16,.45);display:flex;align-items:center;justify-content:center;z-index:100}
-#auth .card{width:380px;max-width:calc(100% - 32px);padding:22px 22px 18px}
-#auth h2{margin:0 0 6px;font-size:17px}
-#auth p{margin:0 0 12px;color:var(--muted);font-size:13px}
-#auth input{width:100%}
-#auth .err{color:var(--danger);font-size:12.5px;margin-top:8px}
-#auth .acts{display:flex;justify-content:flex-end;margin-top:14px}
-#toasts{position:fixed;left:50%;transform:translateX(-50%);bottom:18px;display:flex;flex-direction:column;gap:8px;align-items:center;z-index:90;pointer-events:none}
-.toast{pointer-events:auto;padding:9px 14px;font-size:13px;max-width:min(620px,90vw);display:flex;gap:8px;align-items:flex-start;animation:slidein .2s ease;word-break:break-word}
-.toast.error{border-color:color-mix(in srgb,var(--danger) 55%,var(--border))}
-.toast.error b{color:var(--danger)}
-.toast.ok b{color:var(--ok)}
-#loading{position:absolute;left:50%;top:46%;transform:translate(-50%,-50%);color:var(--muted);font-size:13px;z-index:4}
-@media (max-width:900px){
-  .brand small,.toggles .lbl{display:none}
-  #hud{width:230px}
-  #log{width:300px}
-}
-@media (max-width:640px){
-  #bar{flex-wrap:wrap;height:auto;padding:8px;gap:8px}
-  #hud,#log{display:none}
-  #panel{left:8px;right:8px;top:8px;bottom:8px;width:auto;max-width:none}
-}
-</style>
-</head>
-<body>
-<header id="bar">
-  <div class="brand" title="kgd — knowledge-graph memory for coding agents">
-    <svg width="26" height="26" viewBox="0 0 26 26" aria-hidden="true"><circle cx="6" cy="7" r="3.6" fill="var(--user)"/><circle cx="19.5" cy="6" r="3" fill="none" stroke="var(--user)" stroke-width="1.6" stroke-dasharray="2.2 1.6"/><circle cx="13" cy="19" r="4.2" fill="var(--project)"/><path d="M8.6 9.2 11 15.6M9.5 6.6 16.4 6.1M17.8 8.7 14.8 15.2" stroke="var(--faint)" stroke-width="1.3" fill="none"/></svg>
-    <span>kgd</span><small>knowledge graph</small>
-  </div>
-  <select id="project" class="ctl" title="Project graph shown next to the user graph" aria-label="Project"></select>
-  <div class="search">
-    <svg width="14" height="14" viewBox="0 0 16 16" aria-hidden="true"><circle cx="7" cy="7" r="5.2" fill="none" stroke="currentColor" stroke-width="1.8"/><path d="m11 11 3.6 3.6" stroke="currentColor" stroke-width="1.8" stroke-linecap="round"/></svg>
-    <input id="q" class="ctl" type="search" placeholder="Search memory…" autocomplete="off" spellcheck="false" aria-label="Search memory">
-    <kbd id="qkbd">/</kbd>
-    <div id="results" class="results card" hidden role="listbox"></div>
-  </div>
-  <div class="spacer"></div>
-  <div class="toggles">
-    <label class="tog" title="Show archived nodes (hollow, dashed)"><input type="checkbox" id="t-archived" checked><span class="lbl">archived</span></label>
-    <label class="tog" title="Show orphaned nodes (faint); off by default"><input type="checkbox" id="t-orphaned"><span class="lbl">orphaned</span></label>
-    <label class="tog" title="Show file paths that edges point to"><input type="checkbox" id="t-files" checked><span class="lbl">files</span></label>
-  </div>
-  <button id="theme" class="iconbtn" title="Theme: auto" aria-label="Toggle theme">◐</button>
-  <div id="live" class="live connecting" title="Live feed"><i></i><span>connecting…</span></div>
-</header>
-<main id="main">
-  <canvas id="graph" aria-label="Knowledge graph"></canvas>
-  <div id="loading">Loading graph…</div>
-  <div id="hud" class="card">
-    <div id="budgets"></div>
-    <div class="legend">
-      <span><svg width="12" height="12" aria-hidden="true"><circle cx="6" cy="6" r="4.5" fill="var(--muted)"/></svg>active</span>
-      <span><svg width="12" height="12" aria-hidden="true"><circle cx="6" cy="6" r="4.3" fill="none" stroke="var(--muted)" stroke-width="1.4" stroke-dasharray="2 1.6"/></svg>archived</span>
-      <span><svg width="12" height="12" aria-hidden="true"><circle cx="6" cy="6" r="3.6" fill="var(--muted)" opacity=".3"/></svg>orphaned</span>
-      <span><svg width="12" height="12" aria-hidden="true"><rect x="2.5" y="2" width="7" height="8.5" rx="1.5" fill="var(--file)" opacity=".8"/></svg>file</span>
-      <span class="hint" id="hint">drag to pan · scroll to zoom · drag nodes · double-click unpins</span>
-    </div>
-  </div>
-  <div id="zoom" class="card">
-    <button id="zin" title="Zoom in" aria-label="Zoom in">+</button>
-    <button id="zout" title="Zoom out" aria-label="Zoom out">−</button>
-    <button id="zfit" title="Fit graph (F)" aria-label="Fit">⤢</button>
-  </div>
-  <section id="log" class="card">
-    <header id="loghead"><span>Activity</span><span class="n" id="logn"></span><span class="badge" id="logbadge" hidden></span><button id="logtoggle" aria-label="Collapse activity" title="Collapse">▾</button></header>
-    <ol id="loglist"><li class="empty">Changes made by agents appear here live.</li></ol>
-  </section>
-  <div id="empty" hidden><div class="card"><svg width="54" height="40" viewBox="0 0 54 40" aria-hidden="true"><path d="M12 12 27 28M14 10 40 8M42 12 29 27" stroke="var(--faint)" stroke-width="1.6" fill="none"/><circle cx="11" cy="11" r="6" fill="var(--user)"/><circle cx="42" cy="9" r="5" fill="none" stroke="var(--user)" stroke-width="2" stroke-dasharray="3 2.4"/><circle cx="27" cy="30" r="7.5" fill="var(--project)"/></svg><div id="emptycard"></div></div></div>
-  <div id="tip" class="card" hidden></div>
-  <aside id="panel" class="card" hidden aria-label="Node details"></aside>
-</main>
-<div id="auth" hidden>
-  <form class="card" id="authform">
-    <h2>Token required</h2>
-    <p>This kgd daemon was started with <code>--token</code>. Enter it to view the graph; it is kept in this browser's local storage.</p>
-    <input id="authtoken" class="ctl" type="password" autocomplete="off" placeholder="token" aria-label="Token">
-    <div class="err" id="autherr" hidden></div>
-    <div class="acts"><button class="btn primary" type="submit">Unlock</button></div>
-  </form>
-</div>
-<div id="toasts" aria-live="polite"></div>
-<ul id="kgd-drawn" hidden aria-hidden="true" data-count="0"></ul>
-<script>
+/*
+ * The built-in graph viewer served at `GET /ui` (contract section 7), with index.html and app.css.
+ *
+ * No CDN, no build step, no external fetch, no inline script or style (kg/viewer.py sends one CSP); it talks only
+ * to the same-origin daemon (`/api/projects`, `/api/graph`, `/api/search`, `/api/nodes/...` and the
+ * `/ws` live feed). With `--token` the page asks for the token once, keeps it in localStorage, sends
+ * it as `Authorization: Bearer` and as `?token=` on the WebSocket.
+ *
+ * The picture is drawn on a <canvas> (a few thousand nodes stay fluid), so the page mirrors what it
+ * draws into the DOM for tests: `<ul id="kgd-drawn" hidden>` holds one `<li data-level data-id
+ * data-state>` per node currently drawn (text = the id), `window.kgdDrawn` is the Set of
+ * "level:id" strings, and `<html data-kgd-ready="1" data-kgd-ws="live|connecting|offline">`
+ * says when the first graph load finished and how the live feed is doing. `window.kgdGeometry()`
+ * tells where each island, node, label and floating card is on screen (the layout tests read it).
+ * All data reaches the DOM through textContent / attributes, never innerHTML.
+ */
 (function () {
 'use strict';
 
@@ -502,10 +239,28 @@ function radius(v) {
   return v.data.state === 'orphaned' ? r * 0.8 : r;
 }
 var centers = { user: { x: 0, y: 0 }, project: { x: 0, y: 0 } };
+/* With a project shown, the user level lives before -SEP and the project level after +SEP on
+   one axis (world units): side by side (x) in a wide view, one above the other (y) in a narrow
+   one, so each island gets the view's width for its labels. Each island is drawn ISLAND_PAD
+   round its nodes, so SEP > ISLAND_PAD keeps the islands apart whatever the forces,
+   cross-level edges or drags do. */
+var ISLAND_PAD = 34, SEP = ISLAND_PAD + 22, axis = 'x';
+function confine(v) {
+  if (!S.graphs.project) return;
+  var p = axis === 'x' ? 'x' : 'y', vp = 'v' + p;
+  if (v.level === 'user') { if (v[p] > -SEP) { v[p] = -SEP; if (v[vp] > 0) v[vp] = 0; } }
+  else if (v[p] < SEP) { v[p] = SEP; if (v[vp] < 0) v[vp] = 0; }
+}
+function pickAxis() {
+  var a = viewArea();
+  return (a.x1 - a.x0) >= 0.85 * (a.y1 - a.y0) ? 'x' : 'y';
+}
 function computeCenters(counts) {
+  axis = pickAxis();
   if (!S.graphs.project) { centers = { user: { x: 0, y: 0 }, project: { x: 0, y: 0 } }; return; }
   var ru = 26 * Math.sqrt(counts.user + 1) + 70, rp = 26 * Math.sqrt(counts.project + 1) + 70;
-  centers = { user: { x: -(ru + 50), y: 0 }, project: { x: rp + 50, y: 0 } };
+  centers = axis === 'x' ? { user: { x: -(ru + 50), y: 0 }, project: { x: rp + 50, y: 0 } }
+                         : { user: { x: 0, y: -(ru * 0.7 + 50) }, project: { x: 0, y: rp * 0.7 + 50 } };
 }
 var rebuildQueued = false;
 function scheduleRebuild() {
@@ -584,12 +339,12 @@ function placeNew(nodes, links) {
       var nb = adj.get(v);
       if (nb && !isNaN(nb.x)) {
         var a = hashRand(v.key) * 6.283;
-        v.x = nb.x + Math.cos(a) * 28; v.y = nb.y + Math.sin(a) * 28; return;
+        v.x = nb.x + Math.cos(a) * 28; v.y = nb.y + Math.sin(a) * 28; confine(v); return;
       }
       if (pass === 0 && v.kind === 'file') return;
       var c = centers[v.level] || { x: 0, y: 0 }, i = idx[v.level]++;
       var r = 16 * Math.sqrt(0.5 + i), ang = i * golden;
-      v.x = c.x + r * Math.cos(ang); v.y = c.y + r * Math.sin(ang);
+      v.x = c.x + r * Math.cos(ang); v.y = c.y + r * Math.sin(ang); confine(v);
     });
     links.forEach(function (l) {
       if (isNaN(l.s.x) && !isNaN(l.t.x)) adj.set(l.s, l.t);
@@ -618,6 +373,16 @@ function syncDrawn() {
   window.kgdDrawn = seen;
   drawnEl.dataset.count = String(seen.size);
 }
+
+/* Where things are on screen, for tests: each level's island, each node with its label box,
+   and the cards over the canvas (all in canvas pixels). */
+window.kgdGeometry = function () {
+  var nodes = V.nodes.map(function (v) {
+    return { key: v.key, level: v.level, kind: v.kind, x: sx(v.x), y: sy(v.y), r: radius(v) * cam.k,
+             label: (V.labels && V.labels.get(v.key)) || null };
+  });
+  return { width: W, height: H, regions: V.regions || {}, nodes: nodes, overlays: overlayRects(), frames: stats.frames };
+};
 
 /* ------------------------------------------------------------ force layout */
 /* d3-force style: many-body repulsion (Barnes-Hut), springs, a pull towards each level's
@@ -711,11 +476,12 @@ function tick() {
   }
   for (i = 0; i < ns.length; i++) {
     n = ns[i];
-    if (n.fx != null) { n.x = n.fx; n.y = n.fy; n.vx = 0; n.vy = 0; continue; }
+    if (n.fx != null) { n.x = n.fx; n.y = n.fy; n.vx = 0; n.vy = 0; confine(n); n.fx = n.x; continue; }
     n.vx *= 0.6; n.vy *= 0.6;
     if (n.vx > 60) n.vx = 60; else if (n.vx < -60) n.vx = -60;
     if (n.vy > 60) n.vy = 60; else if (n.vy < -60) n.vy = -60;
     n.x += n.vx; n.y += n.vy;
+    confine(n);
   }
   sim.alpha += (sim.alphaTarget - sim.alpha) * sim.alphaDecay;
   sim.ticks++;
@@ -731,22 +497,40 @@ function resize() {
   dpr = Math.min(window.devicePixelRatio || 1, 2.5);
   W = Math.max(1, r.width); H = Math.max(1, r.height);
   canvas.width = Math.round(W * dpr); canvas.height = Math.round(H * dpr);
+  if (S.loadedOnce && S.graphs.project && pickAxis() !== axis) {   // the islands turn with the view
+    var counts = { user: 0, project: 0 };
+    V.nodes.forEach(function (v) { if (v.kind === 'node') counts[v.level]++; });
+    computeCenters(counts); V.nodes.forEach(confine); S.autoFit = true; reheat(0.5);
+  }
   kick();
 }
 function toWorld(sx, sy) { return { x: (sx - cam.x) / cam.k, y: (sy - cam.y) / cam.k }; }
 function viewArea() {
   var left = 0, right = W, hud = $('hud');
   if (!$('panel').hidden && W > 640) right = W - $('panel').offsetWidth - 28;
-  var hw = hud.offsetParent ? hud.offsetWidth + 24 : 0;     // leave room for the budget card
+  var hw = hud.offsetParent ? hud.offsetLeft + hud.offsetWidth + 10 : 0;     // leave room for the budget card
   if (right - hw >= 420) left = hw;
   if (right - left < 300) { left = 0; right = W; }
-  return { x0: left, x1: right, y0: 0, y1: H };
+  var bottom = H, log = $('log');
+  // The activity card sits bottom-left: keep nodes above it where it reaches into the area.
+  if (log.offsetParent && log.offsetLeft + log.offsetWidth > left && log.offsetTop > H / 2) bottom = log.offsetTop - 6;
+  return { x0: left, x1: right, y0: 0, y1: bottom };
+}
+/* The cards floating over the canvas, in canvas pixels: labels are not placed under them. */
+function overlayRects() {
+  var out = [];
+  ['hud', 'log', 'zoom', 'panel', 'tip'].forEach(function (id) {
+    var el = $(id);
+    if (!el || el.hidden || !el.offsetParent) return;
+    out.push([el.offsetLeft, el.offsetTop, el.offsetWidth, el.offsetHeight]);
+  });
+  return out;
 }
 function fitTarget() {
   var x0 = Infinity, y0 = Infinity, x1 = -Infinity, y1 = -Infinity;
   V.nodes.forEach(function (v) { if (v.x < x0) x0 = v.x; if (v.y < y0) y0 = v.y; if (v.x > x1) x1 = v.x; if (v.y > y1) y1 = v.y; });
   if (!isFinite(x0)) return { x: W / 2, y: H / 2, k: 1 };
-  var a = viewArea(), padL = 60, padR = 150, padY = 60;    // screen pixels; labels sit right of nodes
+  var a = viewArea(), padL = 50, padR = 120, padY = 64;    // screen pixels; labels prefer the right of nodes
   var aw = Math.max(120, a.x1 - a.x0 - padL - padR), ah = Math.max(120, a.y1 - a.y0 - 2 * padY);
   var k = Math.min(aw / Math.max(1, x1 - x0), ah / Math.max(1, y1 - y0), 1.6);
   k = Math.max(0.04, k);
@@ -852,9 +636,11 @@ function draw(now) {
     if (v.kind === 'node') b.n++;
   });
   V.bounds = boxes;
-  var pad = 34;
+  var pad = ISLAND_PAD;
+  V.regions = {};
   levels().forEach(function (level) {
     var b = boxes[level]; if (!b || !b.n) return;
+    V.regions[level] = { x0: sx(b.x0 - pad), y0: sy(b.y0 - pad - 14 / k), x1: sx(b.x1 + pad), y1: sy(b.y1 + pad) };
     ctx.beginPath();
     roundRect(ctx, b.x0 - pad, b.y0 - pad - 14 / k, b.x1 - b.x0 + 2 * pad, b.y1 - b.y0 + 2 * pad + 14 / k, Math.min(28, pad));
     ctx.fillStyle = alpha(levelColor(level), C.dark ? 0.045 : 0.05); ctx.fill();
@@ -982,6 +768,7 @@ function sx(x) { return x * cam.k + cam.x; }
 function sy(y) { return y * cam.k + cam.y; }
 var FONT = '"Inter",system-ui,-apple-system,"Segoe UI",Roboto,"Liberation Sans",Arial,sans-serif';
 function drawIslandTitles(boxes, pad) {
+  V.titles = [];
   if (!S.graphs.project && !(boxes.user && boxes.user.n)) return;
   levels().forEach(function (level) {
     var b = boxes[level]; if (!b || !b.n) return;
@@ -990,9 +777,13 @@ function drawIslandTitles(boxes, pad) {
     ctx.font = '700 11px ' + FONT; ctx.fillStyle = levelColor(level);
     ctx.textBaseline = 'alphabetic';
     ctx.fillText(title, x, y);
-    var w = ctx.measureText(title).width;
+    var w = ctx.measureText(title).width, room = sx(b.x1 + pad) - x - w - 8;
     ctx.font = '500 11px ' + FONT; ctx.fillStyle = alpha(C.muted, 1);
-    ctx.fillText(' · ' + trunc(sub, 48) + ' · ' + plural(G.nodes.size, 'node'), x + w, y);
+    // The subtitle shrinks to the island's width: it must not run over the other island.
+    var rest = [' · ' + trunc(sub, 48) + ' · ' + plural(G.nodes.size, 'node'), ' · ' + plural(G.nodes.size, 'node'), ''];
+    var text = rest.filter(function (t) { return ctx.measureText(t).width <= room; })[0] || '';
+    ctx.fillText(text, x + w, y);
+    V.titles.push([x - 2, y - 12, w + ctx.measureText(text).width + 4, 16]);
   });
 }
 function projectLabel() {
@@ -1012,6 +803,7 @@ function drawLabels(nb, now, onScreen) {
   var degCut = all ? 0 : (k > 0.7 ? 2 : k > 0.4 ? 4 : 8);
   var cells = new Map(), CELL = 48, placed = 0, tried = 0;
   function free(x, y, w, hh) {
+    if (x < 0 || y < 0 || x + w > W || y + hh > H) return false;
     var cx0 = Math.floor(x / CELL), cx1 = Math.floor((x + w) / CELL), cy0 = Math.floor(y / CELL), cy1 = Math.floor((y + hh) / CELL);
     for (var cx = cx0; cx <= cx1; cx++) for (var cy = cy0; cy <= cy1; cy++) {
       var list = cells.get(cx + ',' + cy); if (!list) continue;
@@ -1019,10 +811,21 @@ function drawLabels(nb, now, onScreen) {
     }
     return true;
   }
+  function crowd(x, y, w, hh) {
+    var n = 0, cx0 = Math.floor(x / CELL), cx1 = Math.floor((x + w) / CELL), cy0 = Math.floor(y / CELL), cy1 = Math.floor((y + hh) / CELL);
+    var counted = new Set();
+    for (var cx = cx0; cx <= cx1; cx++) for (var cy = cy0; cy <= cy1; cy++) {
+      var list = cells.get(cx + ',' + cy); if (!list) continue;
+      for (var i = 0; i < list.length; i++) { var b = list[i]; if (!counted.has(b) && x < b[0] + b[2] && x + w > b[0] && y < b[1] + b[3] && y + hh > b[1]) { counted.add(b); n++; } }
+    }
+    return n;
+  }
   function take(x, y, w, hh) {
     var b = [x, y, w, hh], cx0 = Math.floor(x / CELL), cx1 = Math.floor((x + w) / CELL), cy0 = Math.floor(y / CELL), cy1 = Math.floor((y + hh) / CELL);
     for (var cx = cx0; cx <= cx1; cx++) for (var cy = cy0; cy <= cy1; cy++) { var key = cx + ',' + cy; var list = cells.get(key); if (!list) cells.set(key, list = []); list.push(b); }
   }
+  V.labels = new Map();
+  overlayRects().concat(V.titles || []).forEach(function (o) { take(o[0], o[1], o[2], o[3]); });
   // Nodes are obstacles, so a label never covers another node.
   if (total <= 2500) {
     for (var j = 0; j < V.nodes.length; j++) {
@@ -1043,12 +846,26 @@ function drawLabels(nb, now, onScreen) {
     ctx.font = (isFile ? '500 10.5px ' : (big ? '650 12.5px ' : '550 11.5px ')) + FONT;
     var w = ctx.measureText(txt).width, hh = 14, px = sx(v.x), py = sy(v.y), rs = r * k;
     var cands = [[px + rs + 5, py], [px - rs - 5 - w, py], [px - w / 2, py + rs + 10], [px - w / 2, py - rs - 10]];
+    // In a small graph every node gets its label: try further spots before giving up.
+    if (force || all) cands.push([px + rs + 4, py + hh], [px + rs + 4, py - hh], [px - rs - 4 - w, py + hh],
+                                 [px - rs - 4 - w, py - hh], [px - w / 2, py + rs + 10 + hh], [px - w / 2, py - rs - 10 - hh]);
     var pos = null;
     for (var c = 0; c < cands.length; c++) {
       if (free(cands[c][0] - 2, cands[c][1] - hh / 2, w + 4, hh)) { pos = cands[c]; break; }
     }
-    if (!pos) { if (!force) return; pos = cands[0]; }
+    if (!pos) {
+      if (!force && !(all && !isFile)) return;
+      var best = Infinity;   // the spot that covers the fewest labels, nodes and cards
+      cands.forEach(function (cd) {
+        var x = Math.max(2, Math.min(W - w - 2, cd[0])), y = Math.max(hh / 2, Math.min(H - hh / 2, cd[1]));
+        if (x < px + rs && x + w > px - rs && Math.abs(y - py) < rs + hh / 2) return;
+        var n = crowd(x - 2, y - hh / 2, w + 4, hh);
+        if (n < best) { best = n; pos = [x, y]; }
+      });
+      if (!pos) pos = cands[0];
+    }
     take(pos[0] - 2, pos[1] - hh / 2, w + 4, hh);
+    V.labels.set(v.key, [pos[0], pos[1] - hh / 2, w, hh]);
     var st = isFile ? 'file' : v.data.state;
     ctx.lineWidth = 3.2; ctx.strokeStyle = alpha(C.canvas, 0.88); ctx.strokeText(txt, pos[0], pos[1]);
     ctx.fillStyle = st === 'active' ? C.text : st === 'archived' ? C.muted : st === 'file' ? C.file : C.faint;
@@ -1114,7 +931,7 @@ canvas.addEventListener('pointermove', function (e) {
     S.autoFit = false;
     if (drag.v) {
       var w = toWorld(p.x, p.y);
-      drag.v.fx = w.x; drag.v.fy = w.y; drag.v.x = w.x; drag.v.y = w.y;
+      drag.v.x = w.x; drag.v.y = w.y; confine(drag.v); drag.v.fx = drag.v.x; drag.v.fy = drag.v.y;
       sim.alphaTarget = 0.15; reheat(0.15);
     } else {
       cam.x = drag.cx + (p.x - drag.x); cam.y = drag.cy + (p.y - drag.y);
@@ -1794,6 +1611,9 @@ async function loadGraph(opts) {
       reheat(1);
       prerun(V.nodes.length > 1500 ? 250 : 160);
       var t = fitTarget(); cam.x = t.x; cam.y = t.y; cam.k = t.k;
+      // Draw the first layout now: the animation frames that refine it come when the browser
+      // gets round to them (a headless or background tab may wait seconds).
+      draw(clock()); stats.frames++;
     } else kick();
     renderHud(); renderPicker(); updateEmpty();
     if (S.selected && S.selected.kind === 'node' && S.panelMode === 'view') { var n = graphOf(S.selected.level); if (n && n.nodes.has(S.selected.id)) refreshPanelFor(S.selected.level, S.selected.id, false); }
@@ -1838,12 +1658,3 @@ window.kgd = {
   await loadGraph({});
 })();
 })();
-</script>
-</body>
-</html>
-"""
-
-
-def page_bytes() -> bytes:
-    """The page as UTF-8, ready for `Content-Type: text/html; charset=utf-8`."""
-    return PAGE.encode("utf-8")

@@ -1,0 +1,151 @@
+"""The running daemon wired together: Store, HTTP Daemon and maintenance Loop, in one place.
+
+Rules owned here:
+- Start order: the store opens (taking the root's lock) before the port is bound, so a second
+  daemon on the same root fails without touching the port; the maintenance loop and the HTTP
+  thread start last. Stop order is the reverse: stop accepting, let in-flight requests finish
+  (at most STOP_GRACE seconds), stop the loop, then flush and close the store.
+- `App` runs in-process (tests: port 0, a thread, `stop()`); `run(cfg)` is `kgd serve`: logging,
+  signals, the one start line on stderr, and start-up failures as one clear line with exit code 2.
+- The hooks endpoint answers through kg/hooks.py's handler when that module is present.
+"""
+
+import logging
+import signal
+import sys
+import threading
+import time
+
+from . import __version__
+from .errors import KgError
+from .http import Daemon
+from .maintenance import Loop
+from .store import Settings, Store
+
+log = logging.getLogger("kgd")
+
+STOP_GRACE = 10.0  # seconds in-flight requests get to finish on stop
+LOOPBACK = ("127.0.0.1", "localhost", "::1")
+
+
+class StartError(Exception):
+    """The daemon could not start; the message is the one line to show."""
+
+
+class App:
+    """One daemon: `App(cfg).start()` ... `stop()`. cfg is kg.cli.resolve_config's dict."""
+
+    def __init__(self, cfg):
+        self.cfg = cfg
+        self.store = self.daemon = self.loop = self.thread = None
+        self.stopped = False
+
+    def start(self):
+        cfg = self.cfg
+        settings = Settings(max_tokens=cfg["max_tokens"], grace_days=cfg["grace_days"],
+                            orphan_grace_days=cfg["orphan_grace_days"], save_interval=cfg["save_interval"],
+                            session_ttl=cfg["session_ttl"])
+        store = Store(cfg["root"], settings)
+        try:
+            store.open("starting")
+        except KgError as exc:
+            raise StartError(exc.message)
+        except OSError as exc:
+            raise StartError("storage root %s is not usable: %s." % (cfg["root"], exc.strerror or exc))
+        try:
+            daemon = Daemon((cfg["host"], cfg["port"]), store, cfg["host"], cfg["token"],
+                            structured_output=cfg.get("structured_output", False))
+        except OSError as exc:
+            store.close()
+            if exc.errno in (98, 48):
+                raise StartError("port %s on %s is already in use (is kgd already running? try `kgd status`)."
+                                 % (cfg["port"], cfg["host"]))
+            raise StartError("cannot listen on %s:%s: %s." % (cfg["host"], cfg["port"], exc.strerror or exc))
+        daemon.hooks = hooks_handler(store) or daemon.hooks
+        self.store, self.daemon = store, daemon
+        store.root_lock.update("port %d" % self.port)
+        if cfg["host"] not in LOOPBACK and not cfg["token"]:
+            log.warning("listening on %s WITHOUT a token: anyone who can reach this address can read and change "
+                        "the memory. Set --token or KG_TOKEN, or bind to 127.0.0.1.", cfg["host"])
+        self.loop = Loop(store, settings.save_interval, housekeeping=[daemon.reap]).start()
+        self.thread = threading.Thread(target=daemon.serve_forever, kwargs={"poll_interval": 0.2}, name="kgd-http")
+        self.thread.start()
+        return self
+
+    @property
+    def port(self):
+        return self.daemon.server_address[1]
+
+    @property
+    def url(self):
+        host = self.daemon.server_address[0]
+        return "http://%s:%d/" % ("[%s]" % host if ":" in host else host, self.port)
+
+    def running(self):
+        return self.thread is not None and self.thread.is_alive()
+
+    def stop(self):
+        """Stop accepting, finish in-flight requests, then flush and close the store. Idempotent."""
+        daemon = self.daemon
+        if daemon is None or self.stopped:
+            return
+        self.stopped = True
+        daemon.shutdown()
+        daemon.begin_stop()
+        deadline = time.monotonic() + STOP_GRACE
+        while daemon.open_connections() and time.monotonic() < deadline:
+            time.sleep(0.05)
+        daemon.server_close()
+        self.thread.join(timeout=5)
+        self.loop.stop()
+        self.store.close()
+
+
+def hooks_handler(store):
+    """kg/hooks.py's handler for POST /api/hooks, or None while that module does not exist."""
+    try:
+        from . import hooks
+    except ImportError:
+        return None
+    return hooks.handler(store)
+
+
+def release_startup_memory():
+    """Hand the heap left over from start-up (compiling and loading the modules) back to the
+    system: glibc keeps freed memory otherwise, and this is a long-running background service.
+    A no-op where there is no glibc (macOS)."""
+    try:
+        import ctypes
+
+        ctypes.CDLL(None).malloc_trim(0)  # the process's own symbols include glibc's
+    except (OSError, AttributeError, ImportError):
+        pass
+
+
+def run(cfg):
+    """`kgd serve`: run until SIGTERM / SIGINT; the exit code (2 when it could not start)."""
+    logging.basicConfig(level=getattr(logging, cfg["log_level"]), stream=sys.stderr,
+                        format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+    app = App(cfg)
+    try:
+        app.start()
+    except StartError as exc:
+        sys.stderr.write("kgd: %s\n" % exc)
+        return 2
+    stop = threading.Event()
+
+    def on_signal(signum, frame):
+        stop.set()
+
+    signal.signal(signal.SIGTERM, on_signal)
+    signal.signal(signal.SIGINT, on_signal)
+    sys.stderr.write("kgd %s listening on %s (root: %s)\n" % (__version__, app.url, cfg["root"]))
+    sys.stderr.flush()
+    release_startup_memory()
+    while not stop.wait(1.0):
+        if not app.running():
+            break
+    log.info("stopping: finishing in-flight requests and flushing")
+    app.stop()
+    log.info("stopped")
+    return 0

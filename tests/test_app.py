@@ -1,0 +1,196 @@
+"""kg/app.py: the daemon wired in-process (port 0, a thread, a clean stop), `run(cfg)`'s start-up
+errors, the structured_output switch, and POST /api/hooks through the daemon's hooks callable."""
+
+import argparse
+import http.client
+import json
+import socket
+import threading
+
+import pytest
+
+from kg import app as kgapp
+from kg import cli, http as kghttp
+
+
+def config(root, **over):
+    cfg = cli.resolve_config(argparse.Namespace(), environ={})
+    cfg.update(root=str(root), port=0, save_interval=0.2)
+    cfg.update(over)
+    return cfg
+
+
+@pytest.fixture
+def running(tmp_path):
+    a = kgapp.App(config(tmp_path / "root")).start()
+    yield a
+    a.stop()
+
+
+def request(a, method, path, body=None, headers=None):
+    c = http.client.HTTPConnection("127.0.0.1", a.port, timeout=10)
+    try:
+        c.request(method, path, body=body, headers=headers or {})
+        r = c.getresponse()
+        return r.status, {k.lower(): v for k, v in r.getheaders()}, r.read()
+    finally:
+        c.close()
+
+
+def test_in_process_start_serve_and_stop(tmp_path):
+    a = kgapp.App(config(tmp_path / "root")).start()
+    assert a.port > 0 and a.url == "http://127.0.0.1:%d/" % a.port and a.running()
+    st, _, data = request(a, "GET", "/health")
+    assert st == 200 and json.loads(data)["status"] == "ok"
+    st, _, data = request(a, "PUT", "/api/nodes/user/kept", json.dumps({"gist": "survives the stop"}),
+                          {"Content-Type": "application/json"})
+    assert st == 200, data
+    a.stop()
+    a.stop()  # idempotent
+    assert not a.running()
+    with pytest.raises(OSError):
+        socket.create_connection(("127.0.0.1", a.port), timeout=1).close()
+    b = kgapp.App(config(tmp_path / "root")).start()  # the lock was released, the write flushed
+    try:
+        st, _, data = request(b, "GET", "/api/nodes/user/kept")
+        assert st == 200 and json.loads(data)["gist"] == "survives the stop"
+    finally:
+        b.stop()
+
+
+def test_a_second_daemon_on_the_same_root_is_refused(running, tmp_path):
+    with pytest.raises(kgapp.StartError):
+        kgapp.App(config(tmp_path / "root")).start()
+
+
+def test_port_in_use_is_one_clear_line(running, tmp_path, capsys):
+    cfg = config(tmp_path / "other", port=running.port)
+    with pytest.raises(kgapp.StartError) as e:
+        kgapp.App(cfg).start()
+    assert str(e.value) == ("port %d on 127.0.0.1 is already in use (is kgd already running? try `kgd status`)."
+                            % running.port)
+    assert kgapp.run(cfg) == 2
+    err = capsys.readouterr().err
+    assert err.startswith("kgd: port %d on 127.0.0.1 is already in use" % running.port) and err.count("\n") == 1
+    b = kgapp.App(config(tmp_path / "other")).start()
+    b.stop()
+
+
+def test_unusable_root_is_one_clear_line(tmp_path):
+    blocker = tmp_path / "file"
+    blocker.write_text("not a directory")
+    with pytest.raises(kgapp.StartError) as e:
+        kgapp.App(config(blocker / "root")).start()
+    assert "root" in str(e.value) and "\n" not in str(e.value)
+
+
+def test_run_serves_until_signalled(tmp_path, monkeypatch, capsys):
+    """run(): the start line, then a clean stop when the loop is told to stop (as SIGTERM does)."""
+    handlers = {}
+    monkeypatch.setattr(kgapp.signal, "signal", lambda sig, fn: handlers.setdefault(sig, fn))
+    result = {}
+    t = threading.Thread(target=lambda: result.setdefault("code", kgapp.run(config(tmp_path / "root"))))
+    t.start()
+    for _ in range(200):
+        if len(handlers) == 2:
+            break
+        threading.Event().wait(0.05)
+    handlers[kgapp.signal.SIGTERM](kgapp.signal.SIGTERM, None)
+    t.join(10)
+    assert result == {"code": 0}
+    err = capsys.readouterr().err
+    assert "listening on http://127.0.0.1:" in err and "(root: %s)" % (tmp_path / "root") in err
+
+
+# ------------------------------------------------------------------ structured output switch
+
+def test_structured_output_reaches_the_mcp_server(tmp_path, monkeypatch):
+    seen = []
+
+    class FakeServer:
+        def __init__(self, store, **kw):
+            seen.append(kw)
+
+    monkeypatch.setattr(kghttp.mcp, "Server", FakeServer)
+    for flag in (False, True):
+        a = kgapp.App(config(tmp_path / ("root-%s" % flag), structured_output=flag)).start()
+        a.stop()
+    assert seen == [{}, {"structured": True}]
+
+
+# ------------------------------------------------------------------ POST /api/hooks
+
+HOOK_INPUT = {"session_id": "claude-1", "transcript_path": "/tmp/t.jsonl", "cwd": "/tmp",
+              "hook_event_name": "UserPromptSubmit", "prompt": "how do we build?"}
+JSON = {"Content-Type": "application/json"}
+
+
+def test_hooks_default_is_an_empty_200(running):
+    st, hdrs, data = request(running, "POST", "/api/hooks", json.dumps(HOOK_INPUT), JSON)
+    assert (st, data, hdrs["content-length"]) == (200, b"", "0")
+    assert "content-type" not in hdrs
+
+
+def test_hooks_answer_is_the_callables_dict(running):
+    got = []
+
+    def answer(payload):
+        got.append(payload)
+        return {"hookSpecificOutput": {"hookEventName": payload["hook_event_name"], "additionalContext": "ctx é"}}
+
+    running.daemon.hooks = answer
+    st, hdrs, data = request(running, "POST", "/api/hooks", json.dumps(HOOK_INPUT), JSON)
+    assert st == 200 and hdrs["content-type"].startswith("application/json")
+    assert json.loads(data) == {"hookSpecificOutput": {"hookEventName": "UserPromptSubmit",
+                                                       "additionalContext": "ctx é"}}
+    assert got == [HOOK_INPUT]
+    running.daemon.hooks = lambda payload: None
+    st, hdrs, data = request(running, "POST", "/api/hooks", json.dumps(HOOK_INPUT), JSON)
+    assert (st, data, hdrs["content-length"]) == (200, b"", "0")
+
+
+@pytest.mark.parametrize("body, status", [
+    (b"", 400), (b"[1, 2]", 400), (b'"text"', 400), (b"null", 400), (b"{broken", 400), (b"\xff\xfe", 400),
+])
+def test_hooks_refuse_a_body_that_is_not_a_json_object(running, body, status):
+    called = []
+    running.daemon.hooks = lambda payload: called.append(payload)
+    st, _, data = request(running, "POST", "/api/hooks", body, JSON)
+    assert st == status and "error" in json.loads(data)
+    assert not called
+
+
+def test_hooks_method_and_content_type(running):
+    st, hdrs, data = request(running, "GET", "/api/hooks")
+    assert st == 405 and hdrs["allow"] == "POST"
+    st, _, _ = request(running, "POST", "/api/hooks", b"plain", {"Content-Type": "text/plain"})
+    assert st == 415
+
+
+def test_hooks_are_guarded_like_every_route(tmp_path):
+    a = kgapp.App(config(tmp_path / "root", token="hook-token-1")).start()
+    try:
+        a.daemon.hooks = lambda payload: {"systemMessage": "hi"}
+        body = json.dumps(HOOK_INPUT)
+        assert request(a, "POST", "/api/hooks", body, JSON)[0] == 401
+        auth = dict(JSON, Authorization="Bearer hook-token-1")
+        assert request(a, "POST", "/api/hooks", body, auth)[0] == 200
+        assert request(a, "POST", "/api/hooks", body, dict(auth, Origin="https://evil.example"))[0] == 403
+        assert request(a, "POST", "/api/hooks", body, dict(auth, Host="evil.example"))[0] == 403
+    finally:
+        a.stop()
+
+
+def test_hooks_module_is_wired_when_present(tmp_path, monkeypatch):
+    import sys
+    import types
+
+    fake = types.ModuleType("kg.hooks")
+    fake.handler = lambda store: (lambda payload: {"store_seen": store is not None})
+    monkeypatch.setitem(sys.modules, "kg.hooks", fake)
+    a = kgapp.App(config(tmp_path / "root")).start()
+    try:
+        st, _, data = request(a, "POST", "/api/hooks", json.dumps(HOOK_INPUT), JSON)
+        assert st == 200 and json.loads(data) == {"store_seen": True}
+    finally:
+        a.stop()

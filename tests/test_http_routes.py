@@ -1,0 +1,145 @@
+"""The route table's newer answers: GET / for a person's browser (issue 14 item 6), REST search's
+`query=` (item 7), the viewer's files from an allow-list under one CSP without 'unsafe-inline'
+(issue 11), also from inside a zipapp."""
+
+import argparse
+import http.client
+import json
+import re
+import shutil
+import subprocess
+import sys
+import zipapp
+from pathlib import Path
+
+import pytest
+
+from kg import app as kgapp
+from kg import cli, http as kghttp, viewer
+
+REPO = Path(__file__).resolve().parent.parent
+
+
+@pytest.fixture(scope="module")
+def running(tmp_path_factory):
+    cfg = cli.resolve_config(argparse.Namespace(), environ={})
+    cfg.update(root=str(tmp_path_factory.mktemp("routes") / "root"), port=0)
+    a = kgapp.App(cfg).start()
+    yield a
+    a.stop()
+
+
+def request(port, method, path, body=None, headers=None):
+    c = http.client.HTTPConnection("127.0.0.1", port, timeout=10)
+    try:
+        c.request(method, path, body=body, headers=headers or {})
+        r = c.getresponse()
+        return r.status, {k.lower(): v for k, v in r.getheaders()}, r.read()
+    finally:
+        c.close()
+
+
+BROWSER_ACCEPT = "text/html,application/xhtml+xml,application/xml;q=0.9,image/avif,image/webp,*/*;q=0.8"
+
+
+def test_get_root_from_a_browser_is_a_page(running):
+    st, hdrs, data = request(running.port, "GET", "/", headers={"Accept": BROWSER_ACCEPT})
+    assert st == 200 and hdrs["content-type"] == "text/html; charset=utf-8"
+    page = data.decode()
+    assert 'href="/ui"' in page
+    assert "claude mcp add --transport http --scope user kg http://127.0.0.1:%d/" % running.port in page
+    assert hdrs["content-security-policy"] == viewer.CSP
+    assert "<script" not in page and "style=" not in page and "<style" not in page
+
+
+@pytest.mark.parametrize("path, accept", [
+    ("/", None), ("/", "application/json, text/event-stream"), ("/", "*/*"), ("/mcp", BROWSER_ACCEPT),
+])
+def test_mcp_clients_keep_their_405(running, path, accept):
+    st, hdrs, data = request(running.port, "GET", path, headers={"Accept": accept} if accept else {})
+    assert st == 405 and hdrs["allow"] == "POST" and "POST only" in json.loads(data)["error"]
+
+
+def test_rest_search_takes_query_as_well_as_q(running):
+    assert request(running.port, "PUT", "/api/nodes/user/build-uses-make",
+                   json.dumps({"gist": "the build runs through make targets"}),
+                   {"Content-Type": "application/json"})[0] == 200
+    by_q = json.loads(request(running.port, "GET", "/api/search?q=make+targets")[2])
+    by_query = json.loads(request(running.port, "GET", "/api/search?query=make+targets")[2])
+    assert by_q == by_query and by_q["results"][0]["id"] == "build-uses-make"
+    st, _, data = request(running.port, "GET", "/api/search")
+    assert st == 400 and "q (or query)" in json.loads(data)["error"]
+
+
+# ------------------------------------------------------------------ the viewer's files
+
+def test_viewer_files_allow_list_and_one_csp(running):
+    types = {"/ui": "text/html", "/ui/": "text/html", "/ui/app.css": "text/css", "/ui/app.js": "text/javascript"}
+    for path, ctype in types.items():
+        st, hdrs, data = request(running.port, "GET", path)
+        assert st == 200 and hdrs["content-type"].startswith(ctype), path
+        assert hdrs["content-security-policy"] == viewer.CSP, path
+        assert int(hdrs["content-length"]) == len(data) > 100
+    for path in ("/ui/index.html", "/ui/../http.py", "/ui/app.js.map", "/ui/%2e%2e/cli.py", "/ui/viewer.py"):
+        assert request(running.port, "GET", path)[0] == 404, path
+    assert request(running.port, "POST", "/ui/app.js")[0] == 405
+
+
+def test_csp_has_no_unsafe_inline_and_the_page_needs_none():
+    assert "unsafe" not in viewer.CSP
+    assert "script-src 'self'" in viewer.CSP and "style-src 'self'" in viewer.CSP
+    page = viewer.read("index.html").decode()
+    assert 'http-equiv="Content-Security-Policy"' not in page  # one policy: the header
+    assert re.findall(r"<script\b[^>]*>", page) == ['<script src="/ui/app.js">']
+    assert "<style" not in page and not re.search(r"\sstyle=", page)
+    assert not re.search(r"\son[a-z]+\s*=", page), "inline event handler"
+    js = viewer.read("app.js").decode()
+    assert "innerHTML" not in js.replace("never innerHTML", "") and "eval(" not in js
+    assert "setAttribute('style'" not in js and 'setAttribute("style"' not in js
+
+
+def test_viewer_files_come_from_a_zipapp(tmp_path):
+    """pkgutil.get_data finds kg/ui/ inside kgd.pyz (what `kgd bundle` builds: kg/ + kgd.py)."""
+    src = tmp_path / "src"
+    shutil.copytree(REPO / "kg", src / "kg", ignore=shutil.ignore_patterns("__pycache__"))
+    shutil.copy2(REPO / "kgd.py", src / "__main__.py")
+    pyz = tmp_path / "kgd.pyz"
+    zipapp.create_archive(str(src), str(pyz))
+    code = ("import sys; sys.path.insert(0, %r); from kg import viewer; "
+            "print(len(viewer.read('index.html')), len(viewer.read('app.js')), len(viewer.read('app.css')), "
+            "viewer.__file__)" % str(pyz))
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=30, cwd=str(tmp_path))
+    assert out.returncode == 0, out.stderr
+    sizes = [int(n) for n in out.stdout.split()[:3]]
+    assert sizes == [len(viewer.read(n)) for n in ("index.html", "app.js", "app.css")]
+    assert "kgd.pyz" in out.stdout
+    # and the daemon run from the archive serves them
+    root = tmp_path / "root"
+    proc = subprocess.Popen([sys.executable, str(pyz), "--port", "0", "--root", str(root)],
+                            stderr=subprocess.PIPE, stdout=subprocess.DEVNULL, cwd=str(tmp_path))
+    try:
+        line = proc.stderr.readline().decode()
+        port = int(re.search(r":(\d+)/", line).group(1))
+        st, hdrs, data = request(port, "GET", "/ui/app.js")
+        assert st == 200 and data == viewer.read("app.js")
+    finally:
+        proc.terminate()
+        proc.wait(10)
+
+
+def test_route_table_is_the_only_dispatch():
+    """Every exact route names a Handler method that exists; the prefix goes to the REST table."""
+    for path, route in kghttp.ROUTES.items():
+        for method, name in route.methods.items():
+            assert callable(getattr(kghttp.Handler, name)), (path, method, name)
+        assert route.allow and route.refusal
+    assert set(viewer.FILES) <= set(kghttp.ROUTES)
+
+
+def test_a_missing_viewer_file_is_a_clear_500(running, monkeypatch):
+    def missing(name):
+        raise FileNotFoundError(name)
+
+    monkeypatch.setattr(viewer, "read", missing)
+    st, _, data = request(running.port, "GET", "/ui/app.js")
+    assert st == 500 and "kg/ui/app.js is missing" in json.loads(data)["error"]
