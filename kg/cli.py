@@ -7,17 +7,10 @@ The operator commands (OPERATOR_COMMANDS) are registered and run by kg/commands.
 """
 
 import argparse
-import logging
-import signal
 import sys
-import threading
-import time
 
 from . import __version__
 from .config import ConfigError, resolve_config
-from .errors import KgError
-
-log = logging.getLogger("kgd")
 
 
 def add_common(p):
@@ -110,77 +103,10 @@ def die(message, code=2):
     sys.exit(code)
 
 
-def release_startup_memory():
-    """Hand the heap left over from start-up (compiling and loading the modules) back to the
-    system: glibc keeps freed memory otherwise, and this is a long-running background service.
-    A no-op where there is no glibc (macOS)."""
-    try:
-        import ctypes
-
-        ctypes.CDLL(None).malloc_trim(0)  # the process's own symbols include glibc's
-    except (OSError, AttributeError, ImportError):
-        pass
-
-
 def serve(cfg):
-    from .http import Daemon
-    from .maintenance import Loop
-    from .store import Settings, Store
-
-    logging.basicConfig(level=getattr(logging, cfg["log_level"]), stream=sys.stderr,
-                        format="%(asctime)s %(levelname)s %(name)s: %(message)s")
-    settings = Settings(max_tokens=cfg["max_tokens"], grace_days=cfg["grace_days"],
-                        orphan_grace_days=cfg["orphan_grace_days"], save_interval=cfg["save_interval"],
-                        session_ttl=cfg["session_ttl"])
-    store = Store(cfg["root"], settings)
-    try:
-        store.open("starting")
-    except KgError as exc:
-        die(exc.message)
-    except OSError as exc:
-        die("storage root %s is not usable: %s." % (cfg["root"], exc.strerror or exc))
-    try:
-        daemon = Daemon((cfg["host"], cfg["port"]), store, cfg["host"], cfg["token"],
-                        structured_output=cfg["structured_output"])
-    except OSError as exc:
-        store.close()
-        if exc.errno in (98, 48):
-            die("port %s on %s is already in use (is kgd already running? try `kgd status`)." % (cfg["port"], cfg["host"]))
-        die("cannot listen on %s:%s: %s." % (cfg["host"], cfg["port"], exc.strerror or exc))
-    host, port = daemon.server_address[:2]
-    shown = "[%s]" % host if ":" in host else host
-    store.root_lock.update("port %d" % port)
-    if cfg["host"] not in ("127.0.0.1", "localhost", "::1") and not cfg["token"]:
-        log.warning("listening on %s WITHOUT a token: anyone who can reach this address can read and change the "
-                    "memory. Set --token or KG_TOKEN, or bind to 127.0.0.1.", cfg["host"])
-    loop = Loop(store, settings.save_interval, housekeeping=[daemon.reap]).start()
-    stop = threading.Event()
-
-    def on_signal(signum, frame):
-        stop.set()
-
-    signal.signal(signal.SIGTERM, on_signal)
-    signal.signal(signal.SIGINT, on_signal)
-    server_thread = threading.Thread(target=daemon.serve_forever, kwargs={"poll_interval": 0.2}, name="kgd-http")
-    server_thread.start()
-    sys.stderr.write("kgd %s listening on http://%s:%d/ (root: %s)\n" % (__version__, shown, port, cfg["root"]))
-    sys.stderr.flush()
-    release_startup_memory()
-    while not stop.wait(1.0):
-        if not server_thread.is_alive():
-            break
-    log.info("stopping: finishing in-flight requests and flushing")
-    daemon.shutdown()
-    daemon.begin_stop()
-    deadline = time.monotonic() + 10
-    while daemon.open_connections() and time.monotonic() < deadline:
-        time.sleep(0.05)
-    daemon.server_close()
-    server_thread.join(timeout=5)
-    loop.stop()
-    store.close()
-    log.info("stopped")
-    return 0
+    """Run the daemon in the foreground (kg/app.py wires it together)."""
+    from .app import run
+    return run(cfg)
 
 
 # Operator subcommands live in kg/commands.py, which the daemon itself never needs: `serve`
