@@ -61,7 +61,8 @@ def test_archive_contents(pyz):
     with zipfile.ZipFile(pyz) as z:
         names = set(z.namelist())
     assert "__main__.py" in names
-    assert {"kg/__init__.py", "kg/cli.py", "kg/commands.py", "kg/stdio.py", "kg/ui.py", "kg/http.py"} <= names
+    assert {"kg/__init__.py", "kg/cli.py", "kg/commands.py", "kg/stdio.py", "kg/viewer.py", "kg/http.py",
+            "kg/ui/index.html", "kg/ui/app.js", "kg/ui/app.css"} <= names
     assert not any(n.startswith("tests/") or "__pycache__" in n for n in names)
     with open(pyz, "rb") as f:
         assert f.readline() == b"#!/usr/bin/env python3\n"
@@ -81,7 +82,7 @@ def test_runs_alone_and_speaks_mcp(alone, tmp_path, project):
         got = d.call_tool("kg_read", {"session_id": sid, "id": "from-pyz"})
         assert got["nodes"][0]["gist"] == "the single-file build works"
         status, page = d.request("GET", "/ui")[:3:2]
-        assert status == 200 and b"<html" in page  # kg/ui.py came along
+        assert status == 200 and b"<html" in page  # kg/ui/ came along
         assert d.stop() == 0
     finally:
         d.stop()
