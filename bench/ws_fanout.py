@@ -79,8 +79,11 @@ def stop_kgd(proc):
 
 # ----------------------------------------------------------------------------- clients (worker process)
 
-def client_worker(port, n_clients, puts, ready_q, result_q, stop_evt, worker_id):
+def client_worker(port, n_clients, puts, ready_q, result_q, stop_evt, worker_id, nice=0):
     import asyncio
+
+    if nice:
+        os.nice(nice)
 
     try:
         from websockets.asyncio.client import connect
@@ -182,7 +185,17 @@ def pct(sorted_values, p):
     return sorted_values[k]
 
 
-def run(n, puts, procs, kgd_args, grace, kgd=KGD):
+def cpu_seconds(pid):
+    """User + system CPU seconds of a process so far (Linux /proc; NaN elsewhere)."""
+    try:
+        with open("/proc/%d/stat" % pid) as f:
+            fields = f.read().rsplit(")", 1)[1].split()
+        return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+    except (OSError, ValueError, IndexError):
+        return float("nan")
+
+
+def run(n, puts, procs, kgd_args, grace, kgd=KGD, nice=0):
     tmp = tempfile.mkdtemp(prefix="kgd-wsbench-")
     try:
         cwd = os.path.join(tmp, "proj")
@@ -193,12 +206,14 @@ def run(n, puts, procs, kgd_args, grace, kgd=KGD):
             ready_q, result_q, stop_evt = ctx.Queue(), ctx.Queue(), ctx.Event()
             procs = min(procs, n)
             shares = [n // procs + (1 if i < n % procs else 0) for i in range(procs)]
-            workers = [ctx.Process(target=client_worker, args=(port, k, puts, ready_q, result_q, stop_evt, i))
+            workers = [ctx.Process(target=client_worker, args=(port, k, puts, ready_q, result_q, stop_evt, i, nice))
                        for i, k in enumerate(shares)]
             for w in workers:
                 w.start()
             connected = sum(ready_q.get(timeout=120)[1] for _ in workers)
+            cpu0 = cpu_seconds(proc.pid)
             elapsed, lat = writer(port, puts, cwd)
+            kgd_cpu = cpu_seconds(proc.pid) - cpu0
             # let the feed drain: stop once every worker is done or `grace` seconds pass
             results = []
             deadline = time.monotonic() + grace
@@ -227,6 +242,7 @@ def run(n, puts, procs, kgd_args, grace, kgd=KGD):
             "delay_p99_ms": pct(delays, 99) * 1000, "delay_max_ms": delays[-1] * 1000 if delays else float("nan"),
             "writer_s": elapsed, "puts_per_s": puts / elapsed,
             "put_median_ms": statistics.median(lat) * 1000, "put_p99_ms": pct(lat, 99) * 1000,
+            "kgd_cpu_ms_per_put": kgd_cpu / puts * 1000,
             "kgd_exit": code,
             "closes": sorted({str(c["close"]) for c in clients}),
         }
@@ -244,25 +260,29 @@ def main(argv=None):
     ap.add_argument("--kgd-arg", action="append", default=[],
                     help="extra kgd flag (repeatable), e.g. --kgd-arg=--max-tokens=100000")
     ap.add_argument("--kgd", default=KGD, help="the kgd.py to start (default: this checkout's)")
+    ap.add_argument("--nice", type=int, default=0,
+                    help="niceness of the client processes (e.g. 10: the viewers yield the CPU to kgd "
+                         "and the writer, so the figure is kgd's own fan-out cost on a small machine)")
     args = ap.parse_args(argv)
     ns = [int(x) for x in args.clients.split(",") if x.strip()]
-    print("python %s, %d CPUs, %d puts per run, clients in %d process(es), %s" % (
-        sys.version.split()[0], os.cpu_count() or 0, args.puts, args.procs, args.kgd))
+    print("python %s, %d CPUs, %d puts per run, clients in %d process(es) at nice %d, %s" % (
+        sys.version.split()[0], os.cpu_count() or 0, args.puts, args.procs, args.nice, args.kgd))
     hdr = ("clients", "all events", "dropped", "delay median ms", "p99 ms", "worst ms", "puts/s", "vs 0",
-           "put median ms", "put p99 ms")
+           "put median ms", "put p99 ms", "kgd CPU ms/put")
     print(" | ".join(hdr))
     print(" | ".join("---" for _ in hdr))
     out = []
     alone = None
     for n in ns:
-        r = run(n, args.puts, args.procs, args.kgd_arg, args.grace, args.kgd)
+        r = run(n, args.puts, args.procs, args.kgd_arg, args.grace, args.kgd, args.nice)
         out.append(r)
         if n == 0:
             alone = r["puts_per_s"]
         share = "%.0f %%" % (100.0 * r["puts_per_s"] / alone) if alone else "-"
-        print("%d | %d/%d | %d | %.1f | %.1f | %.1f | %.0f | %s | %.2f | %.2f" % (
+        print("%d | %d/%d | %d | %.1f | %.1f | %.1f | %.0f | %s | %.2f | %.2f | %.2f" % (
             n, r["all_events"], r["connected"], r["dropped_1008"], r["delay_median_ms"], r["delay_p99_ms"],
-            r["delay_max_ms"], r["puts_per_s"], share, r["put_median_ms"], r["put_p99_ms"]), flush=True)
+            r["delay_max_ms"], r["puts_per_s"], share, r["put_median_ms"], r["put_p99_ms"],
+            r["kgd_cpu_ms_per_put"]), flush=True)
     print(json.dumps(out))
     return 0
 

@@ -7,6 +7,9 @@
   to each matching subscriber's bounded queue, and the broadcaster is woken through a socket
   pair (one wake-up however many viewers). Events reach every viewer in publish order, after
   its `connected` hello.
+- Events go out at once after a quiet spell, then at most once per `batch_delay` seconds, several
+  in one write per viewer: one send per viewer per batch, not per event, is what keeps a
+  hundred viewers from slowing the writer.
 - A viewer's frames leave its queue only when its socket has taken the previous ones, so a
   viewer that does not read fills its queue; when full it is dropped and closed with 1008
   "client too slow".
@@ -39,6 +42,7 @@ log = logging.getLogger(__name__)
 
 MAX_FEEDS = 256
 MAX_QUEUE = 256
+BATCH_DELAY = 0.02  # at most one write per viewer per 20 ms: under one 60 Hz frame
 RECV_SIZE = 65536
 PONG = '{"type":"pong"}'
 
@@ -160,8 +164,11 @@ class Hub:
                 self._subs = [s for s in self._subs if not s.dropped]
         if dropped:
             log.info("dropped %d live-feed client(s) that read too slowly", len(dropped))
+        woken = set()
         for sub in notify:
-            sub.notify()
+            if sub._wake not in woken:  # the broadcaster's feeds share one wake-up
+                woken.add(sub._wake)
+                sub.notify()
         return delivered
 
     def close(self) -> None:
@@ -235,7 +242,7 @@ class Broadcaster:
     def __init__(self, hub: Hub, *, max_feeds: int = MAX_FEEDS, max_queue: int = MAX_QUEUE,
                  idle_timeout: Optional[float] = 60.0, ping_interval: Optional[float] = 20.0,
                  close_timeout: float = 1.0, stop_event: Optional[threading.Event] = None,
-                 poll_interval: float = 0.2):
+                 poll_interval: float = 0.2, batch_delay: float = BATCH_DELAY):
         self.hub = hub
         self.max_feeds = max_feeds
         self.max_queue = max_queue
@@ -244,6 +251,10 @@ class Broadcaster:
         self.close_timeout = close_timeout
         self.stop_event = stop_event
         self.poll_interval = poll_interval
+        self.batch_delay = batch_delay
+        # When queued events go out, and when they last did (broadcaster thread only).
+        self._deliver_at: Optional[float] = None
+        self._delivered_at = float("-inf")
         self._lock = threading.Lock()
         self._pending: List[Feed] = []
         self._open = 0
@@ -257,7 +268,8 @@ class Broadcaster:
     # -- any thread
 
     def wake(self) -> None:
-        """Called by publishers: one byte on the socket pair, unless a wake-up is pending."""
+        """Called by publishers: one byte on the socket pair, unless a wake-up or a delivery
+        is already pending."""
         if self._woken:
             return
         self._woken = True
@@ -313,6 +325,8 @@ class Broadcaster:
         sel = self._sel = selectors.DefaultSelector()
         sel.register(self._wake_r, _READ, None)
         feeds: Set[Feed] = set()
+        touched: Set[Feed] = set()  # feeds with socket events since the last pass
+        timer_at: Optional[float] = None
         try:
             while True:
                 with self._lock:
@@ -323,22 +337,39 @@ class Broadcaster:
                 now = time.monotonic()
                 for feed in new:
                     feeds.add(feed)
+                    touched.add(feed)
                     feed.mask = _READ
                     sel.register(feed.sock, _READ, feed)
                     if feed.initial:
                         self._received(feed, feed.initial, now)
                         feed.initial = b""
-                for feed in list(feeds):
+                deliver = self._deliver_at is not None and now >= self._deliver_at
+                if deliver:
+                    self._deliver_at = None
+                    self._delivered_at = now
+                    self._woken = False  # queues are read below: a publish from now on wakes us again
+                if (deliver or (timer_at is not None and now >= timer_at) or self.hub.closed
+                        or self._stopping()):
+                    touched = set(feeds)
+                for feed in touched:
                     if feed.sock is not None:
-                        self._service(feed, now)
+                        self._service(feed, now, deliver)
                     if feed.sock is None:
                         feeds.discard(feed)
                     elif feed.mask != (_READ | (_WRITE if feed.out else 0)):
                         feed.mask = _READ | (_WRITE if feed.out else 0)
                         sel.modify(feed.sock, feed.mask, feed)
+                touched = set()
                 if not feeds:
                     continue
-                for key, mask in sel.select(self._timeout(feeds, time.monotonic())):
+                timer_at = self._timer_at(feeds)
+                due = timer_at
+                if self._deliver_at is not None and (due is None or self._deliver_at < due):
+                    due = self._deliver_at
+                timeout = None if due is None else max(due - time.monotonic(), 0.0)
+                if self.stop_event is not None:
+                    timeout = self.poll_interval if timeout is None else min(timeout, self.poll_interval)
+                for key, mask in sel.select(timeout):
                     feed = key.data
                     if feed is None:
                         try:
@@ -346,9 +377,13 @@ class Broadcaster:
                                 pass
                         except (BlockingIOError, InterruptedError):
                             pass
-                        self._woken = False  # after draining: a wake-up sent since stays pending
-                    elif mask & _READ and feed.sock is not None:
+                        # `_woken` stays set until the delivery: publishes meanwhile need no wake-up.
+                        if self._deliver_at is None:
+                            self._deliver_at = max(time.monotonic(), self._delivered_at + self.batch_delay)
+                        continue
+                    if mask & _READ and feed.sock is not None:
                         self._read(feed)
+                    touched.add(feed)
         except Exception:
             log.exception("live-feed broadcaster failed; closing its clients")
             with self._lock:
@@ -361,7 +396,8 @@ class Broadcaster:
             self._sel = None
             sel.close()
 
-    def _timeout(self, feeds: Set[Feed], now: float) -> Optional[float]:
+    def _timer_at(self, feeds: Set[Feed]) -> Optional[float]:
+        """The earliest keepalive ping, idle timeout or close deadline of any feed."""
         due = None
         for feed in feeds:
             if feed.closing:
@@ -375,10 +411,7 @@ class Broadcaster:
                     t = p if t is None else min(t, p)
             if t is not None and (due is None or t < due):
                 due = t
-        timeout = None if due is None else max(due - now, 0.0)
-        if self.stop_event is not None and feeds:
-            timeout = self.poll_interval if timeout is None else min(timeout, self.poll_interval)
-        return timeout
+        return due
 
     def _read(self, feed: Feed) -> None:
         try:
@@ -411,7 +444,7 @@ class Broadcaster:
             log.info("live-feed client failed: %s", conn.failure)
         self._take(conn, feed)
 
-    def _service(self, feed: Feed, now: float) -> None:
+    def _service(self, feed: Feed, now: float, deliver: bool) -> None:
         conn = feed.conn
         if not feed.closing:
             sub = feed.sub
@@ -426,32 +459,35 @@ class Broadcaster:
                 conn.send_ping(b"kgd")
                 feed.ping_sent = True
                 self._take(conn, feed)
-        self._flush(feed)
+        self._flush(feed, deliver)
         if feed.sock is None or not feed.closing:
             return
         if now >= feed.deadline or (conn.closed and not feed.out and not feed.linger):
             self._finish(feed)
 
-    def _flush(self, feed: Feed) -> None:
-        """Send what the socket takes without blocking; refill from the queue once empty."""
+    def _flush(self, feed: Feed, deliver: bool) -> None:
+        """Send what the socket takes without blocking. Queued events join the output when a
+        batch is due, or at once when the socket has just taken a backlog."""
+        out = feed.out
+        if not out:
+            if not deliver or feed.closing or not feed.sub.queue:
+                return
+            for frame in feed.sub.drain():
+                out += frame
         while True:
-            if not feed.out:
-                if feed.closing or not feed.sub.queue:
-                    return
-                for frame in feed.sub.drain():
-                    feed.conn.send_prepared(frame)
-                self._take(feed.conn, feed)
             try:
-                n = feed.sock.send(feed.out)
+                n = feed.sock.send(out)
             except (BlockingIOError, InterruptedError):
                 return
             except OSError as exc:  # reset, broken pipe
                 log.debug("live-feed socket error: %s", exc)
                 self._finish(feed)
                 return
-            del feed.out[:n]
-            if feed.out:
+            del out[:n]
+            if out or feed.closing or not feed.sub.queue:
                 return
+            for frame in feed.sub.drain():
+                out += frame
 
     @staticmethod
     def _take(conn: ws.Connection, feed: Feed) -> None:
