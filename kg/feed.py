@@ -7,6 +7,8 @@
   to each matching subscriber's bounded queue, and the broadcaster is woken through a socket
   pair (one wake-up however many viewers). Events reach every viewer in publish order, after
   its `connected` hello.
+- A viewer of project P gets the user graph's events and P's (`project_filter`); without P, the
+  user graph's only.
 - Events go out at once after a quiet spell, then at most once per `batch_delay` seconds, several
   in one write per viewer: one send per viewer per batch, not per event, is what keeps a
   hundred viewers from slowing the writer.
@@ -24,6 +26,7 @@
 
 from __future__ import annotations
 
+import functools
 import json
 import logging
 import selectors
@@ -66,6 +69,16 @@ def is_ping_text(text: str) -> bool:
             return False
         return isinstance(obj, dict) and obj.get("type") == "ping"
     return False
+
+
+@functools.lru_cache(maxsize=1024)
+def project_filter(project_path: Optional[str]) -> Callable[[dict], bool]:
+    """Which events a viewer of `project_path` (None: no project) gets. One function object per
+    project, so the hub decides once per event for all the viewers of that project."""
+    def wanted(event: dict) -> bool:
+        return event.get("level") == "user" or (project_path is not None
+                                                and event.get("project_path") == project_path)
+    return wanted
 
 
 # ---------------------------------------------------------------------------
@@ -139,14 +152,20 @@ class Hub:
         frame = None
         delivered = 0
         notify = []
+        verdicts = {}  # filter function -> its answer for this event (viewers share filters)
         with self._lock:
             for sub in self._subs:
-                try:
-                    if sub.filter_fn is not None and not sub.filter_fn(event):
+                fn = sub.filter_fn
+                if fn is not None:
+                    wanted = verdicts.get(fn)
+                    if wanted is None:
+                        try:
+                            wanted = verdicts[fn] = bool(fn(event))
+                        except Exception:
+                            log.exception("live-feed filter failed; event not sent to that client")
+                            wanted = verdicts[fn] = False
+                    if not wanted:
                         continue
-                except Exception:
-                    log.exception("live-feed filter failed; event not sent to that client")
-                    continue
                 if frame is None:
                     try:
                         frame = ws.prepare_text(_dumps(event))

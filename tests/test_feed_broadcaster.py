@@ -375,3 +375,24 @@ def test_keepalive_ping_and_idle_timeout(pairs):
     assert v.frame().opcode == OP_PING
     assert v.close_code()[0] == ws.CLOSE_INTERNAL_ERROR  # then silent: dead peer
     assert f.wait(3) == 1011
+
+
+def test_project_filter_rule_and_one_decision_per_project():
+    mine = feed.project_filter("/p")
+    assert feed.project_filter("/p") is mine  # shared by every viewer of /p
+    assert mine({"level": "user", "project_path": "/other"})
+    assert mine({"level": "project", "project_path": "/p"})
+    assert not mine({"level": "project", "project_path": "/other"})
+    none = feed.project_filter(None)
+    assert none({"level": "user", "project_path": None})
+    assert not none({"level": "project", "project_path": "/p"})
+
+    hub = Hub()
+    calls = []
+
+    def counted(event):
+        calls.append(event)
+        return True
+    subs = [hub.subscribe(counted) for _ in range(50)]
+    assert hub.publish({"level": "user"}) == 50
+    assert len(calls) == 1 and all(len(s.drain()) == 1 for s in subs)
