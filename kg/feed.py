@@ -319,7 +319,7 @@ class Broadcaster:
         feed.conn.send_text(_dumps(hello))
         feed.initial = bytes(initial_data)
         if full:
-            self._begin_close(feed, 1013, "too many live-feed clients; try again later", now)
+            self._begin_close(feed, ws.CLOSE_TRY_AGAIN_LATER, "too many live-feed clients; try again later", now)
         elif self.hub.closed or self._stopping():
             self._begin_close(feed, ws.CLOSE_GOING_AWAY, "server shutting down", now)
         else:

@@ -66,6 +66,7 @@ CLOSE_INVALID_DATA = 1007
 CLOSE_POLICY_VIOLATION = 1008
 CLOSE_TOO_BIG = 1009
 CLOSE_INTERNAL_ERROR = 1011
+CLOSE_TRY_AGAIN_LATER = 1013
 
 # 1000-1003, 1007-1011 from RFC 6455; 1012-1014 registered with IANA since.
 _SENDABLE_CODES = frozenset(range(1000, 1004)) | frozenset(range(1007, 1015))
@@ -463,11 +464,6 @@ class Connection:
     def send_text(self, text: str) -> None:
         self._check_open()
         self._out.append(prepare_text(text))
-
-    def send_prepared(self, frame: bytes) -> None:
-        """Queue a complete frame built by `prepare_text` (shared across connections)."""
-        self._check_open()
-        self._out.append(frame)
 
     def send_ping(self, payload: bytes = b"") -> None:
         self._check_open()
