@@ -21,30 +21,19 @@
   a close echoing its code (an empty close with an empty one) and ends the connection.
   Close payloads (section 7.4): 1 byte is 1002; codes below 1000, 1004-1006, 1015-2999 and
   above 4999 are 1002; a reason that is not UTF-8 is 1007.
-- Live feed: the server sends the hello first, then one text frame per matching event.
-  The text `ping` (or `{"type":"ping"}`) answers `{"type":"pong"}`. A subscriber whose
-  bounded queue overflows is dropped and closed with 1008 "client too slow"; publishing
-  never blocks. Server shutdown closes with 1001; a client silent for `idle_timeout`
-  seconds despite our keepalive pings is closed with 1011.
 
 Layout, after the `websockets` library's sans-I/O core: handshake and frames are pure
 functions over bytes; `Connection` is a state machine fed bytes that hands back events
-and bytes to send; `Hub` fans events out to bounded queues; `serve` is the only code
-here that touches a socket.
+and bytes to send. Nothing here touches a socket or a thread: the live feed's fan-out and
+its socket loop are kg/feed.py.
 """
 
 from __future__ import annotations
 
 import base64
 import codecs
-import json
-import logging
-import queue
-import selectors
 import socket
 import struct
-import threading
-import time
 from collections import namedtuple
 from urllib.parse import urlsplit
 
@@ -52,9 +41,7 @@ from urllib.parse import urlsplit
 # checkers only, not at run time, where it would cost start-up memory.
 TYPE_CHECKING = False
 if TYPE_CHECKING:
-    from typing import Any, Callable, Iterable, List, Mapping, Optional, Tuple  # noqa: F401
-
-log = logging.getLogger(__name__)
+    from typing import Any, Iterable, List, Mapping, Optional, Tuple  # noqa: F401
 
 GUID = "258EAFA5-E914-47DA-95CA-C5AB0DC85B11"
 MAX_MESSAGE_SIZE = 1 << 20
@@ -79,16 +66,10 @@ CLOSE_INVALID_DATA = 1007
 CLOSE_POLICY_VIOLATION = 1008
 CLOSE_TOO_BIG = 1009
 CLOSE_INTERNAL_ERROR = 1011
+CLOSE_TRY_AGAIN_LATER = 1013
 
 # 1000-1003, 1007-1011 from RFC 6455; 1012-1014 registered with IANA since.
 _SENDABLE_CODES = frozenset(range(1000, 1004)) | frozenset(range(1007, 1015))
-
-_JSON_SEPARATORS = (",", ":")
-
-
-def _dumps(obj: Any) -> str:
-    return json.dumps(obj, ensure_ascii=False, separators=_JSON_SEPARATORS)
-
 
 class HandshakeError(Exception):
     """The upgrade request is refused: answer `status` with `headers` and `message`."""
@@ -484,11 +465,6 @@ class Connection:
         self._check_open()
         self._out.append(prepare_text(text))
 
-    def send_prepared(self, frame: bytes) -> None:
-        """Queue a complete frame built by `prepare_text` (shared across connections)."""
-        self._check_open()
-        self._out.append(frame)
-
     def send_ping(self, payload: bytes = b"") -> None:
         self._check_open()
         self._out.append(encode_frame(OP_PING, payload))
@@ -506,253 +482,3 @@ class Connection:
         out = b"".join(self._out)
         self._out = []
         return out
-
-
-# ---------------------------------------------------------------------------
-# Hub: fan-out to bounded per-client queues
-
-
-class Subscriber:
-    """One client's bounded queue of prepared text frames."""
-
-    def __init__(self, filter_fn: Optional[Callable[[dict], bool]], max_queue: int,
-                 wake: Optional[Callable[[], None]]):
-        self.filter_fn = filter_fn
-        self.queue: "queue.Queue[bytes]" = queue.Queue(maxsize=max_queue)
-        self.dropped = False
-        self._wake = wake
-
-    def notify(self) -> None:
-        if self._wake is not None:
-            try:
-                self._wake()
-            except Exception:
-                log.debug("wake-up of a subscriber failed", exc_info=True)
-
-    def drain(self) -> List[bytes]:
-        items = []
-        while True:
-            try:
-                items.append(self.queue.get_nowait())
-            except queue.Empty:
-                return items
-
-
-class Hub:
-    """Publishes change events to every matching subscriber; never blocks the publisher."""
-
-    def __init__(self):
-        self._lock = threading.Lock()
-        self._subs: List[Subscriber] = []
-        self.closed = False
-
-    def subscribe(self, filter_fn: Optional[Callable[[dict], bool]] = None, max_queue: int = 256,
-                  wake: Optional[Callable[[], None]] = None) -> Subscriber:
-        """`filter_fn(event) -> bool` (None takes all); `wake()` is called, from the
-        publisher's thread, after an item is queued or the subscriber is dropped."""
-        sub = Subscriber(filter_fn, max_queue, wake)
-        with self._lock:
-            self._subs.append(sub)
-        return sub
-
-    def unsubscribe(self, sub: Subscriber) -> None:
-        with self._lock:
-            try:
-                self._subs.remove(sub)
-            except ValueError:
-                pass
-
-    def count(self) -> int:
-        with self._lock:
-            return len(self._subs)
-
-    def publish(self, event: dict) -> int:
-        """Queue `event` for each matching subscriber; return how many got it.
-
-        The JSON and the frame are built once, and only if someone wants the event.
-        A subscriber whose queue is full is dropped (its loop closes with 1008)."""
-        with self._lock:
-            subs = list(self._subs)
-        frame = None
-        delivered = 0
-        dropped = []
-        for sub in subs:
-            if sub.dropped:
-                continue
-            try:
-                if sub.filter_fn is not None and not sub.filter_fn(event):
-                    continue
-            except Exception:
-                log.exception("live-feed filter failed; event not sent to that client")
-                continue
-            if frame is None:
-                try:
-                    frame = prepare_text(_dumps(event))
-                except (TypeError, ValueError):
-                    log.exception("live-feed event is not JSON-serialisable; not published")
-                    return 0
-            try:
-                sub.queue.put_nowait(frame)
-                delivered += 1
-            except queue.Full:
-                sub.dropped = True
-                dropped.append(sub)
-            sub.notify()
-        if dropped:
-            with self._lock:
-                self._subs = [s for s in self._subs if not s.dropped]
-            log.info("dropped %d live-feed client(s) that read too slowly", len(dropped))
-        return delivered
-
-    def close(self) -> None:
-        """Server shutdown: every `serve` loop closes its client with 1001."""
-        with self._lock:
-            self.closed = True
-            subs = list(self._subs)
-        for sub in subs:
-            sub.notify()
-
-
-# ---------------------------------------------------------------------------
-# serve: the blocking loop for one client (the only socket code here)
-
-
-def _is_ping_text(text: str) -> bool:
-    text = text.strip()
-    if text == "ping":
-        return True
-    if text.startswith("{"):
-        try:
-            obj = json.loads(text)
-        except ValueError:
-            return False
-        return isinstance(obj, dict) and obj.get("type") == "ping"
-    return False
-
-
-def serve(sock: socket.socket, hub: Hub, filter_fn: Optional[Callable[[dict], bool]],
-          hello: dict, *, max_size: int = MAX_MESSAGE_SIZE,
-          idle_timeout: Optional[float] = 60.0, ping_interval: Optional[float] = 20.0,
-          stop_event: Optional[threading.Event] = None, max_queue: int = 256,
-          close_timeout: float = 1.0, write_timeout: float = 10.0,
-          poll_interval: float = 0.2, initial_data: bytes = b"") -> int:
-    """Run one client's live feed until it closes; return the close code (1006 if the
-    stream just ended). Call after the 101 response has been written. The caller still
-    owns `sock` and closes it afterwards.
-
-    The loop waits on the socket and on a wake-up socket pair that publishers poke, so an
-    event goes out as soon as it is published. `stop_event` is checked every
-    `poll_interval` seconds; `Hub.close()` wakes the loop at once."""
-    conn = Connection(max_size=max_size)
-    wake_r, wake_w = socket.socketpair()
-    wake_r.setblocking(False)
-    wake_w.setblocking(False)
-
-    def wake() -> None:
-        try:
-            wake_w.send(b"\0")
-        except OSError:  # buffer full: a wake-up is already pending; or closed
-            pass
-
-    sub = hub.subscribe(filter_fn, max_queue=max_queue, wake=wake)
-    sel = selectors.DefaultSelector()
-    result = CLOSE_ABNORMAL
-    try:
-        sock.settimeout(write_timeout)
-        try:
-            sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
-        except OSError:
-            pass
-        sel.register(sock, selectors.EVENT_READ, "client")
-        sel.register(wake_r, selectors.EVENT_READ, "wake")
-
-        def flush() -> None:
-            data = conn.data_to_send()
-            if data:
-                sock.sendall(data)
-
-        def handle(events: list) -> None:
-            for ev in events:
-                if ev[0] == "text" and conn.state == OPEN and _is_ping_text(ev[1]):
-                    conn.send_text('{"type":"pong"}')
-
-        conn.send_text(_dumps(hello))
-        if initial_data:
-            handle(conn.receive_data(initial_data))
-        last_rcvd = time.monotonic()
-        ping_sent = False
-        while conn.state == OPEN:
-            if sub.dropped:
-                conn.send_close(CLOSE_POLICY_VIOLATION, "client too slow")
-            elif hub.closed or (stop_event is not None and stop_event.is_set()):
-                conn.send_close(CLOSE_GOING_AWAY, "server shutting down")
-            else:
-                for frame in sub.drain():
-                    conn.send_prepared(frame)
-            flush()
-            if conn.state != OPEN:
-                break
-            now = time.monotonic()
-            silent = now - last_rcvd
-            if idle_timeout is not None and silent >= idle_timeout:
-                conn.send_close(CLOSE_INTERNAL_ERROR, "keepalive ping timeout")
-                flush()
-                break
-            if ping_interval is not None and not ping_sent and silent >= ping_interval:
-                conn.send_ping(b"kgd")
-                flush()
-                ping_sent = True
-            timeout = poll_interval
-            if ping_interval is not None and not ping_sent:
-                timeout = min(timeout, ping_interval - silent)
-            if idle_timeout is not None:
-                timeout = min(timeout, idle_timeout - silent)
-            for key, _ in sel.select(max(timeout, 0.0)):
-                if key.data == "wake":
-                    try:
-                        while wake_r.recv(4096):
-                            pass
-                    except (BlockingIOError, InterruptedError):
-                        pass
-                    continue
-                data = sock.recv(65536)
-                if not data:
-                    conn.receive_eof()
-                    break
-                last_rcvd = time.monotonic()
-                ping_sent = False
-                handle(conn.receive_data(data))
-        flush()
-
-        if conn.state != CLOSED or conn.failure is not None:
-            # We started the close (or failed the connection): give the client
-            # close_timeout seconds to answer before the caller drops the socket.
-            sel.unregister(wake_r)
-            deadline = time.monotonic() + close_timeout
-            while True:
-                remaining = deadline - time.monotonic()
-                if remaining <= 0 or not sel.select(remaining):
-                    break
-                data = sock.recv(65536)
-                if not data:
-                    break
-                if conn.state == CLOSING:
-                    conn.receive_data(data)
-                    flush()
-                    if conn.closed:
-                        break
-        if conn.failure is not None:
-            log.info("live-feed client failed: %s", conn.failure)
-            result = conn.failure.code
-        elif conn.close_sent is not None:
-            result = conn.close_sent[0]
-        elif conn.close_rcvd is not None:
-            result = conn.close_rcvd[0]
-    except OSError as exc:  # reset, broken pipe, write timeout
-        log.debug("live-feed socket error: %s", exc)
-    finally:
-        hub.unsubscribe(sub)
-        sel.close()
-        wake_r.close()
-        wake_w.close()
-    return result

@@ -565,3 +565,52 @@ def test_slow_reader_is_dropped_without_blocking_writers(make_daemon):
     finally:
         slow.close()
         healthy.close()
+
+
+def daemon_threads(d):
+    """Threads of the daemon process now (Linux /proc)."""
+    try:
+        with open("/proc/%d/status" % d.proc.pid) as f:
+            for line in f:
+                if line.startswith("Threads:"):
+                    return int(line.split()[1])
+    except OSError:
+        pass
+    pytest.skip("needs /proc to count the daemon's threads")
+
+
+def test_many_viewers_share_one_thread_get_every_put_in_order_and_1001_on_stop(make_daemon):
+    """Issue 14: one broadcaster serves every feed (the HTTP handler thread returns after the
+    upgrade), every viewer gets every event in order, and stopping closes them all with 1001."""
+    d = make_daemon()
+    d.request("GET", "/health")  # its keep-alive handler thread is part of the baseline
+    base = daemon_threads(d)
+    viewers = [Raw(d.port) for _ in range(40)]
+    try:
+        for r in viewers:
+            assert r.status == 101
+            assert json.loads(r.read_frame()[2])["type"] == "connected"
+        deadline = time.monotonic() + TIMEOUT
+        while daemon_threads(d) > base + 1 and time.monotonic() < deadline:
+            time.sleep(0.05)
+        assert daemon_threads(d) <= base + 1, "a thread per viewer: %d threads, %d before" % (daemon_threads(d), base)
+        n = 50
+        for i in range(n):
+            st, _, data = d.request("PUT", "/api/nodes/user/v%02d" % i, {"gist": "g"})
+            assert st == 200, data[:200]
+        for r in viewers:
+            got = []
+            while len(got) < n:
+                ev = json.loads(r.read_frame()[2])
+                if ev["type"] == "node_put":
+                    got.append(ev["node"]["id"])
+            assert got == ["v%02d" % i for i in range(n)]
+        t0 = time.monotonic()
+        assert d.stop() == 0
+        assert time.monotonic() - t0 < 8
+        for r in viewers:
+            assert r.read_until_close() == 1001
+            assert r.eof_after_close()
+    finally:
+        for r in viewers:
+            r.close()

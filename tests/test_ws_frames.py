@@ -1,5 +1,6 @@
-"""RFC 6455 rules of kg/ws.py: handshake, framing, the connection state machine, the hub,
-and one socket-level run of serve() over a socket pair."""
+"""RFC 6455 rules of kg/ws.py: handshake, framing, the connection state machine; and kg/feed.py's
+hub, with socket-level runs of one feed on the broadcaster over a socket pair (many feeds at
+once: test_feed_broadcaster.py)."""
 
 import json
 import socket
@@ -9,10 +10,11 @@ import time
 
 import pytest
 
-from kg import ws
+from kg import feed, ws
+from kg.feed import Hub
 from kg.ws import (
     OP_BINARY, OP_CLOSE, OP_CONT, OP_PING, OP_PONG, OP_TEXT,
-    Connection, Frame, HandshakeError, Hub, ProtocolError,
+    Connection, Frame, HandshakeError, ProtocolError,
     accept_key, check_handshake, encode_close, encode_frame, handshake_response,
     origin_is_local, parse_close, parse_frame,
 )
@@ -489,7 +491,7 @@ def test_hub_thread_safe_publish():
     assert all(len(s.drain()) == 2000 for s in subs)
 
 
-# --------------------------------------------------------------------------- serve over a socket pair
+# --------------------------------------------------------------------------- one feed over a socket pair
 
 class Client:
     def __init__(self, sock):
@@ -519,19 +521,33 @@ class Client:
         return json.loads(frame.payload)
 
 
+class Served:
+    """One feed on its own broadcaster; `join` and `is_alive` as for the thread that
+    `ws.serve` used to be, `result["code"]` its close code once closed."""
+
+    def __init__(self, broadcaster, sock, filter_fn):
+        self.broadcaster = broadcaster
+        self.feed = broadcaster.attach(sock, filter_fn, {"type": "connected", "session_id": "s1"})
+        self.result = self
+
+    def join(self, timeout=None):
+        self.feed.wait(timeout)
+
+    def is_alive(self):
+        return self.feed.sock is not None
+
+    def __getitem__(self, key):
+        assert key == "code"
+        return self.feed.code
+
+
 def start_serve(hub, filter_fn=None, **kw):
     server_sock, client_sock = socket.socketpair()
     kw.setdefault("idle_timeout", None)
     kw.setdefault("ping_interval", None)
     kw.setdefault("close_timeout", 2.0)
-    result = {}
-
-    def run():
-        result["code"] = ws.serve(server_sock, hub, filter_fn, {"type": "connected", "session_id": "s1"},
-                                  **kw)
-    t = threading.Thread(target=run, daemon=True)
-    t.start()
-    return t, Client(client_sock), result, (server_sock, client_sock)
+    t = Served(feed.Broadcaster(hub, **kw), server_sock, filter_fn)
+    return t, Client(client_sock), t.result, (server_sock, client_sock)
 
 
 def test_serve_feed_pings_and_close_handshake():
