@@ -4,7 +4,7 @@ Rules owned here:
 - ROUTES maps a path to the Handler methods that answer it, per HTTP method: POST / and /mcp are
   MCP (GET / answers a person's browser with a small page, anything else on them 405 with Allow:
   POST); GET /health; /api/... goes to kg/rest.py, which answers its own 404 and 405; GET /ws
-  (kg/ws.py); the viewer's files (kg/viewer.py). Anything else is a JSON 404; a known path with
+  (kg/ws.py, then kg/feed.py's broadcaster serves it); the viewer's files (kg/viewer.py). Anything else is a JSON 404; a known path with
   a wrong method is 405 with Allow.
 - Every request passes kg/guard.py's Policy (Host, Origin, token) before it is routed.
 - Bodies over 4 MiB get 413 without being read (and the connection is closed).
@@ -24,7 +24,7 @@ from collections import namedtuple
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from urllib.parse import parse_qs, urlsplit
 
-from . import __version__, guard, jsonrpc, mcp, ws
+from . import __version__, feed, guard, jsonrpc, mcp, ws
 from .errors import KgError
 from .store import new_session_id, resolve_project_root
 
@@ -368,10 +368,8 @@ class Handler(BaseHTTPRequestHandler):
                 project_path = resolve_project_root(project)
             except KgError as exc:
                 return self.error(400, exc.message)
-
-        def wanted(event, _p=project_path):
-            return event.get("level") == "user" or (_p is not None and event.get("project_path") == _p)
-
+        if self.server.hub.count() >= self.server.feeds.max_feeds:
+            return self.error(503, "too many live-feed clients; retry in a moment.", {"Retry-After": "1"})
         self.wfile.write(ws.handshake_response(accept))
         self.wfile.flush()
         self.close_connection = True
@@ -379,11 +377,9 @@ class Handler(BaseHTTPRequestHandler):
         # session, so watching the memory writes nothing and pins nothing.
         hello = {"type": "connected", "session_id": new_session_id(), "project_path": project_path,
                  "version": __version__}
-        try:
-            self.connection.settimeout(None)
-            ws.serve(self.connection, self.server.hub, wanted, hello, stop_event=self.server.stop_event)
-        except OSError:
-            pass
+        # The broadcaster thread serves the feed from now on; this handler thread returns.
+        sock, early = feed.take_over(self.connection, self.rfile)
+        self.server.feeds.attach(sock, feed.project_filter(project_path), hello, early)
 
 
 def no_hooks(payload):
@@ -402,7 +398,8 @@ class Daemon(ThreadingHTTPServer):
         self.store = store
         # Passed only when asked: mcp.Server gains the keyword in a parallel change.
         self.mcp = mcp.Server(store, structured=True) if structured_output else mcp.Server(store)
-        self.hub = ws.Hub()
+        self.hub = feed.Hub()
+        self.feeds = feed.Broadcaster(self.hub)
         self.stop_event = threading.Event()
         self.stopping = False
         self.started = time.time()
@@ -443,8 +440,10 @@ class Daemon(ThreadingHTTPServer):
         super().process_request(request, client_address)
 
     def open_connections(self):
+        """HTTP connections plus live feeds, so a stop waits for the feeds' 1001 closes too."""
         with self._conns_lock:
-            return len(self._conns)
+            n = len(self._conns)
+        return n + self.feeds.open_count()
 
     def health(self):
         h = {"status": "ok", "version": __version__, "uptime_s": round(time.time() - self.started, 3)}

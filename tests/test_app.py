@@ -181,16 +181,17 @@ def test_hooks_are_guarded_like_every_route(tmp_path):
         a.stop()
 
 
-def test_hooks_module_is_wired_when_present(tmp_path, monkeypatch):
-    import sys
-    import types
-
-    fake = types.ModuleType("kg.hooks")
-    fake.handler = lambda store: (lambda payload: {"store_seen": store is not None})
-    monkeypatch.setitem(sys.modules, "kg.hooks", fake)
+def test_kg_hooks_are_wired(tmp_path):
+    """The app answers /api/hooks with kg/hooks.py: a SessionStart binds a session and preloads."""
+    project = tmp_path / "proj"
+    (project / ".git").mkdir(parents=True)
     a = kgapp.App(config(tmp_path / "root")).start()
     try:
-        st, _, data = request(a, "POST", "/api/hooks", json.dumps(HOOK_INPUT), JSON)
-        assert st == 200 and json.loads(data) == {"store_seen": True}
+        body = {"session_id": "claude-1", "transcript_path": "/tmp/t.jsonl", "cwd": str(project),
+                "hook_event_name": "SessionStart", "source": "startup"}
+        st, _, data = request(a, "POST", "/api/hooks", json.dumps(body), JSON)
+        out = json.loads(data)
+        assert st == 200 and out["hookSpecificOutput"]["hookEventName"] == "SessionStart"
+        assert out["hookSpecificOutput"]["additionalContext"].startswith("Session: ")
     finally:
         a.stop()
