@@ -109,7 +109,7 @@ def test_structured_output_bad_value_is_a_config_error():
 
 
 def test_serve_hands_structured_output_to_the_daemon(tmp_path, monkeypatch):
-    from kg import http
+    from kg import app, http
 
     seen = {}
 
@@ -118,16 +118,15 @@ def test_serve_hands_structured_output_to_the_daemon(tmp_path, monkeypatch):
             seen.update(kwargs)
             raise OSError(98, "in use")
 
-    monkeypatch.setattr(http, "Daemon", Refused)
+    monkeypatch.setattr(app, "Daemon", Refused)  # kg/app.py wires the daemon for `serve`
     cfg = resolve_config(Args(root=str(tmp_path / "r"), port="0", structured_output=True), {})
-    with pytest.raises(SystemExit):
-        cli.serve(cfg)
+    assert cli.serve(cfg) == 2  # the refused port: one line, exit code 2
     assert seen == {"structured_output": True}
 
 
 def test_structured_output_reaches_tools_list(make_daemon):
     """Needs kg/http.py's Daemon(structured_output=...) (issue 10)."""
-    plain = make_daemon(root=None)
+    plain = make_daemon(root=None, env={"KG_STRUCTURED_OUTPUT": "0"})  # the default mode
     tools = plain.rpc("tools/list")["result"]["tools"]
     structured = make_daemon(root=plain.root + "-2", args=["--structured-output"])
     tools_s = structured.rpc("tools/list")["result"]["tools"]
