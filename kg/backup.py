@@ -23,10 +23,10 @@ from urllib.parse import quote
 from . import __version__, model
 from .client import Api, connect_host, find_daemon, root_lock
 from .console import CommandError, say, warn
-from .diskview import journal_path, project_graphs, project_slugs, snapshot_graph
+from .diskview import project_graphs, snapshot_graph
 from .errors import KgError
 from .graph import graph_from_obj
-from .storage import DIR_MODE, Layout, RootLock, atomic_write, base_slug, dumps, ensure_dir
+from .storage import DIR_MODE, Layout, RootLock, atomic_write, base_slug, dumps, ensure_dir, journal_path
 
 EXPORT_FORMAT = "kgd-export"
 _SLUG_OK = re.compile(r"\A[A-Za-z0-9_][A-Za-z0-9._-]{0,199}\Z")
@@ -77,7 +77,7 @@ def export_doc(cfg, projects=None, include_user=True):
         doc["projects"].append({"slug": slug, "project_path": g.project_path, "graph": g.to_obj()})
     missing = [w for w in projects or () if w not in matched]
     if missing:
-        have = ", ".join(project_slugs(layout)) or "none"
+        have = ", ".join(layout.project_slugs(with_journals=True)) or "none"
         raise CommandError("no project graph matches %s (give a project folder or one of the slugs under "
                            "%s/projects: %s)" % (", ".join(missing), layout.root, have))
     return doc
@@ -243,7 +243,7 @@ def _import_files(doc, cfg, dry_run):
                 _write_graph(layout.user_file, g)
             tallies.append(t)
         owners = {}
-        for slug in project_slugs(layout):
+        for slug in layout.project_slugs(with_journals=True):
             owners[slug] = snapshot_graph(layout.graph_file(slug), "project", slug=slug).project_path
         for p in doc.get("projects") or []:
             pp = p.get("project_path") or (p["graph"].get("_meta") or {}).get("project_path")

@@ -163,5 +163,5 @@ def search(args, cfg):
                 item["project_path"] = g.project_path
             rows.append(item)
         result = {"results": rows}
-    say(render.render_search(result, query))
+    say(render.render_search(result, query, project_path=root, asked=args.limit))
     return 0

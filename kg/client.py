@@ -16,7 +16,7 @@ import time
 
 from .config import connect_host
 from .console import CommandError
-from .diskview import lock_state
+from .storage import lock_state
 from .storage import FILE_MODE, Layout, ensure_dir
 
 LOG_NAME = "kgd.log"

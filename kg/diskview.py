@@ -1,71 +1,19 @@
 """Reading a storage root from outside the daemon: never takes the root lock, never writes.
 
-Rules owned here (on-disk rules kg/storage.py does not offer yet; see each function):
+Rules owned here (the on-disk rules themselves are kg/storage.py's):
 - A graph as the daemon would load it is its file (else its .prev) plus its journal replayed;
   re-read when a fold replaced the file while the journal was read.
 - A project exists on disk when projects/<slug> holds a graph file, its .prev or a non-empty
   journal (a graph written once and never folded lives only in its journal).
-- The lock file ROOT/kgd.lock reads "pid N port P ..." while a daemon holds its flock.
 """
 
-import errno
-import fcntl
 import json
 import os
-import re
 import time
 
 from .console import warn
 from .graph import apply_record, graph_from_obj
-from .storage import Journal, base_slug
-
-_LOCK_LINE = re.compile(r"pid (\d+)(?: port (\d+))?")
-
-
-def journal_path(graph_file):
-    """The journal beside a graph file (storage's rule: <file minus .json>.journal)."""
-    return graph_file[:-len(".json")] + ".journal" if graph_file.endswith(".json") else graph_file + ".journal"
-
-
-def lock_state(layout):
-    """(held, pid, port, note) read from the lock file; held = a running process holds its flock.
-
-    Probing with a shared, non-blocking flock never makes a starting daemon fail unless it
-    starts in the same microsecond."""
-    try:
-        fd = os.open(layout.lock_file, os.O_RDONLY)
-    except OSError:
-        return False, None, None, ""
-    try:
-        try:
-            fcntl.flock(fd, fcntl.LOCK_SH | fcntl.LOCK_NB)
-            fcntl.flock(fd, fcntl.LOCK_UN)
-            held = False
-        except OSError as exc:
-            held = exc.errno in (errno.EWOULDBLOCK, errno.EAGAIN, errno.EACCES)
-        text = os.pread(fd, 200, 0).decode("utf-8", "replace")
-    finally:
-        os.close(fd)
-    m = _LOCK_LINE.search(text)
-    pid = int(m.group(1)) if m else None
-    port = int(m.group(2)) if m and m.group(2) else None
-    return held, pid, port, text.strip()
-
-
-def project_slugs(layout):
-    """Every projects/<slug> holding a graph file, its .prev or a non-empty journal."""
-    try:
-        names = sorted(os.listdir(layout.projects_dir))
-    except OSError:
-        return []
-    out = []
-    for name in names:
-        f = layout.graph_file(name)
-        j = journal_path(f)
-        if os.path.exists(f) or os.path.exists(f + ".prev") or (os.path.exists(j) and os.path.getsize(j) > 0):
-            out.append(name)
-    return out
-
+from .storage import Journal, base_slug, journal_path
 
 def read_obj(path):
     """A JSON object file parsed read-only (main file, else its .prev): (obj or None, mtime)."""
@@ -133,7 +81,7 @@ def project_graphs(layout, known=None):
     """[(slug, Graph)] of every project on disk; a graph that records no project path gets the
     one `known()` (slug -> path, asked only when needed) or sessions.json names."""
     out, guessed = [], None
-    for slug in project_slugs(layout):
+    for slug in layout.project_slugs(with_journals=True):
         g = snapshot_graph(layout.graph_file(slug), "project", slug=slug)
         if g.project_path is None:
             if guessed is None:

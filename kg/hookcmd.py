@@ -19,7 +19,7 @@ import sys
 import time
 
 from .config import DEFAULTS, ConfigError, connect_host, resolve_config
-from .diskview import lock_state
+from .storage import lock_state
 from .storage import Layout
 
 BUDGET = 1.9

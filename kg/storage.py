@@ -439,13 +439,13 @@ _LOCK_LINE = re.compile(r"pid (\d+)(?: port (\d+))?")
 
 
 def lock_state(layout):
-    """(held, pid, port) from ROOT/kgd.lock; held = a running daemon holds its flock. Only
+    """(held, pid, port, line) from ROOT/kgd.lock; held = a running daemon holds its flock. Only
     reads: a shared, non-blocking probe never makes a starting daemon fail (unless it starts
     in the same microsecond)."""
     try:
         fd = os.open(layout.lock_file, os.O_RDONLY)
     except OSError:
-        return False, None, None
+        return False, None, None, ""
     try:
         try:
             fcntl.flock(fd, fcntl.LOCK_SH | fcntl.LOCK_NB)
@@ -459,7 +459,7 @@ def lock_state(layout):
     m = _LOCK_LINE.search(text)
     pid = int(m.group(1)) if m else None
     port = int(m.group(2)) if m and m.group(2) else None
-    return held, pid, port
+    return held, pid, port, text.strip()
 
 
 class RootLock:

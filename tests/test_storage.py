@@ -540,12 +540,12 @@ def test_project_slugs_with_journal_only_projects(tmp_path):
 def test_lock_state_reads_what_root_lock_writes(tmp_path):
     from kg.storage import lock_state
     layout = Layout(str(tmp_path / "root"))
-    assert lock_state(layout) == (False, None, None)
+    assert lock_state(layout) == (False, None, None, "")
     lock = RootLock(layout)
     lock.acquire()
     try:
         lock.update("port 8123")
-        assert lock_state(layout) == (True, os.getpid(), 8123)
+        assert lock_state(layout)[:3] == (True, os.getpid(), 8123)
     finally:
         lock.release()
-    assert lock_state(layout) == (False, None, None)  # released and emptied
+    assert lock_state(layout) == (False, None, None, "")  # released and emptied
