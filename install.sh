@@ -547,6 +547,19 @@ if [ "$DESKTOP" = 1 ]; then
     fi
 fi
 
+# ---------------------------------------------------------------- 4b. Claude Code hooks
+
+if [ "$CLIENT" = 1 ] && [ "$HOOKS" = 1 ]; then
+    make_dir "$HOME/.claude"  # recorded, so that --uninstall takes it away again if it is left empty
+    if [ "$DRY" = 1 ]; then
+        say "would run: $PY $ENTRY hooks install --port $PORT   (adds kgd's hooks to ~/.claude/settings.json)"
+    elif out=$("$PY" "$ENTRY" hooks install --port "$PORT" 2>&1); then
+        [ -z "$out" ] || printf '%s\n' "$out" | sed 's/^/hooks: /'
+    else
+        say "could not add kgd's hooks to ~/.claude/settings.json ($out); run: kgd hooks install"
+    fi
+fi
+
 # ---------------------------------------------------------------- 5. manifest (what --uninstall removes)
 
 OLD_DIRS=$(manifest_lines dir)
@@ -657,19 +670,7 @@ EOF
     fi
 fi
 
-# ---------------------------------------------------------------- 8. Claude Code hooks
-
-if [ "$CLIENT" = 1 ] && [ "$HOOKS" = 1 ]; then
-    if [ "$DRY" = 1 ]; then
-        say "would run: $PY $ENTRY hooks install --port $PORT   (adds kgd's hooks to ~/.claude/settings.json)"
-    elif out=$("$PY" "$ENTRY" hooks install --port "$PORT" 2>&1); then
-        [ -z "$out" ] || printf '%s\n' "$out" | sed 's/^/hooks: /'
-    else
-        say "could not add kgd's hooks to ~/.claude/settings.json ($out); run: kgd hooks install"
-    fi
-fi
-
-# ---------------------------------------------------------------- 9. what is left to the user
+# ---------------------------------------------------------------- 8. what is left to the user
 
 cat <<EOF
 

@@ -91,7 +91,7 @@ def export(args, cfg):
         return 1
     data = dumps(doc) + b"\n"
     if args.output and args.output != "-":
-        atomic_write(os.path.abspath(args.output), data)  # 0600: the memory is private
+        atomic_write(os.path.abspath(args.output), data, keep_prev=False)  # 0600: the memory is private
         n = sum(len(p["graph"]["nodes"]) for p in doc["projects"]) + len((doc["user"] or {}).get("nodes", {}))
         warn("exported %d node(s) in %d graph(s) to %s" % (n, len(doc["projects"]) + bool(doc["user"]), args.output))
     else:

@@ -181,7 +181,9 @@ def hooks(args, cfg):
         say("would have %s %s; the file would read:" % (action, path))
         say(userconf.encode(new).decode("utf-8").rstrip())
         return 0
-    backup = userconf.save(path, new, raw)
+    # A backup only when the old file held something of the person's own, besides kgd's hooks;
+    # a file that held nothing else is removed with them.
+    backup = userconf.save(path, new, raw, backup=bool(without_kgd(conf)[0]))
     say("%s %s%s; this takes effect in new Claude Code sessions" % (action, path, " (backup: %s)" % backup if backup else ""))
     return 0
 

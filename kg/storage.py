@@ -72,8 +72,10 @@ def storage_error(exc, what):
                         "under the storage root and retry." % (what, reason, hint))
 
 
-def atomic_write(path, data):
-    """Write bytes to path so that a crash leaves either the old or the new file, never a mix."""
+def atomic_write(path, data, keep_prev=True):
+    """Write bytes to path so that a crash leaves either the old or the new file, never a mix.
+    keep_prev: the replaced file stays as <path>.prev (the graph files' rolling good copy; not
+    wanted beside a person's own files or an export)."""
     folder = os.path.dirname(path) or "."
     ensure_dir(folder)
     tmp = os.path.join(folder, ".tmp-%s.part" % os.urandom(6).hex())
@@ -88,7 +90,7 @@ def atomic_write(path, data):
             os.fsync(fd)
         finally:
             os.close(fd)
-        if os.path.exists(path):
+        if keep_prev and os.path.exists(path):
             # Keep the previous good state without ever leaving `path` missing.
             prev_tmp = tmp + ".prev"
             os.link(path, prev_tmp)

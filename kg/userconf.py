@@ -1,8 +1,9 @@
 """Editing a person's JSON settings file (Claude Desktop's config, Claude Code's settings.json).
 
 Rules owned here: a file that is not valid JSON, or not a JSON object, is refused with one clear
-line and left untouched; a change is written whole (storage.atomic_write, mode 0600) after the old
-bytes are copied to <file>.bak-<YYYYmmdd-HHMMSS>; writing the same content again changes nothing.
+line and left untouched; a change is written whole (storage.atomic_write, mode 0600, no .prev)
+after the old bytes are copied to <file>.bak-<YYYYmmdd-HHMMSS> (unless the caller knows they hold
+nothing of the person's own); writing the same content again changes nothing.
 """
 
 import json
@@ -37,8 +38,17 @@ def encode(conf):
     return (json.dumps(conf, indent=2, ensure_ascii=False) + "\n").encode("utf-8")
 
 
-def save(path, conf, raw):
-    """Write conf to path, keeping raw (the bytes read) as a dated backup. -> the backup's path."""
+def save(path, conf, raw, backup=True):
+    """Write conf to path, keeping raw (the bytes read) as a dated backup. -> the backup's path.
+    An empty conf with nothing to back up removes the file (it held only what we put there)."""
+    if not backup:
+        raw = None
+    if not conf and raw is None:
+        try:
+            os.unlink(path)
+        except FileNotFoundError:
+            pass
+        return None
     backup = None
     if raw is not None:
         backup = base = "%s.bak-%s" % (path, time.strftime("%Y%m%d-%H%M%S"))
@@ -46,6 +56,6 @@ def save(path, conf, raw):
         while os.path.exists(backup):
             backup = "%s-%d" % (base, n)
             n += 1
-        atomic_write(backup, raw)
-    atomic_write(path, encode(conf))
+        atomic_write(backup, raw, keep_prev=False)
+    atomic_write(path, encode(conf), keep_prev=False)
     return backup

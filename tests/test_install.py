@@ -401,3 +401,31 @@ def test_every_file_of_the_package_is_installed(home, snapshot):
     have = {os.path.relpath(os.path.join(d, f), str(prefix(home))) for d, _, files in os.walk(str(prefix(home) / "kg"))
             for f in files if not f.endswith(".pyc")}
     assert want and want <= have, sorted(want - have)
+
+
+def test_hooks_are_added_and_taken_away_leaving_the_rest(home):
+    settings = home / ".claude" / "settings.json"
+    settings.parent.mkdir()
+    mine = {"permissions": {"allow": ["Bash(ls)"]},
+            "hooks": {"Stop": [{"hooks": [{"type": "command", "command": "notify-send done"}]}]}}
+    settings.write_text(json.dumps(mine))
+    port = free_port()
+    run_install(home, "--no-service", "--no-client", "--no-hooks", "--port", port)
+    assert json.loads(settings.read_text()) == mine  # --no-hooks (and --no-client) leave it alone
+    run_install(home, "--no-service", "--port", port)
+    conf = json.loads(settings.read_text())
+    assert conf["permissions"] == mine["permissions"]
+    assert {"SessionStart", "UserPromptSubmit", "PostToolUse", "Stop"} <= set(conf["hooks"])
+    assert "notify-send done" in json.dumps(conf["hooks"]["Stop"])
+    assert " hook" in conf["hooks"]["SessionStart"][0]["hooks"][0]["command"]
+    assert "127.0.0.1:%d/api/hooks" % port in json.dumps(conf["hooks"]["UserPromptSubmit"])
+    run_install(home, "--uninstall", "--no-service")
+    assert json.loads(settings.read_text()) == mine
+
+
+def test_hooks_settings_made_by_the_installer_go_with_it(home):
+    before = tree(home)
+    run_install(home, "--no-service", "--port", free_port())
+    assert (home / ".claude" / "settings.json").exists()
+    run_install(home, "--uninstall", "--no-service")
+    assert without_mtimes(tree(home)) == without_mtimes(before)  # no settings.json, backup or .prev left
