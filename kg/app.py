@@ -7,7 +7,7 @@ Rules owned here:
   (at most STOP_GRACE seconds), stop the loop, then flush and close the store.
 - `App` runs in-process (tests: port 0, a thread, `stop()`); `run(cfg)` is `kgd serve`: logging,
   signals, the one start line on stderr, and start-up failures as one clear line with exit code 2.
-- The hooks endpoint answers through kg/hooks.py's handler when that module is present.
+- The hooks endpoint answers through kg/hooks.py's handler, loaded on the first hook call.
 """
 
 import logging
@@ -61,7 +61,7 @@ class App:
                 raise StartError("port %s on %s is already in use (is kgd already running? try `kgd status`)."
                                  % (cfg["port"], cfg["host"]))
             raise StartError("cannot listen on %s:%s: %s." % (cfg["host"], cfg["port"], exc.strerror or exc))
-        daemon.hooks = hooks_handler(store) or daemon.hooks
+        daemon.hooks = hooks_handler(store)
         self.store, self.daemon = store, daemon
         store.root_lock.update("port %d" % self.port)
         if cfg["host"] not in LOOPBACK and not cfg["token"]:
@@ -102,12 +102,19 @@ class App:
 
 
 def hooks_handler(store):
-    """kg/hooks.py's handler for POST /api/hooks, or None while that module does not exist."""
-    try:
-        from . import hooks
-    except ImportError:
-        return None
-    return hooks.handler(store)
+    """The handler for POST /api/hooks: kg/hooks.py's, loaded on the first hook call (a daemon no
+    Claude Code hook talks to never pays for it: its module, the recall index, hashlib)."""
+    loaded = []
+    lock = threading.Lock()
+
+    def handle(payload):
+        if not loaded:
+            with lock:
+                if not loaded:
+                    from . import hooks
+                    loaded.append(hooks.handler(store))
+        return loaded[0](payload)
+    return handle
 
 
 def release_startup_memory():
