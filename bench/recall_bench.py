@@ -22,7 +22,7 @@ import time
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
 
 from kg import hooks, recall  # noqa: E402
-from kg.store import Session, Settings, Store  # noqa: E402
+from kg.store import Settings, Store  # noqa: E402
 
 VOCAB = ["w%d" % i for i in range(20000)]
 WEIGHTS = [1.0 / (i + 1) for i in range(len(VOCAB))]
@@ -84,44 +84,12 @@ def pure(rng, user, project):
     row("file_hits", times)
 
 
-class _S(Session):
-    def __init__(self, *a):
-        super().__init__(*a)
-        self.client_id, self.shown, self.hook = None, {}, {}
-
-
-class _BenchStore(Store):
-    """The session-binding API, for as long as the Store lacks it (same as the tests' stand-in)."""
-
-    def bind_client(self, client_id, cwd):
-        with self.lock:
-            for s in self.sessions.values():
-                if getattr(s, "client_id", None) == client_id:
-                    return s, True
-            b = self.start_session(cwd)
-            s = _S(b.id, b.project_path, b.started, b.sync_mark)
-            s.client_id = client_id
-            self.sessions[s.id] = s
-            return s, False
-
-    def mark_shown(self, session, keys):
-        for k in keys:
-            session.shown[k] = self.clock()
-
-    def forget_shown(self, session):
-        session.shown.clear()
-
-    def save_hook_state(self, session):
-        pass
-
-
 def whole_hook(rng, user, project):
     tmp = tempfile.mkdtemp(prefix="kgd-recall-bench-")
     try:
         proj = os.path.join(tmp, "proj")
         os.makedirs(os.path.join(proj, ".git"))
-        cls = Store if hasattr(Store, "bind_client") else _BenchStore
-        store = cls(os.path.join(tmp, "root"), Settings(max_tokens=10 ** 9)).open()
+        store = Store(os.path.join(tmp, "root"), Settings(max_tokens=10 ** 9)).open()
         s = store.start_session(proj)
         with store.lock:
             for level, nodes in (("user", user), ("project", project)):

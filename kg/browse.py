@@ -83,11 +83,7 @@ def _node_items(graphs, ids):
     out, missing = [], []
     for nid in dict.fromkeys(ids):
         hits = [g for g in graphs if g is not None and nid in g.nodes]
-        for g in hits:
-            item = model.public_node(g.nodes[nid])
-            item["level"] = g.level
-            item["edges"] = [model.public_edge(e) for e in g.edges_of(nid)]
-            out.append(item)
+        out.extend(g.node_in_full(nid) for g in hits)
         if not hits:
             missing.append(nid)
     return {"nodes": out, "missing": missing}

@@ -132,8 +132,15 @@ class Graph:
     def edges_of(self, node_id):
         return [self.edges[k] for k in sorted(self.adj.get(node_id, ())) if k in self.edges]
 
+    def node_in_full(self, node_id):
+        """A read by id's view of one node: NODE + its level + every edge touching it."""
+        item = model.public_node(self.nodes[node_id])
+        item["level"] = self.level
+        item["edges"] = [model.public_edge(e) for e in self.edges_of(node_id)]
+        return item
+
     def visible_edges(self):
-        """Edges shown by kg_read: at least one end active or a file path."""
+        """Edges shown by kg_read: at least one end an active node (contract 5, revised)."""
         return [self.edges[k] for k in self.counted_edges]
 
     # ---- persistence shape (contract section 4)

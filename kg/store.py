@@ -689,11 +689,7 @@ class Store:
                         continue
                     hit = True
                     self._promote(w, unit, nid, now)
-                    g = unit.graph
-                    item = model.public_node(g.nodes[nid])
-                    item["level"] = g.level
-                    item["edges"] = [model.public_edge(e) for e in g.edges_of(nid)]
-                    out.append(item)
+                    out.append(unit.graph.node_in_full(nid))
                 if not hit:
                     missing.append(nid)
             # No compaction here: a read is not a write (contract 5), and compacting now would
