@@ -4,7 +4,7 @@ running daemon or read-only from the files."""
 import hashlib
 import os
 
-from cli_helpers import run_kgd
+from helpers import run_kgd
 
 
 def fill(d, project):

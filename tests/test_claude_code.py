@@ -27,7 +27,7 @@ import sys
 
 import pytest
 
-from conftest import KGD
+from helpers import KGD
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "claude"))
 from fake_anthropic import FakeAnthropic, text_block  # noqa: E402

@@ -7,8 +7,7 @@ import subprocess
 import sys
 
 import pytest
-from cli_helpers import KGD, REPO, clean_env, run_kgd
-from conftest import START_LINE
+from helpers import KGD, REPO, START_LINE, clean_env, run_kgd
 
 from kg import cli
 from kg.config import ConfigError, resolve_config

@@ -18,13 +18,14 @@ was sent and answered). Then, with only client-side clocks:
 
 import bisect
 import glob
-import http.client
 import json
 import os
 import random
 import threading
 import time
 import traceback
+
+from helpers import ToolClient
 
 SEED = int(os.environ.get("KG_CONCURRENCY_SEED", "4242"))
 THREADS = 16
@@ -33,28 +34,6 @@ SHARED = 6                       # shared node ids per level, written by every s
 FILES = ["src/a.py", "src/b.py", "lib/c.py", "docs/d.md"]
 RELS = ["uses", "explains"]
 LEVELS = ("user", "project")
-
-
-class Client:
-    def __init__(self, port):
-        self.port = port
-        self.conn = http.client.HTTPConnection("127.0.0.1", port, timeout=60)
-        self.n = 0
-
-    def call(self, name, args):
-        self.n += 1
-        body = json.dumps({"jsonrpc": "2.0", "id": self.n, "method": "tools/call",
-                           "params": {"name": name, "arguments": args}})
-        self.conn.request("POST", "/mcp", body=body, headers={"Content-Type": "application/json"})
-        r = self.conn.getresponse()
-        data = r.read()
-        if r.getheader("Connection", "").lower() == "close":
-            self.conn.close()
-            self.conn = http.client.HTTPConnection("127.0.0.1", self.port, timeout=60)
-        assert r.status == 200, (r.status, data[:300])
-        msg = json.loads(data)
-        assert "result" in msg, msg
-        return msg["result"]
 
 
 def ekey(level, frm, to, rel):
@@ -233,7 +212,7 @@ def do_sync(c, s):
 
 def run_session(port, cwd, s, n_ops, started, checkpoint, problems):
     try:
-        c = Client(port)
+        c = ToolClient(port)
         s.sid = c.call("kg_read", {"cwd": cwd})["structuredContent"]["session_id"]
         started.wait()
         for i in range(n_ops):
@@ -284,7 +263,7 @@ def test_sixteen_sessions_writing_and_syncing(make_daemon, project):
     assert not problems, problems[0]
     t_run = time.monotonic() - t_begin
     # A final sync per session, after every write.
-    c = Client(d.port)
+    c = ToolClient(d.port)
     for s in sessions:
         do_sync(c, s)
     t_end = time.monotonic()

@@ -30,7 +30,7 @@ from urllib.parse import quote
 
 import pytest
 
-from conftest import REPO, Daemon
+from helpers import REPO, Daemon
 
 SEED = int(os.environ.get("KGD_FUZZ_SEED", "20261129"))
 SCALE = float(os.environ.get("KGD_FUZZ_SCALE", "1"))
@@ -40,25 +40,6 @@ TIMEOUT = 5.0
 
 def n_cases(n):
     return max(1, int(n * SCALE))
-
-
-# =============================================================================== daemon
-
-class CwdDaemon(Daemon):
-    """conftest's Daemon, started with its working directory in `cwd` instead of the repo."""
-
-    def __init__(self, root, cwd, args=(), env=None):
-        super().__init__(root, args, env)
-        self.cwd = str(cwd)
-
-    def start(self, timeout=10):
-        module = sys.modules[Daemon.__module__]
-        old = module.REPO  # Daemon.start passes cwd=REPO (looked up at call time)
-        module.REPO = self.cwd
-        try:
-            return super().start(timeout)
-        finally:
-            module.REPO = old
 
 
 # =============================================================================== strict JSON
@@ -297,7 +278,7 @@ class Harness:
         os.makedirs(os.path.join(self.project, "src"))
         self.watched = {d: kgd_like(listing(d)) for d in ("/", "/tmp", REPO, os.path.dirname(self.tmp),
                                                            os.path.expanduser("~"))}
-        self.daemon = CwdDaemon(self.root, self.cwd).start()
+        self.daemon = Daemon(self.root, cwd=self.cwd).start()
         self.port = self.daemon.port
         self.findings = collections.OrderedDict()
         self.counts = collections.Counter()

@@ -11,8 +11,7 @@ import time
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 import pytest
-from cli_helpers import run_kgd
-from conftest import free_port
+from helpers import free_port, run_kgd
 
 INPUT = {"session_id": "0d9f6c2e-claude", "transcript_path": "/tmp/t.jsonl", "cwd": "/tmp",
          "hook_event_name": "SessionStart", "source": "startup"}

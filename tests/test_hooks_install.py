@@ -6,7 +6,7 @@ import os
 import shlex
 import sys
 
-from cli_helpers import KGD, run_kgd
+from helpers import KGD, run_kgd
 
 OTHERS = {
     "model": "opus",

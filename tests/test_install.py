@@ -19,7 +19,7 @@ import sys
 import time
 
 import pytest
-from conftest import free_port
+from helpers import free_port
 
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 INSTALL = None  # install.sh in a snapshot of the source tree (see `snapshot`)

@@ -140,7 +140,7 @@ def test_validator_itself():
 
 @pytest.fixture(scope="module")
 def served(tmp_path_factory):
-    from conftest import Daemon
+    from helpers import Daemon
     d = Daemon(tmp_path_factory.mktemp("openapi") / "root").start()
     yield d
     d.stop()

@@ -12,7 +12,7 @@ import subprocess
 import sys
 
 import pytest
-from conftest import free_port
+from helpers import free_port
 
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 KGD = os.path.join(REPO, "kgd.py")

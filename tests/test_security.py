@@ -12,7 +12,7 @@ import stat
 
 import pytest
 
-from conftest import START_LINE, Daemon
+from helpers import START_LINE, Daemon
 
 TOKEN = "s3cret-T0KEN-7f1c2a9e"
 WS_KEY = base64.b64encode(b"0123456789abcdef").decode()

@@ -11,7 +11,7 @@ import threading
 import time
 
 import pytest
-from conftest import free_port
+from helpers import free_port
 
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 KGD = os.path.join(REPO, "kgd.py")
