@@ -12,6 +12,8 @@ import pytest
 
 from helpers import START_LINE, Daemon, clean_env
 
+pytestmark = pytest.mark.e2e
+
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
 

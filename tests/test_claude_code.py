@@ -34,6 +34,8 @@ from fake_anthropic import FakeAnthropic, text_block  # noqa: E402
 from cc_harness import (ScriptedModel, claude_version, make_home, request_text, run_claude,  # noqa: E402
                      tool_exchanges)
 
+pytestmark = pytest.mark.e2e
+
 READ_LIMIT = 40000
 SEARCH_LIMIT = 10000
 SEEDED = 1000

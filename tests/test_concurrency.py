@@ -25,7 +25,11 @@ import threading
 import time
 import traceback
 
+import pytest
+
 from helpers import ToolClient
+
+pytestmark = [pytest.mark.e2e, pytest.mark.slow]
 
 SEED = int(os.environ.get("KG_CONCURRENCY_SEED", "4242"))
 THREADS = 16

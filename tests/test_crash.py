@@ -224,6 +224,8 @@ def ids_in_files(graphs, journals):
     return ids
 
 
+@pytest.mark.e2e
+@pytest.mark.slow
 def test_sigkill_under_four_writers_keeps_every_acknowledged_write(make_daemon, project):
     rnd = random.Random(SEED)
     cwd = os.path.realpath(str(project))

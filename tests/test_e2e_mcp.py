@@ -20,6 +20,8 @@ import pytest
 
 from helpers import Daemon, real, start
 
+pytestmark = pytest.mark.e2e
+
 HANDSHAKE_VERSIONS = ("2025-03-26", "2025-06-18", "2025-11-25")
 STATELESS = "2026-07-28"
 META_VERSION = "io.modelcontextprotocol/protocolVersion"

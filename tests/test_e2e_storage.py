@@ -16,6 +16,8 @@ import pytest
 
 from helpers import KGD, REPO, clean_env, real, run_kgd, start
 
+pytestmark = pytest.mark.e2e
+
 # ---------------------------------------------------------------- helpers
 
 

@@ -32,6 +32,8 @@ import pytest
 
 from helpers import REPO, Daemon
 
+pytestmark = pytest.mark.e2e
+
 SEED = int(os.environ.get("KGD_FUZZ_SEED", "20261129"))
 SCALE = float(os.environ.get("KGD_FUZZ_SCALE", "1"))
 BATCH = 100
@@ -1330,6 +1332,7 @@ WS_HANDSHAKES = [
 ]
 
 
+@pytest.mark.slow
 def test_fuzz_websocket_frames(harness):
     h = harness
     from kg.ws import OP_CLOSE

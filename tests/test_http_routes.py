@@ -88,6 +88,7 @@ def test_csp_has_no_unsafe_inline_and_the_page_needs_none():
     assert "setAttribute('style'" not in js and 'setAttribute("style"' not in js
 
 
+@pytest.mark.e2e
 def test_viewer_files_come_from_a_zipapp(tmp_path):
     """pkgutil.get_data finds kg/ui/ inside kgd.pyz (what `kgd bundle` builds: kg/ + kgd.py)."""
     src = tmp_path / "src"

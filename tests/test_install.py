@@ -21,6 +21,8 @@ import time
 import pytest
 from helpers import free_port
 
+pytestmark = pytest.mark.e2e
+
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 INSTALL = None  # install.sh in a snapshot of the source tree (see `snapshot`)
 TOOLS = ["kg_read", "kg_put_node", "kg_put_edge", "kg_delete_node", "kg_delete_edge", "kg_search", "kg_sync",
@@ -316,6 +318,7 @@ def test_install_from_a_pyz(home, tmp_path, snapshot):
     assert not (prefix(home) / "kgd.pyz").exists() and (prefix(home) / "kgd.py").exists()
 
 
+@pytest.mark.slow
 def test_errors_are_clear(home, tmp_path):
     empty = tmp_path / "emptybin"
     empty.mkdir()

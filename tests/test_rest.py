@@ -14,6 +14,8 @@ from urllib.parse import quote, urlencode
 
 import pytest
 
+pytestmark = pytest.mark.e2e
+
 # ----------------------------------------------------------------------------- helpers
 
 WEIRD_IDS = [

@@ -14,6 +14,8 @@ import pytest
 
 from helpers import START_LINE, Daemon
 
+pytestmark = pytest.mark.e2e
+
 TOKEN = "s3cret-T0KEN-7f1c2a9e"
 WS_KEY = base64.b64encode(b"0123456789abcdef").decode()
 

@@ -21,6 +21,8 @@ from websockets.sync.client import connect  # noqa: E402
 
 from kg.ws import accept_key  # noqa: E402
 
+pytestmark = pytest.mark.e2e
+
 _CONNECT_PARAMS = inspect.signature(connect).parameters
 TIMEOUT = 5.0
 QUIET = 0.3  # how long "nothing arrives" is watched for

@@ -553,6 +553,7 @@ def test_serve_feed_pings_and_close_handshake():
             s.close()
 
 
+@pytest.mark.slow
 def test_serve_unmasked_frame_closes_1002():
     hub = Hub()
     t, c, result, socks = start_serve(hub)
