@@ -68,6 +68,7 @@ class Daemon:
         self.port = None
         self.stderr_lines = []
         self._conn = None
+        self.http_timeout = 30
 
     # ---- process
 
@@ -131,14 +132,15 @@ class Daemon:
             self._conn = None
 
     def request(self, method, path, body=None, headers=None):
-        """-> (status, headers dict (lower-case), body bytes) over one keep-alive connection."""
+        """-> (status, headers dict (lower-case), body bytes) over one keep-alive connection, opened
+        again once if the daemon closed it."""
         if isinstance(body, (dict, list)):
             body = json.dumps(body).encode("utf-8")
         hdrs = {"Content-Type": "application/json"} if body is not None else {}
         hdrs.update(headers or {})
         for attempt in (0, 1):
             if self._conn is None:
-                self._conn = http.client.HTTPConnection("127.0.0.1", self.port, timeout=30)
+                self._conn = http.client.HTTPConnection("127.0.0.1", self.port, timeout=self.http_timeout)
             try:
                 self._conn.request(method, path, body=body, headers=hdrs)
                 r = self._conn.getresponse()
@@ -147,7 +149,7 @@ class Daemon:
                 if r.getheader("Connection", "").lower() == "close":
                     self.close_conn()
                 return out
-            except (http.client.RemoteDisconnected, ConnectionResetError, BrokenPipeError):
+            except ConnectionError:  # RemoteDisconnected is one
                 self.close_conn()
                 if attempt:
                     raise

@@ -63,6 +63,13 @@ class Session:
         self.counter = 0
 
 
+def timed(c, tool, args):
+    """-> (result, start, end): the interval the linearizability check places the call in."""
+    t0 = time.monotonic()
+    res = c.call(tool, args)
+    return res, t0, time.monotonic()
+
+
 def node_value(args):
     return (args["gist"], tuple(args["notes"]), tuple(args["touches"]))
 
@@ -84,9 +91,7 @@ def do_op(c, s):
             level = rnd.choice(LEVELS)
         args = {"session_id": sid, "level": level, "id": nid, "gist": "gist %s #%d" % (nid, s.counter),
                 "notes": ["note %d" % s.counter] * rnd.randrange(3), "touches": rnd.sample(FILES, rnd.randrange(2))}
-        t0 = time.monotonic()
-        res = c.call("kg_put_node", args)
-        t1 = time.monotonic()
+        res, t0, t1 = timed(c, "kg_put_node", args)
         if res.get("isError"):
             s.errors.append(("kg_put_node", args, res))
             return
@@ -100,9 +105,7 @@ def do_op(c, s):
         nid = "shared-%s%d" % (level[0], rnd.randrange(SHARED))
         args = {"session_id": sid, "level": level, "id": nid, "gist": "shared %s by %d #%d" % (nid, s.k, s.counter),
                 "notes": ["by %d" % s.k], "touches": []}
-        t0 = time.monotonic()
-        res = c.call("kg_put_node", args)
-        t1 = time.monotonic()
+        res, t0, t1 = timed(c, "kg_put_node", args)
         if res.get("isError"):
             s.errors.append(("kg_put_node", args, res))
             return
@@ -122,9 +125,7 @@ def do_op(c, s):
         rel = rnd.choice(RELS)
         args = {"session_id": sid, "level": level, "from": frm, "to": to, "rel": rel,
                 "notes": ["edge note %d" % s.counter]}
-        t0 = time.monotonic()
-        res = c.call("kg_put_edge", args)
-        t1 = time.monotonic()
+        res, t0, t1 = timed(c, "kg_put_edge", args)
         key = ekey(level, frm, to, rel)
         if res.get("isError"):
             text = res["content"][0]["text"]
@@ -144,9 +145,7 @@ def do_op(c, s):
         nid = rnd.choice(live)
         level = s.nodes[nid]
         args = {"session_id": sid, "id": nid, "level": level}
-        t0 = time.monotonic()
-        res = c.call("kg_delete_node", args)
-        t1 = time.monotonic()
+        res, t0, t1 = timed(c, "kg_delete_node", args)
         if res.get("isError"):
             s.errors.append(("kg_delete_node", args, res))
             return
@@ -161,9 +160,7 @@ def do_op(c, s):
         level = rnd.choice(LEVELS)
         nid = "shared-%s%d" % (level[0], rnd.randrange(SHARED))
         args = {"session_id": sid, "id": nid, "level": level}
-        t0 = time.monotonic()
-        res = c.call("kg_delete_node", args)
-        t1 = time.monotonic()
+        res, t0, t1 = timed(c, "kg_delete_node", args)
         if res.get("isError"):
             if "no node" in res["content"][0]["text"]:
                 s.expected_errors += 1            # already deleted by someone
@@ -176,9 +173,7 @@ def do_op(c, s):
         key = rnd.choice(sorted(s.edges))
         level, frm, to, rel = s.edges[key]
         args = {"session_id": sid, "from": frm, "to": to, "rel": rel, "level": level}
-        t0 = time.monotonic()
-        res = c.call("kg_delete_edge", args)
-        t1 = time.monotonic()
+        res, t0, t1 = timed(c, "kg_delete_edge", args)
         if res.get("isError"):
             s.errors.append(("kg_delete_edge", args, res))
             return
@@ -194,9 +189,7 @@ def do_op(c, s):
 
 
 def do_sync(c, s):
-    t0 = time.monotonic()
-    res = c.call("kg_sync", {"session_id": s.sid})
-    t1 = time.monotonic()
+    res, t0, t1 = timed(c, "kg_sync", {"session_id": s.sid})
     if res.get("isError"):
         s.errors.append(("kg_sync", None, res))
         return

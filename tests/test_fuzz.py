@@ -17,7 +17,6 @@ test. Seed: KGD_FUZZ_SEED (default below); case counts scale with KGD_FUZZ_SCALE
 
 import base64
 import collections
-import http.client
 import json
 import os
 import random
@@ -63,11 +62,28 @@ LEAK = re.compile(r'Traceback \(most recent call last\)|File "[^"]*", line \d+')
 
 # =============================================================================== raw HTTP
 
-def raw_exchange(port, data, timeout=TIMEOUT, half_close=True, chunk_pause=None):
+def read_until_close(s, data=b"", timeout=TIMEOUT, on_reset="reset"):
+    """Read until EOF or the deadline -> (`data` + the bytes received, "closed" | "timeout" | on_reset)."""
+    data = bytearray(data)
+    deadline = time.monotonic() + timeout
+    while True:
+        s.settimeout(max(0.05, deadline - time.monotonic()))
+        try:
+            b = s.recv(65536)
+        except socket.timeout:
+            return bytes(data), "timeout"
+        except OSError:
+            return bytes(data), on_reset
+        if not b:
+            return bytes(data), "closed"
+        data += b
+        if time.monotonic() > deadline:
+            return bytes(data), "timeout"
+
+
+def raw_exchange(port, data, timeout=TIMEOUT, half_close=True):
     """Send bytes, half-close, read until the server closes. -> (bytes, outcome)."""
     s = socket.create_connection(("127.0.0.1", port), timeout=timeout)
-    chunks = []
-    outcome = "closed"
     try:
         try:
             s.sendall(data)
@@ -75,25 +91,10 @@ def raw_exchange(port, data, timeout=TIMEOUT, half_close=True, chunk_pause=None)
                 s.shutdown(socket.SHUT_WR)
         except OSError:
             pass  # the server may answer and close before reading everything (413)
-        deadline = time.monotonic() + timeout
-        while True:
-            s.settimeout(max(0.05, deadline - time.monotonic()))
-            try:
-                b = s.recv(65536)
-            except socket.timeout:
-                outcome = "timeout"
-                break
-            except OSError:  # reset after an early close: whatever arrived is the answer
-                break
-            if not b:
-                break
-            chunks.append(b)
-            if time.monotonic() > deadline:
-                outcome = "timeout"
-                break
+        # a reset after an early close: whatever arrived is the answer
+        return read_until_close(s, timeout=timeout, on_reset="closed")
     finally:
         s.close()
-    return b"".join(chunks), outcome
 
 
 STATUS_LINE = re.compile(rb"HTTP/1\.[01] (\d{3})(?: [^\r\n]*)?\Z")
@@ -282,10 +283,10 @@ class Harness:
                                                            os.path.expanduser("~"))}
         self.daemon = Daemon(self.root, cwd=self.cwd).start()
         self.port = self.daemon.port
+        self.daemon.http_timeout = TIMEOUT * 2
         self.findings = collections.OrderedDict()
         self.counts = collections.Counter()
         self.cases = 0
-        self.conn = None
         self.started = time.monotonic()
 
     # ---------------------------------------------------------------- bookkeeping
@@ -326,25 +327,8 @@ class Harness:
     # ---------------------------------------------------------------- keep-alive HTTP (http.client)
 
     def http(self, method, path, body=None, headers=None):
-        hdrs = {"Content-Type": "application/json"}
-        hdrs.update(headers or {})
-        for attempt in (0, 1):
-            if self.conn is None:
-                self.conn = http.client.HTTPConnection("127.0.0.1", self.port, timeout=TIMEOUT * 2)
-            try:
-                self.conn.request(method, path, body=body, headers=hdrs)
-                resp = self.conn.getresponse()
-                data = resp.read()
-                out = (resp.status, {k.lower(): v for k, v in resp.getheaders()}, data)
-                if resp.getheader("Connection", "").lower() == "close":
-                    self.conn.close()
-                    self.conn = None
-                return out
-            except (http.client.RemoteDisconnected, ConnectionError, BrokenPipeError):
-                self.conn.close()
-                self.conn = None
-                if attempt:
-                    raise
+        """The daemon's keep-alive connection, always with Content-Type: application/json unless overridden."""
+        return self.daemon.request(method, path, body, dict({"Content-Type": "application/json"}, **(headers or {})))
 
     def rpc(self, msg, headers=None):
         body = msg if isinstance(msg, (bytes, str)) else json.dumps(msg)
@@ -473,8 +457,6 @@ class Harness:
 
     def finish(self):
         self.batch_check()
-        if self.conn is not None:
-            self.conn.close()
         code = self.daemon.stop()
         time.sleep(0.2)  # let conftest's reader thread take the last log lines
         if code != 0:
@@ -762,7 +744,7 @@ def test_fuzz_jsonrpc(harness):
             status, hdrs, data = h.http("POST", r_path(h.r), body, headers)
         except Exception as exc:  # noqa: BLE001
             h.fail("jsonrpc", "transport failure %r" % (exc,), case)
-            h.conn = None
+            h.daemon.close_conn()
         else:
             h.check_rpc("jsonrpc", case, status, hdrs, data, expect_tool=True)
         h.tick("jsonrpc")
@@ -902,7 +884,7 @@ def test_fuzz_tool_arguments(harness):
             status, hdrs, data = h.http("POST", "/mcp", body)
         except Exception as exc:  # noqa: BLE001
             h.fail("tools", "transport failure %r" % (exc,), case)
-            h.conn = None
+            h.daemon.close_conn()
         else:
             h.check_rpc("tools", case, status, hdrs, data, expect_tool="always")
         h.tick("tools")
@@ -1002,7 +984,7 @@ def test_fuzz_cwd_and_project_paths(harness, tmp_path):
                 status, hdrs, data = h.http("POST", "/mcp", body)
             except Exception as exc:  # noqa: BLE001
                 h.fail("cwd", "transport failure %r" % (exc,), case)
-                h.conn = None
+                h.daemon.close_conn()
             else:
                 h.check_rpc("cwd", case, status, hdrs, data, expect_tool=True)
         elif not isinstance(v, str):
@@ -1253,25 +1235,6 @@ def gen_ws(r, n):
         yield desc, b"".join(frames)
 
 
-def read_ws_until_close(s, buf, timeout=TIMEOUT):
-    """-> (bytes received, outcome) until EOF."""
-    data = bytearray(buf)
-    deadline = time.monotonic() + timeout
-    while True:
-        s.settimeout(max(0.05, deadline - time.monotonic()))
-        try:
-            b = s.recv(65536)
-        except socket.timeout:
-            return bytes(data), "timeout"
-        except OSError:
-            return bytes(data), "reset"
-        if not b:
-            return bytes(data), "closed"
-        data += b
-        if time.monotonic() > deadline:
-            return bytes(data), "timeout"
-
-
 def check_ws_stream(h, case, data, outcome="closed"):
     from kg.ws import OP_CLOSE, OP_TEXT, ProtocolError, parse_close, parse_frame
     buf = data
@@ -1355,7 +1318,7 @@ def test_fuzz_websocket_frames(harness):
                 s.shutdown(socket.SHUT_WR)
             except OSError:
                 pass  # the server already failed the connection
-            data, outcome = read_ws_until_close(s, rest)
+            data, outcome = read_until_close(s, rest)
         finally:
             s.close()
         if outcome == "timeout":
