@@ -330,6 +330,16 @@ class Harness:
         """The daemon's keep-alive connection, always with Content-Type: application/json unless overridden."""
         return self.daemon.request(method, path, body, dict({"Content-Type": "application/json"}, **(headers or {})))
 
+    def post_rpc(self, kind, case, body, expect_tool, path="/mcp", headers=None):
+        """POST one fuzz case and check the answer; a transport failure is a finding."""
+        try:
+            status, hdrs, data = self.http("POST", path, body, headers)
+        except Exception as exc:  # noqa: BLE001
+            self.fail(kind, "transport failure %r" % (exc,), case)
+            self.daemon.close_conn()
+        else:
+            self.check_rpc(kind, case, status, hdrs, data, expect_tool=expect_tool)
+
     def rpc(self, msg, headers=None):
         body = msg if isinstance(msg, (bytes, str)) else json.dumps(msg)
         if isinstance(body, str):
@@ -740,13 +750,7 @@ def gen_jsonrpc(r, n):
 def test_fuzz_jsonrpc(harness):
     h = harness
     for case, body, headers in gen_jsonrpc(h.r, n_cases(1500)):
-        try:
-            status, hdrs, data = h.http("POST", r_path(h.r), body, headers)
-        except Exception as exc:  # noqa: BLE001
-            h.fail("jsonrpc", "transport failure %r" % (exc,), case)
-            h.daemon.close_conn()
-        else:
-            h.check_rpc("jsonrpc", case, status, hdrs, data, expect_tool=True)
+        h.post_rpc("jsonrpc", case, body, expect_tool=True, path=r_path(h.r), headers=headers)
         h.tick("jsonrpc")
     h.finish()
 
@@ -880,13 +884,7 @@ def test_fuzz_tool_arguments(harness):
         body = dump({"jsonrpc": "2.0", "id": 7, "method": "tools/call", "params": {"name": tool, "arguments": args}})
         body = body.encode("utf-8", "surrogatepass")
         case = (tool, body[:300])
-        try:
-            status, hdrs, data = h.http("POST", "/mcp", body)
-        except Exception as exc:  # noqa: BLE001
-            h.fail("tools", "transport failure %r" % (exc,), case)
-            h.daemon.close_conn()
-        else:
-            h.check_rpc("tools", case, status, hdrs, data, expect_tool="always")
+        h.post_rpc("tools", case, body, expect_tool="always")
         h.tick("tools")
     # The graphs still read back, whole.
     try:
@@ -980,13 +978,7 @@ def test_fuzz_cwd_and_project_paths(harness, tmp_path):
                 args["session_id"] = h.r.choice(["unknown-session", "", "../x"])
             body = dump({"jsonrpc": "2.0", "id": 1, "method": "tools/call",
                          "params": {"name": "kg_read", "arguments": args}}).encode("utf-8", "surrogatepass")
-            try:
-                status, hdrs, data = h.http("POST", "/mcp", body)
-            except Exception as exc:  # noqa: BLE001
-                h.fail("cwd", "transport failure %r" % (exc,), case)
-                h.daemon.close_conn()
-            else:
-                h.check_rpc("cwd", case, status, hdrs, data, expect_tool=True)
+            h.post_rpc("cwd", case, body, expect_tool=True)
         elif not isinstance(v, str):
             continue
         else:
