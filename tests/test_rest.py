@@ -446,14 +446,18 @@ def test_400_bad_level(shared, method, path, body):
     assert "level" in assert_error(shared.request(method, path, body), 400)
 
 
-@pytest.mark.parametrize("raw", [b"{not json", b'{"gist": "x",}', b"\xff\xfe{}", b"[1, 2]", b'"just a string"',
-                                 b"null", b"42"])
-@pytest.mark.parametrize("method,path", [
+# the routes that take a JSON body
+JSON_BODY_ROUTES = [
     ("PUT", "/api/nodes/user/x"),
     ("PUT", "/api/edges/user"),
     ("POST", "/api/sessions"),
     ("PUT", "/api/progress/t"),
-])
+]
+
+
+@pytest.mark.parametrize("raw", [b"{not json", b'{"gist": "x",}', b"\xff\xfe{}", b"[1, 2]", b'"just a string"',
+                                 b"null", b"42"])
+@pytest.mark.parametrize("method,path", JSON_BODY_ROUTES)
 def test_400_bad_json(shared, method, path, raw):
     assert_error(shared.request(method, path, raw, {"Content-Type": "application/json"}), 400)
 
@@ -739,12 +743,7 @@ def test_413_chunked(daemon):
 # ----------------------------------------------------------------------------- 415
 
 @pytest.mark.parametrize("ctype", ["text/plain", "application/x-www-form-urlencoded", "text/html; charset=utf-8"])
-@pytest.mark.parametrize("method,path", [
-    ("PUT", "/api/nodes/user/x"),
-    ("PUT", "/api/edges/user"),
-    ("POST", "/api/sessions"),
-    ("PUT", "/api/progress/t"),
-])
+@pytest.mark.parametrize("method,path", JSON_BODY_ROUTES)
 def test_415_non_json_body(shared, ctype, method, path):
     resp = shared.request(method, path, b'{"gist": "g"}', {"Content-Type": ctype})
     assert_error(resp, 415)

@@ -2,6 +2,7 @@
 hub, with socket-level runs of one feed on the broadcaster over a socket pair (many feeds at
 once: test_feed_broadcaster.py)."""
 
+import contextlib
 import json
 import socket
 import struct
@@ -514,19 +515,24 @@ class Served:
         return self.feed.code
 
 
+@contextlib.contextmanager
 def start_serve(hub, filter_fn=None, **kw):
+    """One feed over a socket pair -> (served, client end, result, both sockets); the sockets close at the end."""
     server_sock, client_sock = socket.socketpair()
     kw.setdefault("idle_timeout", None)
     kw.setdefault("ping_interval", None)
     kw.setdefault("close_timeout", 2.0)
-    t = Served(feed.Broadcaster(hub, **kw), server_sock, filter_fn)
-    return t, FeedPeer(client_sock), t.result, (server_sock, client_sock)
+    try:
+        t = Served(feed.Broadcaster(hub, **kw), server_sock, filter_fn)
+        yield t, FeedPeer(client_sock), t.result, (server_sock, client_sock)
+    finally:
+        server_sock.close()
+        client_sock.close()
 
 
 def test_serve_feed_pings_and_close_handshake():
     hub = Hub()
-    t, c, result, socks = start_serve(hub, lambda e: e.get("level") == "user", poll_interval=5.0)
-    try:
+    with start_serve(hub, lambda e: e.get("level") == "user", poll_interval=5.0) as (t, c, result, socks):
         assert c.json() == {"type": "connected", "session_id": "s1"}
         assert hub.count() == 1
         hub.publish({"type": "node_put", "level": "project", "id": "skip"})
@@ -548,16 +554,12 @@ def test_serve_feed_pings_and_close_handshake():
         t.join(5)
         assert not t.is_alive() and result["code"] == 4000
         assert hub.count() == 0
-    finally:
-        for s in socks:
-            s.close()
 
 
 @pytest.mark.slow
 def test_serve_unmasked_frame_closes_1002():
     hub = Hub()
-    t, c, result, socks = start_serve(hub)
-    try:
+    with start_serve(hub) as (t, c, result, socks):
         c.json()
         c.send(OP_TEXT, b"ping", mask=None)
         frame = c.frame()
@@ -565,16 +567,12 @@ def test_serve_unmasked_frame_closes_1002():
         c.send(OP_CLOSE, encode_close(1002))
         t.join(5)
         assert not t.is_alive() and result["code"] == 1002 and hub.count() == 0
-    finally:
-        for s in socks:
-            s.close()
 
 
 def test_serve_stop_event_sends_1001():
     hub = Hub()
     stop = threading.Event()
-    t, c, result, socks = start_serve(hub, stop_event=stop, poll_interval=0.05)
-    try:
+    with start_serve(hub, stop_event=stop, poll_interval=0.05) as (t, c, result, socks):
         c.json()
         stop.set()
         frame = c.frame()
@@ -582,29 +580,21 @@ def test_serve_stop_event_sends_1001():
         c.send(OP_CLOSE, encode_close(1001))
         t.join(5)
         assert not t.is_alive() and result["code"] == 1001
-    finally:
-        for s in socks:
-            s.close()
 
 
 def test_serve_hub_close_wakes_and_sends_1001_then_gives_up_after_close_timeout():
     hub = Hub()
-    t, c, result, socks = start_serve(hub, poll_interval=5.0, close_timeout=0.2)
-    try:
+    with start_serve(hub, poll_interval=5.0, close_timeout=0.2) as (t, c, result, socks):
         c.json()
         hub.close()
         assert parse_close(c.frame().payload)[0] == 1001
         t.join(3)  # the client never answers: close_timeout ends the wait
         assert not t.is_alive() and result["code"] == 1001
-    finally:
-        for s in socks:
-            s.close()
 
 
 def test_serve_slow_client_dropped_with_1008():
     hub = Hub()
-    t, c, result, socks = start_serve(hub, max_queue=1)
-    try:
+    with start_serve(hub, max_queue=1) as (t, c, result, socks):
         c.json()
         big = "x" * 65536
         # the client does not read: the socket buffer fills, serve blocks in sendall,
@@ -624,15 +614,11 @@ def test_serve_slow_client_dropped_with_1008():
         c.send(OP_CLOSE, encode_close(1008))
         t.join(5)
         assert not t.is_alive() and result["code"] == 1008
-    finally:
-        for s in socks:
-            s.close()
 
 
 def test_serve_keepalive_ping_then_idle_timeout():
     hub = Hub()
-    t, c, result, socks = start_serve(hub, ping_interval=0.1, idle_timeout=0.4, close_timeout=0.2)
-    try:
+    with start_serve(hub, ping_interval=0.1, idle_timeout=0.4, close_timeout=0.2) as (t, c, result, socks):
         c.json()
         frame = c.frame()
         assert frame.opcode == OP_PING
@@ -640,19 +626,12 @@ def test_serve_keepalive_ping_then_idle_timeout():
         assert parse_close(frame.payload)[0] == 1011
         t.join(3)
         assert not t.is_alive() and result["code"] == 1011
-    finally:
-        for s in socks:
-            s.close()
 
 
 def test_serve_client_eof_is_1006():
     hub = Hub()
-    t, c, result, socks = start_serve(hub)
-    try:
+    with start_serve(hub) as (t, c, result, socks):
         c.json()
         socks[1].shutdown(socket.SHUT_WR)
         t.join(5)
         assert not t.is_alive() and result["code"] == 1006 and hub.count() == 0
-    finally:
-        for s in socks:
-            s.close()
