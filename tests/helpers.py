@@ -33,6 +33,13 @@ def free_port():
         return s.getsockname()[1]
 
 
+def node(nid, gist="", notes=(), touches=(), **fields):
+    """A node as the graph holds it; `fields` adds or overrides keys (the `_..._ts` times, `_archived`)."""
+    n = {"id": nid, "gist": gist, "notes": list(notes), "touches": list(touches)}
+    n.update(fields)
+    return n
+
+
 # ---------------------------------------------------------------- kgd's command line
 
 def clean_env(home=None, **extra):
