@@ -1,5 +1,8 @@
 """Shared fixtures: a real kgd process on a free port (`--port 0`) over a temporary root, and project folders.
 
+Markers (pytest.ini): `e2e` runs kgd as a process or a real client, `slow` takes over ~2 s; a test
+that takes `make_daemon` or `daemon` is e2e whatever its file says.
+
 Project paths: `project` is the folder as made (a pathlib.Path under tmp_path); `proj` and `other_project`
 are resolved path strings, the form kgd reports, so a test may compare them with kgd's answers directly.
 """
@@ -7,6 +10,13 @@ are resolved path strings, the form kgd reports, so a test may compare them with
 import pytest
 
 from helpers import Daemon, real
+
+
+def pytest_collection_modifyitems(items):
+    """A test that starts a daemon through these fixtures is e2e, even where its file forgot the mark."""
+    for item in items:
+        if "make_daemon" in getattr(item, "fixturenames", ()) and not item.get_closest_marker("e2e"):
+            item.add_marker(pytest.mark.e2e)
 
 
 @pytest.fixture
