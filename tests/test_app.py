@@ -2,7 +2,6 @@
 errors, the structured_output switch, and POST /api/hooks through the daemon's hooks callable."""
 
 import argparse
-import http.client
 import json
 import socket
 import threading
@@ -10,6 +9,7 @@ import threading
 import pytest
 
 from kg import app as kgapp
+from helpers import http_request
 from kg import cli, http as kghttp
 
 
@@ -27,22 +27,12 @@ def running(tmp_path):
     a.stop()
 
 
-def request(a, method, path, body=None, headers=None):
-    c = http.client.HTTPConnection("127.0.0.1", a.port, timeout=10)
-    try:
-        c.request(method, path, body=body, headers=headers or {})
-        r = c.getresponse()
-        return r.status, {k.lower(): v for k, v in r.getheaders()}, r.read()
-    finally:
-        c.close()
-
-
 def test_in_process_start_serve_and_stop(tmp_path):
     a = kgapp.App(config(tmp_path / "root")).start()
     assert a.port > 0 and a.url == "http://127.0.0.1:%d/" % a.port and a.running()
-    st, _, data = request(a, "GET", "/health")
+    st, _, data = http_request(a.port, "GET", "/health")
     assert st == 200 and json.loads(data)["status"] == "ok"
-    st, _, data = request(a, "PUT", "/api/nodes/user/kept", json.dumps({"gist": "survives the stop"}),
+    st, _, data = http_request(a.port, "PUT", "/api/nodes/user/kept", json.dumps({"gist": "survives the stop"}),
                           {"Content-Type": "application/json"})
     assert st == 200, data
     a.stop()
@@ -52,7 +42,7 @@ def test_in_process_start_serve_and_stop(tmp_path):
         socket.create_connection(("127.0.0.1", a.port), timeout=1).close()
     b = kgapp.App(config(tmp_path / "root")).start()  # the lock was released, the write flushed
     try:
-        st, _, data = request(b, "GET", "/api/nodes/user/kept")
+        st, _, data = http_request(b.port, "GET", "/api/nodes/user/kept")
         assert st == 200 and json.loads(data)["gist"] == "survives the stop"
     finally:
         b.stop()
@@ -126,7 +116,7 @@ JSON = {"Content-Type": "application/json"}
 
 
 def test_hooks_default_is_an_empty_200(running):
-    st, hdrs, data = request(running, "POST", "/api/hooks", json.dumps(HOOK_INPUT), JSON)
+    st, hdrs, data = http_request(running.port, "POST", "/api/hooks", json.dumps(HOOK_INPUT), JSON)
     assert (st, data, hdrs["content-length"]) == (200, b"", "0")
     assert "content-type" not in hdrs
 
@@ -139,13 +129,13 @@ def test_hooks_answer_is_the_callables_dict(running):
         return {"hookSpecificOutput": {"hookEventName": payload["hook_event_name"], "additionalContext": "ctx é"}}
 
     running.daemon.hooks = answer
-    st, hdrs, data = request(running, "POST", "/api/hooks", json.dumps(HOOK_INPUT), JSON)
+    st, hdrs, data = http_request(running.port, "POST", "/api/hooks", json.dumps(HOOK_INPUT), JSON)
     assert st == 200 and hdrs["content-type"].startswith("application/json")
     assert json.loads(data) == {"hookSpecificOutput": {"hookEventName": "UserPromptSubmit",
                                                        "additionalContext": "ctx é"}}
     assert got == [HOOK_INPUT]
     running.daemon.hooks = lambda payload: None
-    st, hdrs, data = request(running, "POST", "/api/hooks", json.dumps(HOOK_INPUT), JSON)
+    st, hdrs, data = http_request(running.port, "POST", "/api/hooks", json.dumps(HOOK_INPUT), JSON)
     assert (st, data, hdrs["content-length"]) == (200, b"", "0")
 
 
@@ -155,15 +145,15 @@ def test_hooks_answer_is_the_callables_dict(running):
 def test_hooks_refuse_a_body_that_is_not_a_json_object(running, body, status):
     called = []
     running.daemon.hooks = lambda payload: called.append(payload)
-    st, _, data = request(running, "POST", "/api/hooks", body, JSON)
+    st, _, data = http_request(running.port, "POST", "/api/hooks", body, JSON)
     assert st == status and "error" in json.loads(data)
     assert not called
 
 
 def test_hooks_method_and_content_type(running):
-    st, hdrs, data = request(running, "GET", "/api/hooks")
+    st, hdrs, data = http_request(running.port, "GET", "/api/hooks")
     assert st == 405 and hdrs["allow"] == "POST"
-    st, _, _ = request(running, "POST", "/api/hooks", b"plain", {"Content-Type": "text/plain"})
+    st, _, _ = http_request(running.port, "POST", "/api/hooks", b"plain", {"Content-Type": "text/plain"})
     assert st == 415
 
 
@@ -172,11 +162,11 @@ def test_hooks_are_guarded_like_every_route(tmp_path):
     try:
         a.daemon.hooks = lambda payload: {"systemMessage": "hi"}
         body = json.dumps(HOOK_INPUT)
-        assert request(a, "POST", "/api/hooks", body, JSON)[0] == 401
+        assert http_request(a.port, "POST", "/api/hooks", body, JSON)[0] == 401
         auth = dict(JSON, Authorization="Bearer hook-token-1")
-        assert request(a, "POST", "/api/hooks", body, auth)[0] == 200
-        assert request(a, "POST", "/api/hooks", body, dict(auth, Origin="https://evil.example"))[0] == 403
-        assert request(a, "POST", "/api/hooks", body, dict(auth, Host="evil.example"))[0] == 403
+        assert http_request(a.port, "POST", "/api/hooks", body, auth)[0] == 200
+        assert http_request(a.port, "POST", "/api/hooks", body, dict(auth, Origin="https://evil.example"))[0] == 403
+        assert http_request(a.port, "POST", "/api/hooks", body, dict(auth, Host="evil.example"))[0] == 403
     finally:
         a.stop()
 
@@ -189,7 +179,7 @@ def test_kg_hooks_are_wired(tmp_path):
     try:
         body = {"session_id": "claude-1", "transcript_path": "/tmp/t.jsonl", "cwd": str(project),
                 "hook_event_name": "SessionStart", "source": "startup"}
-        st, _, data = request(a, "POST", "/api/hooks", json.dumps(body), JSON)
+        st, _, data = http_request(a.port, "POST", "/api/hooks", json.dumps(body), JSON)
         out = json.loads(data)
         assert st == 200 and out["hookSpecificOutput"]["hookEventName"] == "SessionStart"
         assert out["hookSpecificOutput"]["additionalContext"].startswith("Session: ")

@@ -4,7 +4,11 @@ running daemon or read-only from the files."""
 import hashlib
 import os
 
-from cli_helpers import run_kgd
+import pytest
+
+from helpers import run_kgd
+
+pytestmark = pytest.mark.e2e
 
 
 def fill(d, project):

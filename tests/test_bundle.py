@@ -10,15 +10,11 @@ import zipfile
 
 import pytest
 
-from conftest import START_LINE, Daemon
+from helpers import START_LINE, Daemon, clean_env
+
+pytestmark = pytest.mark.e2e
 
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-
-
-def clean_env(**extra):
-    env = {k: v for k, v in os.environ.items() if not k.startswith(("KG_", "PYTHON"))}
-    env.update({k: str(v) for k, v in extra.items()})
-    return env
 
 
 @pytest.fixture(scope="module")

@@ -27,12 +27,14 @@ import sys
 
 import pytest
 
-from conftest import KGD
+from helpers import KGD
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "claude"))
 from fake_anthropic import FakeAnthropic, text_block  # noqa: E402
 from cc_harness import (ScriptedModel, claude_version, make_home, request_text, run_claude,  # noqa: E402
                      tool_exchanges)
+
+pytestmark = pytest.mark.e2e
 
 READ_LIMIT = 40000
 SEARCH_LIMIT = 10000

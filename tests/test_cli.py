@@ -7,8 +7,7 @@ import subprocess
 import sys
 
 import pytest
-from cli_helpers import KGD, REPO, clean_env, run_kgd
-from conftest import START_LINE
+from helpers import KGD, REPO, START_LINE, clean_env, run_kgd
 
 from kg import cli
 from kg.config import ConfigError, resolve_config
@@ -21,6 +20,7 @@ class Args:
 
 # ---------------------------------------------------------------- typos and help
 
+@pytest.mark.e2e
 @pytest.mark.parametrize("argv, expected", [
     (["statsu"], "unknown command 'statsu'; did you mean status?"),
     (["--prot", "9000"], "unknown option --prot; did you mean --port?"),
@@ -38,11 +38,13 @@ def test_a_typo_names_the_closest_command_or_option(argv, expected):
             assert name in err
 
 
+@pytest.mark.e2e
 def test_nothing_close_still_names_the_commands():
     code, _, err, _ = run_kgd("xyzzy")
     assert code != 0 and "did you mean" not in err and "Commands: serve, status" in err
 
 
+@pytest.mark.e2e
 def test_help_describes_every_global_option():
     code, out, _, _ = run_kgd("--help")
     assert code == 0
@@ -55,6 +57,7 @@ def test_help_describes_every_global_option():
         assert re.search(r"^\s+%s\s+\S" % name, out, re.M), name
 
 
+@pytest.mark.e2e
 def test_serve_imports_no_operator_module(tmp_path):
     """The background service stays small: `serve` loads none of the operator commands."""
     p = subprocess.Popen([sys.executable, "-S", "-X", "importtime", KGD, "--port", "0", "--root", str(tmp_path / "r")],
@@ -101,6 +104,7 @@ def test_structured_output_setting(env, flag, expected):
     assert resolve_config(Args(structured_output=flag), env)["structured_output"] is expected
 
 
+@pytest.mark.e2e
 def test_structured_output_bad_value_is_a_config_error():
     with pytest.raises(ConfigError, match="KG_STRUCTURED_OUTPUT='maybe' is not one of 1, true, yes, 0, false, no"):
         resolve_config(Args(), {"KG_STRUCTURED_OUTPUT": "maybe"})
@@ -108,6 +112,7 @@ def test_structured_output_bad_value_is_a_config_error():
     assert code == 2 and err.count("\n") == 1 and "KG_STRUCTURED_OUTPUT" in err
 
 
+@pytest.mark.e2e
 def test_serve_hands_structured_output_to_the_daemon(tmp_path, monkeypatch):
     from kg import app, http
 
@@ -124,6 +129,7 @@ def test_serve_hands_structured_output_to_the_daemon(tmp_path, monkeypatch):
     assert seen == {"structured_output": True}
 
 
+@pytest.mark.e2e
 def test_structured_output_reaches_tools_list(make_daemon):
     """Needs kg/http.py's Daemon(structured_output=...) (issue 10)."""
     plain = make_daemon(root=None, env={"KG_STRUCTURED_OUTPUT": "0"})  # the default mode
@@ -136,6 +142,7 @@ def test_structured_output_reaches_tools_list(make_daemon):
 
 # ---------------------------------------------------------------- status and start (issue 14 item 4)
 
+@pytest.mark.e2e
 def test_status_counts_the_user_graph_in_the_right_number(make_daemon, tmp_path):
     d = make_daemon(root=tmp_path / "r")
     d.json("PUT", "/api/nodes/user/only", {"gist": "one node"})
@@ -149,6 +156,7 @@ def test_status_counts_the_user_graph_in_the_right_number(make_daemon, tmp_path)
     assert "user:     2 nodes (2 active, 0 archived, 0 orphaned), 1 edge\n" in out
 
 
+@pytest.mark.e2e
 @pytest.mark.parametrize("token", [None, "wrong"])
 def test_status_with_a_missing_or_wrong_token_fails_in_one_line(make_daemon, tmp_path, token):
     d = make_daemon(root=tmp_path / "r", args=["--token", "s3cret"])
@@ -161,6 +169,8 @@ def test_status_with_a_missing_or_wrong_token_fails_in_one_line(make_daemon, tmp
     assert code == 0 and "user:     0 nodes" in out
 
 
+@pytest.mark.e2e
+@pytest.mark.slow
 def test_start_on_a_taken_port_says_so_once(tmp_path):
     with socket.socket() as busy:
         busy.bind(("127.0.0.1", 0))

@@ -18,13 +18,18 @@ was sent and answered). Then, with only client-side clocks:
 
 import bisect
 import glob
-import http.client
 import json
 import os
 import random
 import threading
 import time
 import traceback
+
+import pytest
+
+from helpers import ToolClient
+
+pytestmark = [pytest.mark.e2e, pytest.mark.slow]
 
 SEED = int(os.environ.get("KG_CONCURRENCY_SEED", "4242"))
 THREADS = 16
@@ -33,28 +38,6 @@ SHARED = 6                       # shared node ids per level, written by every s
 FILES = ["src/a.py", "src/b.py", "lib/c.py", "docs/d.md"]
 RELS = ["uses", "explains"]
 LEVELS = ("user", "project")
-
-
-class Client:
-    def __init__(self, port):
-        self.port = port
-        self.conn = http.client.HTTPConnection("127.0.0.1", port, timeout=60)
-        self.n = 0
-
-    def call(self, name, args):
-        self.n += 1
-        body = json.dumps({"jsonrpc": "2.0", "id": self.n, "method": "tools/call",
-                           "params": {"name": name, "arguments": args}})
-        self.conn.request("POST", "/mcp", body=body, headers={"Content-Type": "application/json"})
-        r = self.conn.getresponse()
-        data = r.read()
-        if r.getheader("Connection", "").lower() == "close":
-            self.conn.close()
-            self.conn = http.client.HTTPConnection("127.0.0.1", self.port, timeout=60)
-        assert r.status == 200, (r.status, data[:300])
-        msg = json.loads(data)
-        assert "result" in msg, msg
-        return msg["result"]
 
 
 def ekey(level, frm, to, rel):
@@ -80,6 +63,13 @@ class Session:
         self.counter = 0
 
 
+def timed(c, tool, args):
+    """-> (result, start, end): the interval the linearizability check places the call in."""
+    t0 = time.monotonic()
+    res = c.call(tool, args)
+    return res, t0, time.monotonic()
+
+
 def node_value(args):
     return (args["gist"], tuple(args["notes"]), tuple(args["touches"]))
 
@@ -101,9 +91,7 @@ def do_op(c, s):
             level = rnd.choice(LEVELS)
         args = {"session_id": sid, "level": level, "id": nid, "gist": "gist %s #%d" % (nid, s.counter),
                 "notes": ["note %d" % s.counter] * rnd.randrange(3), "touches": rnd.sample(FILES, rnd.randrange(2))}
-        t0 = time.monotonic()
-        res = c.call("kg_put_node", args)
-        t1 = time.monotonic()
+        res, t0, t1 = timed(c, "kg_put_node", args)
         if res.get("isError"):
             s.errors.append(("kg_put_node", args, res))
             return
@@ -117,9 +105,7 @@ def do_op(c, s):
         nid = "shared-%s%d" % (level[0], rnd.randrange(SHARED))
         args = {"session_id": sid, "level": level, "id": nid, "gist": "shared %s by %d #%d" % (nid, s.k, s.counter),
                 "notes": ["by %d" % s.k], "touches": []}
-        t0 = time.monotonic()
-        res = c.call("kg_put_node", args)
-        t1 = time.monotonic()
+        res, t0, t1 = timed(c, "kg_put_node", args)
         if res.get("isError"):
             s.errors.append(("kg_put_node", args, res))
             return
@@ -139,9 +125,7 @@ def do_op(c, s):
         rel = rnd.choice(RELS)
         args = {"session_id": sid, "level": level, "from": frm, "to": to, "rel": rel,
                 "notes": ["edge note %d" % s.counter]}
-        t0 = time.monotonic()
-        res = c.call("kg_put_edge", args)
-        t1 = time.monotonic()
+        res, t0, t1 = timed(c, "kg_put_edge", args)
         key = ekey(level, frm, to, rel)
         if res.get("isError"):
             text = res["content"][0]["text"]
@@ -161,9 +145,7 @@ def do_op(c, s):
         nid = rnd.choice(live)
         level = s.nodes[nid]
         args = {"session_id": sid, "id": nid, "level": level}
-        t0 = time.monotonic()
-        res = c.call("kg_delete_node", args)
-        t1 = time.monotonic()
+        res, t0, t1 = timed(c, "kg_delete_node", args)
         if res.get("isError"):
             s.errors.append(("kg_delete_node", args, res))
             return
@@ -178,9 +160,7 @@ def do_op(c, s):
         level = rnd.choice(LEVELS)
         nid = "shared-%s%d" % (level[0], rnd.randrange(SHARED))
         args = {"session_id": sid, "id": nid, "level": level}
-        t0 = time.monotonic()
-        res = c.call("kg_delete_node", args)
-        t1 = time.monotonic()
+        res, t0, t1 = timed(c, "kg_delete_node", args)
         if res.get("isError"):
             if "no node" in res["content"][0]["text"]:
                 s.expected_errors += 1            # already deleted by someone
@@ -193,9 +173,7 @@ def do_op(c, s):
         key = rnd.choice(sorted(s.edges))
         level, frm, to, rel = s.edges[key]
         args = {"session_id": sid, "from": frm, "to": to, "rel": rel, "level": level}
-        t0 = time.monotonic()
-        res = c.call("kg_delete_edge", args)
-        t1 = time.monotonic()
+        res, t0, t1 = timed(c, "kg_delete_edge", args)
         if res.get("isError"):
             s.errors.append(("kg_delete_edge", args, res))
             return
@@ -211,9 +189,7 @@ def do_op(c, s):
 
 
 def do_sync(c, s):
-    t0 = time.monotonic()
-    res = c.call("kg_sync", {"session_id": s.sid})
-    t1 = time.monotonic()
+    res, t0, t1 = timed(c, "kg_sync", {"session_id": s.sid})
     if res.get("isError"):
         s.errors.append(("kg_sync", None, res))
         return
@@ -233,7 +209,7 @@ def do_sync(c, s):
 
 def run_session(port, cwd, s, n_ops, started, checkpoint, problems):
     try:
-        c = Client(port)
+        c = ToolClient(port)
         s.sid = c.call("kg_read", {"cwd": cwd})["structuredContent"]["session_id"]
         started.wait()
         for i in range(n_ops):
@@ -284,7 +260,7 @@ def test_sixteen_sessions_writing_and_syncing(make_daemon, project):
     assert not problems, problems[0]
     t_run = time.monotonic() - t_begin
     # A final sync per session, after every write.
-    c = Client(d.port)
+    c = ToolClient(d.port)
     for s in sessions:
         do_sync(c, s)
     t_end = time.monotonic()

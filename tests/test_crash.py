@@ -15,7 +15,6 @@ acknowledged state.
     image must hold exactly the acknowledged state, whatever temp files lie around.
 """
 
-import http.client
 import json
 import logging
 import os
@@ -28,6 +27,7 @@ import urllib.parse
 
 import pytest
 
+from helpers import Gone, ToolClient
 from kg import storage
 from kg.store import Settings, Store
 
@@ -94,36 +94,6 @@ ROUNDS = 5
 WRITERS = 4
 FILE_ENDS = ["src/app.py", "src/db.py", "docs/notes.md", "tests/test_x.py"]
 RELS = ["uses", "explains", "depends-on"]
-
-
-class Gone(Exception):
-    """The connection died: the request in flight may or may not have been applied."""
-
-
-class Client:
-    def __init__(self, port):
-        self.conn = http.client.HTTPConnection("127.0.0.1", port, timeout=20)
-        self.n = 0
-
-    def call(self, name, args):
-        self.n += 1
-        body = json.dumps({"jsonrpc": "2.0", "id": self.n, "method": "tools/call",
-                           "params": {"name": name, "arguments": args}})
-        try:
-            self.conn.request("POST", "/mcp", body=body, headers={"Content-Type": "application/json"})
-            r = self.conn.getresponse()
-            data = r.read()
-        except (OSError, http.client.HTTPException) as exc:
-            raise Gone(repr(exc))
-        if r.status != 200:
-            raise AssertionError("HTTP %d: %r" % (r.status, data[:300]))
-        msg = json.loads(data)
-        if "result" not in msg:
-            raise AssertionError("JSON-RPC error: %r" % (msg,))
-        return msg["result"]
-
-    def close(self):
-        self.conn.close()
 
 
 class Model:
@@ -199,7 +169,7 @@ def next_op(m, rnd, round_no, sid):
 
 
 def writer(port, cwd, m, rnd, round_no, pause, stop, problems):
-    client = Client(port)
+    client = ToolClient(port, timeout=20)
     try:
         try:
             sid = client.call("kg_read", {"cwd": cwd})["structuredContent"]["session_id"]
@@ -254,6 +224,8 @@ def ids_in_files(graphs, journals):
     return ids
 
 
+@pytest.mark.e2e
+@pytest.mark.slow
 def test_sigkill_under_four_writers_keeps_every_acknowledged_write(make_daemon, project):
     rnd = random.Random(SEED)
     cwd = os.path.realpath(str(project))

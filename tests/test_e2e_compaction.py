@@ -12,6 +12,8 @@ import time
 
 import pytest
 
+pytestmark = pytest.mark.e2e
+
 BUDGET = 200
 GIST = "g" * 40  # 20 + 40 // 4 = 30 tokens per node
 
@@ -119,6 +121,7 @@ def test_other_sessions_learn_of_compaction(tiny, tmp_path):
         assert "compacted" in kinds
 
 
+@pytest.mark.slow
 def test_long_orphaned_nodes_are_deleted_by_maintenance(make_daemon, tmp_path):
     d = make_daemon(args=["--max-tokens", str(BUDGET)],
                     env={"KG_GRACE_PERIOD_DAYS": "0", "KG_SAVE_INTERVAL": "0.3",

@@ -18,6 +18,10 @@ import time
 
 import pytest
 
+from helpers import Daemon, real, start
+
+pytestmark = pytest.mark.e2e
+
 HANDSHAKE_VERSIONS = ("2025-03-26", "2025-06-18", "2025-11-25")
 STATELESS = "2026-07-28"
 META_VERSION = "io.modelcontextprotocol/protocolVersion"
@@ -30,7 +34,6 @@ TOOL_NAMES = {"kg_read", "kg_put_node", "kg_put_edge", "kg_delete_node", "kg_del
 
 @pytest.fixture(scope="module")
 def shared_daemon(tmp_path_factory):
-    from conftest import Daemon
     d = Daemon(tmp_path_factory.mktemp("shared-root"), env={"KG_STRUCTURED_OUTPUT": "0"}).start()
     yield d
     d.stop()
@@ -121,15 +124,6 @@ def batch_call(daemon, calls):
     return results
 
 
-def start(daemon, cwd):
-    """kg_read with cwd -> its structuredContent, or {"session_id"} from the text by default."""
-    r = daemon.call("kg_read", {"cwd": str(cwd)})
-    assert r["isError"] is False, r
-    if "structuredContent" in r:
-        return r["structuredContent"]
-    return {"session_id": re.match(r"Session: (\S+)\n", r["content"][0]["text"]).group(1)}
-
-
 def tool_error(result):
     """A tool failure per contract 3: isError, one text item, no structuredContent -> its text."""
     assert result.get("isError") is True, result
@@ -146,10 +140,6 @@ def text_of(result):
     content = result["content"]
     assert isinstance(content, list) and len(content) == 1 and content[0]["type"] == "text", result
     return content[0]["text"]
-
-
-def real(p):
-    return os.path.realpath(str(p))
 
 
 # ================================================================ HTTP surface

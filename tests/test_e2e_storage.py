@@ -14,17 +14,11 @@ import time
 
 import pytest
 
-from conftest import KGD, REPO
+from helpers import KGD, REPO, clean_env, real, run_kgd, start
+
+pytestmark = pytest.mark.e2e
 
 # ---------------------------------------------------------------- helpers
-
-
-def real(p):
-    return os.path.realpath(str(p))
-
-
-def start(d, cwd):
-    return d.call_tool("kg_read", {"cwd": str(cwd)})
 
 
 def batch(d, calls):
@@ -47,19 +41,6 @@ def write_json(path, obj, mode=0o600):
     with open(path, "w", encoding="utf-8") as f:
         json.dump(obj, f, indent=2)
     os.chmod(path, mode)
-
-
-def clean_env(**extra):
-    env = {k: v for k, v in os.environ.items() if not k.startswith("KG_")}
-    env.update(extra)
-    return env
-
-
-def run_kgd(args, env=None, timeout=20):
-    """Run kgd in the foreground expecting it to exit -> (returncode, stderr text)."""
-    p = subprocess.run([sys.executable, KGD] + list(args), stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-                       env=env or clean_env(), cwd=REPO, timeout=timeout)
-    return p.returncode, p.stderr.decode("utf-8", "replace"), p.stdout.decode("utf-8", "replace")
 
 
 def assert_one_clear_line(stderr):
@@ -245,7 +226,7 @@ def test_second_daemon_on_the_same_root_refuses(make_daemon, tmp_path, project):
     d = make_daemon()
     root = str(tmp_path / "root")
     t0 = time.monotonic()
-    code, err, out = run_kgd(["--port", "0", "--root", root])
+    code, out, err, _ = run_kgd("--port", "0", "--root", root, timeout=20)
     assert code != 0
     assert time.monotonic() - t0 < 15
     line = assert_one_clear_line(err)
@@ -255,7 +236,7 @@ def test_second_daemon_on_the_same_root_refuses(make_daemon, tmp_path, project):
     assert d.json("GET", "/health")[0] == 200
     start(d, project)
     # Same root spelled differently (trailing slash, relative ..) is the same root.
-    code, err, _ = run_kgd(["--port", "0", "--root", root + "/../root/"])
+    code, _, err, _ = run_kgd("--port", "0", "--root", root + "/../root/", timeout=20)
     assert code != 0
     assert_one_clear_line(err)
 
@@ -279,7 +260,7 @@ def test_lock_is_released_after_a_stop(make_daemon):
 ])
 def test_bad_configuration_exits_with_one_line(tmp_path, args, env):
     root = str(tmp_path / "root")
-    code, err, out = run_kgd(["--root", root] + args, env=clean_env(**env))
+    code, out, err, _ = run_kgd("--root", root, *args, env=env, timeout=20)
     assert code != 0
     line = assert_one_clear_line(err)
     bad_value = (args[1:] or list(env.values()))[0]
@@ -307,7 +288,7 @@ def test_port_in_use_exits_with_one_line(tmp_path):
     s.listen(1)
     try:
         port = s.getsockname()[1]
-        code, err, _ = run_kgd(["--port", str(port), "--root", str(tmp_path / "root")])
+        code, _, err, _ = run_kgd("--port", port, "--root", tmp_path / "root", timeout=20)
     finally:
         s.close()
     assert code != 0
@@ -318,7 +299,7 @@ def test_port_in_use_exits_with_one_line(tmp_path):
 def test_unusable_root_exits_with_one_line(tmp_path):
     blocker = tmp_path / "a-file"
     blocker.write_text("not a folder")
-    code, err, _ = run_kgd(["--port", "0", "--root", str(blocker / "root")])
+    code, _, err, _ = run_kgd("--port", "0", "--root", blocker / "root", timeout=20)
     assert code != 0
     assert_one_clear_line(err)
 

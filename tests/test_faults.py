@@ -677,6 +677,7 @@ def test_corrupt_sessions_file_is_kept_aside_and_sessions_start_again(tmp_path, 
     assert json.loads(open(sfile, "rb").read())["sessions"]
 
 
+@pytest.mark.e2e
 def test_daemon_starts_on_a_corrupt_graph_and_logs_a_warning(make_daemon, project, tmp_path):
     root = str(tmp_path / "root")
     ufile = os.path.join(root, "user.json")
@@ -743,6 +744,8 @@ if _FLAG:
 """
 
 
+@pytest.mark.e2e
+@pytest.mark.slow
 def test_daemon_on_a_full_then_failing_disk_keeps_serving_and_recovers(make_daemon, project, tmp_path):
     inject = tmp_path / "inject"
     inject.mkdir()

@@ -10,9 +10,10 @@ import time
 
 import pytest
 
+from helpers import FeedPeer
 from kg import feed, ws
 from kg.feed import Broadcaster, Hub
-from kg.ws import OP_CLOSE, OP_PING, OP_PONG, OP_TEXT, encode_close, encode_frame, parse_close, parse_frame
+from kg.ws import OP_CLOSE, OP_PING, OP_PONG, OP_TEXT, encode_close, encode_frame, parse_frame
 
 HELLO = {"type": "connected", "session_id": "s"}
 MASK = b"\x0a\x0b\x0c\x0d"
@@ -25,39 +26,11 @@ def quiet(**kw):
     return kw
 
 
-class Viewer:
+class Viewer(FeedPeer):
     """The client end of one feed."""
 
     def __init__(self, sock):
-        self.sock = sock
-        self.sock.settimeout(10)
-        self.buf = bytearray()
-
-    def frame(self):
-        while True:
-            parsed = parse_frame(self.buf, None)
-            if parsed:
-                frame, used = parsed
-                del self.buf[:used]
-                return frame
-            data = self.sock.recv(65536)
-            if not data:
-                raise EOFError
-            self.buf += data
-
-    def json(self):
-        frame = self.frame()
-        assert frame.opcode == OP_TEXT, frame
-        return json.loads(frame.payload)
-
-    def send(self, opcode, payload):
-        self.sock.sendall(encode_frame(opcode, payload, mask=MASK))
-
-    def close_code(self):
-        while True:
-            frame = self.frame()
-            if frame.opcode == OP_CLOSE:
-                return parse_close(frame.payload)
+        super().__init__(sock, timeout=10, mask=MASK)
 
     def eof(self, timeout=5):
         self.sock.settimeout(timeout)

@@ -17,7 +17,6 @@ test. Seed: KGD_FUZZ_SEED (default below); case counts scale with KGD_FUZZ_SCALE
 
 import base64
 import collections
-import http.client
 import json
 import os
 import random
@@ -30,7 +29,9 @@ from urllib.parse import quote
 
 import pytest
 
-from conftest import REPO, Daemon
+from helpers import REPO, Daemon
+
+pytestmark = pytest.mark.e2e
 
 SEED = int(os.environ.get("KGD_FUZZ_SEED", "20261129"))
 SCALE = float(os.environ.get("KGD_FUZZ_SCALE", "1"))
@@ -40,25 +41,6 @@ TIMEOUT = 5.0
 
 def n_cases(n):
     return max(1, int(n * SCALE))
-
-
-# =============================================================================== daemon
-
-class CwdDaemon(Daemon):
-    """conftest's Daemon, started with its working directory in `cwd` instead of the repo."""
-
-    def __init__(self, root, cwd, args=(), env=None):
-        super().__init__(root, args, env)
-        self.cwd = str(cwd)
-
-    def start(self, timeout=10):
-        module = sys.modules[Daemon.__module__]
-        old = module.REPO  # Daemon.start passes cwd=REPO (looked up at call time)
-        module.REPO = self.cwd
-        try:
-            return super().start(timeout)
-        finally:
-            module.REPO = old
 
 
 # =============================================================================== strict JSON
@@ -80,11 +62,28 @@ LEAK = re.compile(r'Traceback \(most recent call last\)|File "[^"]*", line \d+')
 
 # =============================================================================== raw HTTP
 
-def raw_exchange(port, data, timeout=TIMEOUT, half_close=True, chunk_pause=None):
+def read_until_close(s, data=b"", timeout=TIMEOUT, on_reset="reset"):
+    """Read until EOF or the deadline -> (`data` + the bytes received, "closed" | "timeout" | on_reset)."""
+    data = bytearray(data)
+    deadline = time.monotonic() + timeout
+    while True:
+        s.settimeout(max(0.05, deadline - time.monotonic()))
+        try:
+            b = s.recv(65536)
+        except socket.timeout:
+            return bytes(data), "timeout"
+        except OSError:
+            return bytes(data), on_reset
+        if not b:
+            return bytes(data), "closed"
+        data += b
+        if time.monotonic() > deadline:
+            return bytes(data), "timeout"
+
+
+def raw_exchange(port, data, timeout=TIMEOUT, half_close=True):
     """Send bytes, half-close, read until the server closes. -> (bytes, outcome)."""
     s = socket.create_connection(("127.0.0.1", port), timeout=timeout)
-    chunks = []
-    outcome = "closed"
     try:
         try:
             s.sendall(data)
@@ -92,25 +91,10 @@ def raw_exchange(port, data, timeout=TIMEOUT, half_close=True, chunk_pause=None)
                 s.shutdown(socket.SHUT_WR)
         except OSError:
             pass  # the server may answer and close before reading everything (413)
-        deadline = time.monotonic() + timeout
-        while True:
-            s.settimeout(max(0.05, deadline - time.monotonic()))
-            try:
-                b = s.recv(65536)
-            except socket.timeout:
-                outcome = "timeout"
-                break
-            except OSError:  # reset after an early close: whatever arrived is the answer
-                break
-            if not b:
-                break
-            chunks.append(b)
-            if time.monotonic() > deadline:
-                outcome = "timeout"
-                break
+        # a reset after an early close: whatever arrived is the answer
+        return read_until_close(s, timeout=timeout, on_reset="closed")
     finally:
         s.close()
-    return b"".join(chunks), outcome
 
 
 STATUS_LINE = re.compile(rb"HTTP/1\.[01] (\d{3})(?: [^\r\n]*)?\Z")
@@ -297,12 +281,12 @@ class Harness:
         os.makedirs(os.path.join(self.project, "src"))
         self.watched = {d: kgd_like(listing(d)) for d in ("/", "/tmp", REPO, os.path.dirname(self.tmp),
                                                            os.path.expanduser("~"))}
-        self.daemon = CwdDaemon(self.root, self.cwd).start()
+        self.daemon = Daemon(self.root, cwd=self.cwd).start()
         self.port = self.daemon.port
+        self.daemon.http_timeout = TIMEOUT * 2
         self.findings = collections.OrderedDict()
         self.counts = collections.Counter()
         self.cases = 0
-        self.conn = None
         self.started = time.monotonic()
 
     # ---------------------------------------------------------------- bookkeeping
@@ -343,25 +327,18 @@ class Harness:
     # ---------------------------------------------------------------- keep-alive HTTP (http.client)
 
     def http(self, method, path, body=None, headers=None):
-        hdrs = {"Content-Type": "application/json"}
-        hdrs.update(headers or {})
-        for attempt in (0, 1):
-            if self.conn is None:
-                self.conn = http.client.HTTPConnection("127.0.0.1", self.port, timeout=TIMEOUT * 2)
-            try:
-                self.conn.request(method, path, body=body, headers=hdrs)
-                resp = self.conn.getresponse()
-                data = resp.read()
-                out = (resp.status, {k.lower(): v for k, v in resp.getheaders()}, data)
-                if resp.getheader("Connection", "").lower() == "close":
-                    self.conn.close()
-                    self.conn = None
-                return out
-            except (http.client.RemoteDisconnected, ConnectionError, BrokenPipeError):
-                self.conn.close()
-                self.conn = None
-                if attempt:
-                    raise
+        """The daemon's keep-alive connection, always with Content-Type: application/json unless overridden."""
+        return self.daemon.request(method, path, body, dict({"Content-Type": "application/json"}, **(headers or {})))
+
+    def post_rpc(self, kind, case, body, expect_tool, path="/mcp", headers=None):
+        """POST one fuzz case and check the answer; a transport failure is a finding."""
+        try:
+            status, hdrs, data = self.http("POST", path, body, headers)
+        except Exception as exc:  # noqa: BLE001
+            self.fail(kind, "transport failure %r" % (exc,), case)
+            self.daemon.close_conn()
+        else:
+            self.check_rpc(kind, case, status, hdrs, data, expect_tool=expect_tool)
 
     def rpc(self, msg, headers=None):
         body = msg if isinstance(msg, (bytes, str)) else json.dumps(msg)
@@ -490,8 +467,6 @@ class Harness:
 
     def finish(self):
         self.batch_check()
-        if self.conn is not None:
-            self.conn.close()
         code = self.daemon.stop()
         time.sleep(0.2)  # let conftest's reader thread take the last log lines
         if code != 0:
@@ -775,13 +750,7 @@ def gen_jsonrpc(r, n):
 def test_fuzz_jsonrpc(harness):
     h = harness
     for case, body, headers in gen_jsonrpc(h.r, n_cases(1500)):
-        try:
-            status, hdrs, data = h.http("POST", r_path(h.r), body, headers)
-        except Exception as exc:  # noqa: BLE001
-            h.fail("jsonrpc", "transport failure %r" % (exc,), case)
-            h.conn = None
-        else:
-            h.check_rpc("jsonrpc", case, status, hdrs, data, expect_tool=True)
+        h.post_rpc("jsonrpc", case, body, expect_tool=True, path=r_path(h.r), headers=headers)
         h.tick("jsonrpc")
     h.finish()
 
@@ -915,13 +884,7 @@ def test_fuzz_tool_arguments(harness):
         body = dump({"jsonrpc": "2.0", "id": 7, "method": "tools/call", "params": {"name": tool, "arguments": args}})
         body = body.encode("utf-8", "surrogatepass")
         case = (tool, body[:300])
-        try:
-            status, hdrs, data = h.http("POST", "/mcp", body)
-        except Exception as exc:  # noqa: BLE001
-            h.fail("tools", "transport failure %r" % (exc,), case)
-            h.conn = None
-        else:
-            h.check_rpc("tools", case, status, hdrs, data, expect_tool="always")
+        h.post_rpc("tools", case, body, expect_tool="always")
         h.tick("tools")
     # The graphs still read back, whole.
     try:
@@ -1015,13 +978,7 @@ def test_fuzz_cwd_and_project_paths(harness, tmp_path):
                 args["session_id"] = h.r.choice(["unknown-session", "", "../x"])
             body = dump({"jsonrpc": "2.0", "id": 1, "method": "tools/call",
                          "params": {"name": "kg_read", "arguments": args}}).encode("utf-8", "surrogatepass")
-            try:
-                status, hdrs, data = h.http("POST", "/mcp", body)
-            except Exception as exc:  # noqa: BLE001
-                h.fail("cwd", "transport failure %r" % (exc,), case)
-                h.conn = None
-            else:
-                h.check_rpc("cwd", case, status, hdrs, data, expect_tool=True)
+            h.post_rpc("cwd", case, body, expect_tool=True)
         elif not isinstance(v, str):
             continue
         else:
@@ -1270,25 +1227,6 @@ def gen_ws(r, n):
         yield desc, b"".join(frames)
 
 
-def read_ws_until_close(s, buf, timeout=TIMEOUT):
-    """-> (bytes received, outcome) until EOF."""
-    data = bytearray(buf)
-    deadline = time.monotonic() + timeout
-    while True:
-        s.settimeout(max(0.05, deadline - time.monotonic()))
-        try:
-            b = s.recv(65536)
-        except socket.timeout:
-            return bytes(data), "timeout"
-        except OSError:
-            return bytes(data), "reset"
-        if not b:
-            return bytes(data), "closed"
-        data += b
-        if time.monotonic() > deadline:
-            return bytes(data), "timeout"
-
-
 def check_ws_stream(h, case, data, outcome="closed"):
     from kg.ws import OP_CLOSE, OP_TEXT, ProtocolError, parse_close, parse_frame
     buf = data
@@ -1349,6 +1287,7 @@ WS_HANDSHAKES = [
 ]
 
 
+@pytest.mark.slow
 def test_fuzz_websocket_frames(harness):
     h = harness
     from kg.ws import OP_CLOSE
@@ -1371,7 +1310,7 @@ def test_fuzz_websocket_frames(harness):
                 s.shutdown(socket.SHUT_WR)
             except OSError:
                 pass  # the server already failed the connection
-            data, outcome = read_ws_until_close(s, rest)
+            data, outcome = read_until_close(s, rest)
         finally:
             s.close()
         if outcome == "timeout":

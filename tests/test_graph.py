@@ -13,14 +13,14 @@ import random
 
 import pytest
 
+from helpers import node
 from kg import model
 from kg.graph import Graph, apply_record, graph_from_obj
 from kg.model import ACTIVE, ARCHIVED, ORPHANED, edge_key
 
 
 def mk_node(nid, gist="g", notes=(), state=ACTIVE, ts=100.0):
-    n = {"id": nid, "gist": gist, "notes": list(notes), "touches": [],
-         "_created_ts": ts, "_write_ts": ts, "_read_ts": None}
+    n = node(nid, gist, notes, _created_ts=ts, _write_ts=ts, _read_ts=None)
     set_state(n, state, ts)
     return n
 

@@ -11,8 +11,9 @@ import time
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 import pytest
-from cli_helpers import run_kgd
-from conftest import free_port
+from helpers import free_port, run_kgd
+
+pytestmark = pytest.mark.e2e
 
 INPUT = {"session_id": "0d9f6c2e-claude", "transcript_path": "/tmp/t.jsonl", "cwd": "/tmp",
          "hook_event_name": "SessionStart", "source": "startup"}
@@ -105,6 +106,7 @@ def test_prints_nothing_unless_a_200_with_a_non_empty_object(fake, tmp_path, sta
     assert code == 0 and out == "" and took < LIMIT
 
 
+@pytest.mark.slow
 def test_a_daemon_that_hangs(fake, tmp_path):
     fake(hang=True)
     code, out, err, took = hook(tmp_path / "root", json.dumps(INPUT).encode())

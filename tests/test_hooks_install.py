@@ -6,7 +6,11 @@ import os
 import shlex
 import sys
 
-from cli_helpers import KGD, run_kgd
+import pytest
+
+from helpers import KGD, run_kgd
+
+pytestmark = pytest.mark.e2e
 
 OTHERS = {
     "model": "opus",

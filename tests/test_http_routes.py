@@ -3,7 +3,6 @@
 (issue 11), also from inside a zipapp."""
 
 import argparse
-import http.client
 import json
 import re
 import shutil
@@ -15,6 +14,7 @@ from pathlib import Path
 import pytest
 
 from kg import app as kgapp
+from helpers import http_request
 from kg import cli, http as kghttp, viewer
 
 REPO = Path(__file__).resolve().parent.parent
@@ -29,21 +29,11 @@ def running(tmp_path_factory):
     a.stop()
 
 
-def request(port, method, path, body=None, headers=None):
-    c = http.client.HTTPConnection("127.0.0.1", port, timeout=10)
-    try:
-        c.request(method, path, body=body, headers=headers or {})
-        r = c.getresponse()
-        return r.status, {k.lower(): v for k, v in r.getheaders()}, r.read()
-    finally:
-        c.close()
-
-
 BROWSER_ACCEPT = "text/html,application/xhtml+xml,application/xml;q=0.9,image/avif,image/webp,*/*;q=0.8"
 
 
 def test_get_root_from_a_browser_is_a_page(running):
-    st, hdrs, data = request(running.port, "GET", "/", headers={"Accept": BROWSER_ACCEPT})
+    st, hdrs, data = http_request(running.port, "GET", "/", headers={"Accept": BROWSER_ACCEPT})
     assert st == 200 and hdrs["content-type"] == "text/html; charset=utf-8"
     page = data.decode()
     assert 'href="/ui"' in page
@@ -56,18 +46,18 @@ def test_get_root_from_a_browser_is_a_page(running):
     ("/", None), ("/", "application/json, text/event-stream"), ("/", "*/*"), ("/mcp", BROWSER_ACCEPT),
 ])
 def test_mcp_clients_keep_their_405(running, path, accept):
-    st, hdrs, data = request(running.port, "GET", path, headers={"Accept": accept} if accept else {})
+    st, hdrs, data = http_request(running.port, "GET", path, headers={"Accept": accept} if accept else {})
     assert st == 405 and hdrs["allow"] == "POST" and "POST only" in json.loads(data)["error"]
 
 
 def test_rest_search_takes_query_as_well_as_q(running):
-    assert request(running.port, "PUT", "/api/nodes/user/build-uses-make",
+    assert http_request(running.port, "PUT", "/api/nodes/user/build-uses-make",
                    json.dumps({"gist": "the build runs through make targets"}),
                    {"Content-Type": "application/json"})[0] == 200
-    by_q = json.loads(request(running.port, "GET", "/api/search?q=make+targets")[2])
-    by_query = json.loads(request(running.port, "GET", "/api/search?query=make+targets")[2])
+    by_q = json.loads(http_request(running.port, "GET", "/api/search?q=make+targets")[2])
+    by_query = json.loads(http_request(running.port, "GET", "/api/search?query=make+targets")[2])
     assert by_q == by_query and by_q["results"][0]["id"] == "build-uses-make"
-    st, _, data = request(running.port, "GET", "/api/search")
+    st, _, data = http_request(running.port, "GET", "/api/search")
     assert st == 400 and "q (or query)" in json.loads(data)["error"]
 
 
@@ -76,13 +66,13 @@ def test_rest_search_takes_query_as_well_as_q(running):
 def test_viewer_files_allow_list_and_one_csp(running):
     types = {"/ui": "text/html", "/ui/": "text/html", "/ui/app.css": "text/css", "/ui/app.js": "text/javascript"}
     for path, ctype in types.items():
-        st, hdrs, data = request(running.port, "GET", path)
+        st, hdrs, data = http_request(running.port, "GET", path)
         assert st == 200 and hdrs["content-type"].startswith(ctype), path
         assert hdrs["content-security-policy"] == viewer.CSP, path
         assert int(hdrs["content-length"]) == len(data) > 100
     for path in ("/ui/index.html", "/ui/../http.py", "/ui/app.js.map", "/ui/%2e%2e/cli.py", "/ui/viewer.py"):
-        assert request(running.port, "GET", path)[0] == 404, path
-    assert request(running.port, "POST", "/ui/app.js")[0] == 405
+        assert http_request(running.port, "GET", path)[0] == 404, path
+    assert http_request(running.port, "POST", "/ui/app.js")[0] == 405
 
 
 def test_csp_has_no_unsafe_inline_and_the_page_needs_none():
@@ -98,6 +88,7 @@ def test_csp_has_no_unsafe_inline_and_the_page_needs_none():
     assert "setAttribute('style'" not in js and 'setAttribute("style"' not in js
 
 
+@pytest.mark.e2e
 def test_viewer_files_come_from_a_zipapp(tmp_path):
     """pkgutil.get_data finds kg/ui/ inside kgd.pyz (what `kgd bundle` builds: kg/ + kgd.py)."""
     src = tmp_path / "src"
@@ -120,7 +111,7 @@ def test_viewer_files_come_from_a_zipapp(tmp_path):
     try:
         line = proc.stderr.readline().decode()
         port = int(re.search(r":(\d+)/", line).group(1))
-        st, hdrs, data = request(port, "GET", "/ui/app.js")
+        st, hdrs, data = http_request(port, "GET", "/ui/app.js")
         assert st == 200 and data == viewer.read("app.js")
     finally:
         proc.terminate()
@@ -141,5 +132,5 @@ def test_a_missing_viewer_file_is_a_clear_500(running, monkeypatch):
         raise FileNotFoundError(name)
 
     monkeypatch.setattr(viewer, "read", missing)
-    st, _, data = request(running.port, "GET", "/ui/app.js")
+    st, _, data = http_request(running.port, "GET", "/ui/app.js")
     assert st == 500 and "kg/ui/app.js is missing" in json.loads(data)["error"]

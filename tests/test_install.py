@@ -19,7 +19,9 @@ import sys
 import time
 
 import pytest
-from conftest import free_port
+from helpers import free_port
+
+pytestmark = pytest.mark.e2e
 
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 INSTALL = None  # install.sh in a snapshot of the source tree (see `snapshot`)
@@ -316,6 +318,7 @@ def test_install_from_a_pyz(home, tmp_path, snapshot):
     assert not (prefix(home) / "kgd.pyz").exists() and (prefix(home) / "kgd.py").exists()
 
 
+@pytest.mark.slow
 def test_errors_are_clear(home, tmp_path):
     empty = tmp_path / "emptybin"
     empty.mkdir()

@@ -5,6 +5,7 @@ Tables of cases; no store, no disk.
 
 import pytest
 
+from helpers import node as make_node
 from kg import model
 from kg.errors import BadInput
 from kg.model import (ACTIVE, ARCHIVED, ORPHANED, edge_counts, edge_key, estimate_tokens,
@@ -12,10 +13,9 @@ from kg.model import (ACTIVE, ARCHIVED, ORPHANED, edge_counts, edge_key, estimat
 
 
 def node(nid="n", gist="", notes=(), archived=False, orphaned=None, **times):
-    n = {"id": nid, "gist": gist, "notes": list(notes), "touches": [], "_archived": archived,
-         "_orphaned_ts": orphaned, "_created_ts": None, "_write_ts": None, "_read_ts": None}
-    n.update(times)
-    return n
+    fields = {"_archived": archived, "_orphaned_ts": orphaned, "_created_ts": None, "_write_ts": None, "_read_ts": None}
+    fields.update(times)
+    return make_node(nid, gist, notes, **fields)
 
 
 def edge(frm, to, rel="rel"):

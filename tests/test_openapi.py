@@ -140,7 +140,7 @@ def test_validator_itself():
 
 @pytest.fixture(scope="module")
 def served(tmp_path_factory):
-    from conftest import Daemon
+    from helpers import Daemon
     d = Daemon(tmp_path_factory.mktemp("openapi") / "root").start()
     yield d
     d.stop()
@@ -161,6 +161,7 @@ def operations(doc):
                 yield path, method, item[method], item
 
 
+@pytest.mark.e2e
 def test_is_openapi_3_1(doc):
     assert doc["openapi"] == "3.1.0"
     assert isinstance(doc["info"]["title"], str) and doc["info"]["title"]
@@ -168,6 +169,7 @@ def test_is_openapi_3_1(doc):
     assert doc["paths"]
 
 
+@pytest.mark.e2e
 def test_operation_ids_unique_and_every_operation_has_responses(doc):
     ids = [op.get("operationId") for _, _, op, _ in operations(doc)]
     assert all(ids) and len(ids) == len(set(ids)), ids
@@ -179,6 +181,7 @@ def test_operation_ids_unique_and_every_operation_has_responses(doc):
             assert isinstance(resp.get("description"), str), (path, method, code)
 
 
+@pytest.mark.e2e
 def test_every_ref_resolves(doc):
     def walk(node):
         if isinstance(node, dict):
@@ -192,6 +195,7 @@ def test_every_ref_resolves(doc):
     walk(doc)
 
 
+@pytest.mark.e2e
 def test_path_parameters_match_templates(doc):
     for path, method, op, item in operations(doc):
         params = op.get("parameters", []) + item.get("parameters", [])
@@ -208,6 +212,7 @@ def _route_template(pattern):
     return re.sub(r"\(\?P<(\w+)>[^)]*\)", r"{\1}", pattern)
 
 
+@pytest.mark.e2e
 def test_every_route_kgd_answers_is_documented(doc):
     answered = {}
     for pattern, methods in rest.ROUTES:
@@ -222,6 +227,7 @@ def test_every_route_kgd_answers_is_documented(doc):
         assert methods <= answered[path], (path, methods, answered[path])
 
 
+@pytest.mark.e2e
 def test_contract_routes_documented(doc):
     """The table of contract section 6."""
     expected = {
@@ -320,6 +326,7 @@ def _build(path, method, op, item, ctx, doc):
     return url, body
 
 
+@pytest.mark.e2e
 @pytest.mark.parametrize("level", ["user", "project"])
 def test_every_documented_operation_answers_as_documented(served, doc, project, level):
     ctx = _ctx(served, project)
@@ -349,6 +356,7 @@ def test_every_documented_operation_answers_as_documented(served, doc, project, 
     assert len(seen) == len(ops) and len(seen) >= 15
 
 
+@pytest.mark.e2e
 def test_documented_error_statuses(served, doc, project):
     """Bad input on each operation gets a status documented for it, with the Error schema."""
     ctx = _ctx(served, project)

@@ -12,7 +12,7 @@ import subprocess
 import sys
 
 import pytest
-from conftest import free_port
+from helpers import free_port
 
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 KGD = os.path.join(REPO, "kgd.py")
@@ -79,6 +79,7 @@ def projects(tmp_path):
 
 # ---------------------------------------------------------------- status, start, stop
 
+@pytest.mark.e2e
 def test_status_stop_start(tmp_path):
     root, port = tmp_path / "root", free_port()
     env = {"KG_STORAGE_ROOT": str(root), "KG_HTTP_PORT": str(port)}
@@ -108,6 +109,7 @@ def test_status_stop_start(tmp_path):
         kgd("stop", env=env)
 
 
+@pytest.mark.e2e
 def test_stop_finds_the_daemon_from_the_lock_file(make_daemon, tmp_path):
     d = make_daemon(root=tmp_path / "r")
     with open(tmp_path / "r" / "kgd.lock") as f:
@@ -121,6 +123,7 @@ def test_stop_finds_the_daemon_from_the_lock_file(make_daemon, tmp_path):
 
 # ---------------------------------------------------------------- export / import
 
+@pytest.mark.e2e
 def test_export_import_reproduces_the_graphs_exactly(make_daemon, tmp_path, projects):
     src = tmp_path / "src"
     d = make_daemon(root=src, args=["--max-tokens", "400"], env={"KG_GRACE_PERIOD_DAYS": "0"})
@@ -166,6 +169,7 @@ def test_export_import_reproduces_the_graphs_exactly(make_daemon, tmp_path, proj
     assert sorted(map(json.dumps, g2["project"]["nodes"])) == sorted(map(json.dumps, g["project"]["nodes"]))
 
 
+@pytest.mark.e2e
 def test_export_of_a_graph_not_yet_folded(make_daemon, tmp_path, project):
     """A project written a moment ago lives only in its journal; the running daemon names its path."""
     d = make_daemon(root=tmp_path / "r", env={"KG_SAVE_INTERVAL": "3600"})
@@ -177,6 +181,7 @@ def test_export_of_a_graph_not_yet_folded(make_daemon, tmp_path, project):
     assert doc["projects"][0]["graph"]["nodes"]["fresh"]["gist"] == "just written"
 
 
+@pytest.mark.e2e
 def test_export_one_project(make_daemon, tmp_path, projects):
     d = make_daemon(root=tmp_path / "r")
     fill(d, *projects)
@@ -189,6 +194,7 @@ def test_export_one_project(make_daemon, tmp_path, projects):
     assert code == 1 and "no project graph matches /nowhere" in err
 
 
+@pytest.mark.e2e
 def test_import_into_a_running_daemon_goes_through_it(make_daemon, tmp_path, projects):
     d = make_daemon(root=tmp_path / "src", env={"KG_GRACE_PERIOD_DAYS": "0"})
     fill(d, *projects)
@@ -215,6 +221,7 @@ def test_import_into_a_running_daemon_goes_through_it(make_daemon, tmp_path, pro
     assert len(json.loads(after)["projects"][0]["graph"]["nodes"]) in (40, 1)
 
 
+@pytest.mark.e2e
 def test_offline_merge_rules(tmp_path):
     def doc(nodes, edges=None, progress=None):
         return {"format": "kgd-export", "format_version": 1, "projects": [],
@@ -239,6 +246,7 @@ def test_offline_merge_rules(tmp_path):
     assert g["edges"]["a->b:rel"]["notes"] == ["two"] and g["_meta"]["progress"] == {"t": {"x": 2}}
 
 
+@pytest.mark.e2e
 def test_import_refuses_what_is_not_an_export(tmp_path):
     (tmp_path / "x.json").write_text('{"nodes": {}}')
     code, _, err = kgd("import", tmp_path / "x.json", "--root", tmp_path / "r")
@@ -255,6 +263,8 @@ def test_import_refuses_what_is_not_an_export(tmp_path):
 
 # ---------------------------------------------------------------- doctor
 
+@pytest.mark.e2e
+@pytest.mark.slow
 def test_doctor(make_daemon, tmp_path):
     home = tmp_path / "home"
     home.mkdir()
@@ -285,6 +295,7 @@ def test_doctor(make_daemon, tmp_path):
 
 # ---------------------------------------------------------------- Claude Desktop
 
+@pytest.mark.e2e
 def test_desktop_entry_merges_and_keeps_a_backup(tmp_path):
     home = tmp_path / "home"
     conf = home / ".config" / "Claude" / "claude_desktop_config.json"
@@ -309,6 +320,7 @@ def test_desktop_entry_merges_and_keeps_a_backup(tmp_path):
     assert code == 1 and "not valid JSON" in err and conf.read_text() == "{broken"
 
 
+@pytest.mark.e2e
 def test_desktop_path_on_macos(tmp_path):
     home = tmp_path / "home"
     code, out, _ = kgd("desktop", "--dry-run", home=home, env={"KGD_INSTALL_OS": "darwin"})

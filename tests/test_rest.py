@@ -14,6 +14,8 @@ from urllib.parse import quote, urlencode
 
 import pytest
 
+pytestmark = pytest.mark.e2e
+
 # ----------------------------------------------------------------------------- helpers
 
 WEIRD_IDS = [
@@ -115,7 +117,7 @@ def parse_raw(buf):
 
 @pytest.fixture(scope="module")
 def _shared(tmp_path_factory):
-    from conftest import Daemon
+    from helpers import Daemon
     d = Daemon(tmp_path_factory.mktemp("shared") / "root").start()
     yield d
     d.stop()
@@ -128,18 +130,6 @@ def shared(_shared):
     _shared.close_conn()
     yield _shared
     _shared.close_conn()
-
-
-@pytest.fixture
-def proj(project):
-    return str(project)
-
-
-@pytest.fixture
-def other_project(tmp_path):
-    root = tmp_path / "work" / "otherproj"
-    (root / ".git").mkdir(parents=True)
-    return str(root)
 
 
 # ----------------------------------------------------------------------------- health, sessions
@@ -157,7 +147,7 @@ def test_sessions_create_and_stats(daemon, proj, project):
     s = ok(daemon.request("POST", "/api/sessions", {"project_path": str(project / "src")}))
     assert set(s) >= {"session_id", "project_path"}
     assert isinstance(s["session_id"], str) and s["session_id"]
-    assert s["project_path"] == os.path.realpath(proj)  # the git root, not the subfolder
+    assert s["project_path"] == proj  # the git root, not the subfolder
 
     bare = ok(daemon.request("POST", "/api/sessions", {}))
     assert bare["project_path"] is None
@@ -284,7 +274,7 @@ def test_graph_both_levels_all_states(daemon, proj):
     ok(daemon.request("PUT", "/api/nodes/project/p1", {"gist": "proj one", "project_path": proj}))
     ok(daemon.request("PUT", "/api/edges/project", {"from": "p1", "to": "u1", "rel": "r", "project_path": proj}))
     g = ok(daemon.request("GET", "/api/graph?" + qs(project_path=proj)))
-    assert g["project_path"] == os.path.realpath(proj)
+    assert g["project_path"] == proj
     for level, nid in (("user", "u1"), ("project", "p1")):
         graph = g[level]
         assert set(graph) >= {"nodes", "edges"}
@@ -321,10 +311,10 @@ def test_projects(daemon, proj, other_project):
     ok(daemon.request("PUT", "/api/nodes/project/c", {"gist": "c", "project_path": other_project}))
     ps = ok(daemon.request("GET", "/api/projects"))["projects"]
     by_path = {p["project_path"]: p for p in ps}
-    assert set(by_path) == {os.path.realpath(proj), os.path.realpath(other_project)}
-    mine = by_path[os.path.realpath(proj)]
+    assert set(by_path) == {proj, other_project}
+    mine = by_path[proj]
     assert mine["slug"] == "myproj" and mine["nodes"] == 2 and mine["edges"] == 1
-    assert by_path[os.path.realpath(other_project)]["nodes"] == 1
+    assert by_path[other_project]["nodes"] == 1
 
 
 # ----------------------------------------------------------------------------- sync, progress
@@ -456,14 +446,18 @@ def test_400_bad_level(shared, method, path, body):
     assert "level" in assert_error(shared.request(method, path, body), 400)
 
 
-@pytest.mark.parametrize("raw", [b"{not json", b'{"gist": "x",}', b"\xff\xfe{}", b"[1, 2]", b'"just a string"',
-                                 b"null", b"42"])
-@pytest.mark.parametrize("method,path", [
+# the routes that take a JSON body
+JSON_BODY_ROUTES = [
     ("PUT", "/api/nodes/user/x"),
     ("PUT", "/api/edges/user"),
     ("POST", "/api/sessions"),
     ("PUT", "/api/progress/t"),
-])
+]
+
+
+@pytest.mark.parametrize("raw", [b"{not json", b'{"gist": "x",}', b"\xff\xfe{}", b"[1, 2]", b'"just a string"',
+                                 b"null", b"42"])
+@pytest.mark.parametrize("method,path", JSON_BODY_ROUTES)
 def test_400_bad_json(shared, method, path, raw):
     assert_error(shared.request(method, path, raw, {"Content-Type": "application/json"}), 400)
 
@@ -559,7 +553,7 @@ TOKEN = "s3cret-T"
 
 @pytest.fixture(scope="module")
 def _token_daemon(tmp_path_factory):
-    from conftest import Daemon
+    from helpers import Daemon
     d = Daemon(tmp_path_factory.mktemp("token") / "root", ["--token", TOKEN]).start()
     yield d
     d.stop()
@@ -749,12 +743,7 @@ def test_413_chunked(daemon):
 # ----------------------------------------------------------------------------- 415
 
 @pytest.mark.parametrize("ctype", ["text/plain", "application/x-www-form-urlencoded", "text/html; charset=utf-8"])
-@pytest.mark.parametrize("method,path", [
-    ("PUT", "/api/nodes/user/x"),
-    ("PUT", "/api/edges/user"),
-    ("POST", "/api/sessions"),
-    ("PUT", "/api/progress/t"),
-])
+@pytest.mark.parametrize("method,path", JSON_BODY_ROUTES)
 def test_415_non_json_body(shared, ctype, method, path):
     resp = shared.request(method, path, b'{"gist": "g"}', {"Content-Type": ctype})
     assert_error(resp, 415)

@@ -22,8 +22,9 @@ import sys
 
 import pytest
 
-pytestmark = pytest.mark.skipif(importlib.util.find_spec("schemathesis") is None,
-                                reason="schemathesis is a development-only dependency (requirements-dev.txt)")
+pytestmark = [pytest.mark.e2e, pytest.mark.slow,
+              pytest.mark.skipif(importlib.util.find_spec("schemathesis") is None,
+                                 reason="schemathesis is a development-only dependency (requirements-dev.txt)")]
 
 SEED = os.environ.get("KGD_SCHEMATHESIS_SEED", "20261129")
 EXAMPLES = os.environ.get("KGD_SCHEMATHESIS_EXAMPLES", "30")

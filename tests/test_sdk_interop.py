@@ -13,7 +13,7 @@ import pytest
 mcp = pytest.importorskip("mcp")
 from mcp import Client  # noqa: E402
 
-pytestmark = pytest.mark.anyio
+pytestmark = [pytest.mark.e2e, pytest.mark.anyio]
 
 
 @pytest.fixture

@@ -2,11 +2,8 @@
 
 import pytest
 
+from helpers import node as N
 from kg import search
-
-
-def N(nid, gist="", notes=(), touches=()):
-    return {"id": nid, "gist": gist, "notes": list(notes), "touches": list(touches)}
 
 
 def ids(query, nodes, limit=20, level="user"):

@@ -7,46 +7,21 @@ import os
 
 import pytest
 
+from helpers import StoreEnv
 from kg import sessions
 from kg.errors import BadInput, NotFound
 from kg.graph import Graph
 from kg.sessions import MAX_SHOWN, Session
-from kg.store import Settings, Store
 
-T0 = 1_700_000_000.0
+T0 = StoreEnv.T0
 DAY = 86400.0
-
-
-class Env:
-    def __init__(self, tmp_path):
-        self.tmp = tmp_path
-        self.root = str(tmp_path / "root")
-        self.t = [T0]
-        self.open_stores = []
-
-    def clock(self):
-        return self.t[0]
-
-    def open(self, **settings):
-        st = Store(self.root, Settings(**settings), clock=self.clock).open()
-        self.open_stores.append(st)
-        return st
-
-    def close(self, st):
-        st.close()
-        self.open_stores.remove(st)
-
-    def project(self, name="app"):
-        d = self.tmp / "work" / name
-        (d / ".git").mkdir(parents=True, exist_ok=True)
-        return str(d)
 
 
 @pytest.fixture
 def env(tmp_path):
-    e = Env(tmp_path)
+    e = StoreEnv(tmp_path)
     yield e
-    for st in list(e.open_stores):
+    for st in list(e.stores):
         st.close()
 
 

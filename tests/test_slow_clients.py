@@ -19,6 +19,8 @@ import pytest
 
 from kg import http as kghttp
 
+pytestmark = [pytest.mark.e2e, pytest.mark.slow]
+
 MAX_CONNECTIONS = kghttp.MAX_CONNECTIONS
 IDLE_TIMEOUT = kghttp.IDLE_TIMEOUT
 HEADER_DEADLINE = kghttp.HEADER_DEADLINE

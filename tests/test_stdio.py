@@ -11,7 +11,7 @@ import threading
 import time
 
 import pytest
-from conftest import free_port
+from helpers import free_port
 
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 KGD = os.path.join(REPO, "kgd.py")
@@ -104,6 +104,7 @@ def bridge_env(tmp_path):
             pass
 
 
+@pytest.mark.e2e
 def test_stdio_bridge_end_to_end(bridge_env, project):
     port, root = int(bridge_env["KG_HTTP_PORT"]), bridge_env["KG_STORAGE_ROOT"]
     b = Bridge(bridge_env)
@@ -182,6 +183,7 @@ def test_stdio_reports_an_unreachable_daemon_as_json_rpc_errors(tmp_path):
         assert b.close() == 0
 
 
+@pytest.mark.e2e
 def test_stdio_uses_a_running_daemon(make_daemon, tmp_path):
     d = make_daemon(root=tmp_path / "shared")
     env = {k: v for k, v in os.environ.items() if not k.startswith("KG_")}

@@ -10,42 +10,14 @@ import threading
 
 import pytest
 
+from helpers import StoreEnv
 from kg import model, tools
 from kg.errors import BadInput, Conflict, NotFound, StorageError
 from kg.model import ACTIVE, ARCHIVED, ORPHANED
 from kg.store import Settings, Store, resolve_project_root
 
-T0 = 1_700_000_000.0
+T0 = StoreEnv.T0
 BIG = 10 ** 9          # max_tokens that never triggers compaction
-
-
-class Env:
-    """A storage root, a settable clock, and the stores opened on it (closed at teardown)."""
-
-    def __init__(self, tmp_path):
-        self.tmp = tmp_path
-        self.root = str(tmp_path / "root")
-        self.t = [T0]
-        self.stores = []
-
-    def clock(self):
-        return self.t[0]
-
-    def advance(self, seconds):
-        self.t[0] += seconds
-
-    def open(self, **settings):
-        settings.setdefault("max_tokens", BIG)
-        s = Store(self.root, Settings(**settings), clock=self.clock).open()
-        self.stores.append(s)
-        return s
-
-    def project(self, name, git=True):
-        d = self.tmp / "work" / name
-        (d / "src").mkdir(parents=True, exist_ok=True)
-        if git:
-            (d / ".git").mkdir(exist_ok=True)
-        return str(d)
 
 
 def crash(store):
@@ -58,14 +30,9 @@ def crash(store):
 
 @pytest.fixture
 def env(tmp_path):
-    e = Env(tmp_path)
+    e = StoreEnv(tmp_path, max_tokens=BIG)
     yield e
-    for s in e.stores:
-        if not getattr(s, "crashed", False):
-            try:
-                s.close()
-            except Exception:
-                pass
+    e.close_all()
 
 
 def mode(path):

@@ -20,6 +20,8 @@ import urllib.parse
 
 import pytest
 
+pytestmark = pytest.mark.e2e
+
 TS_DIR = os.path.join(os.path.dirname(os.path.abspath(__file__)), "ts")
 CLIENT = os.path.join(TS_DIR, "client.mjs")
 SDK_DIR = os.path.join(TS_DIR, "node_modules", "@modelcontextprotocol", "sdk")

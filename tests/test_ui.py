@@ -24,6 +24,8 @@ from urllib.parse import quote
 
 import pytest
 
+pytestmark = [pytest.mark.e2e, pytest.mark.slow]
+
 CHROMIUM = "/usr/bin/chromium"
 ARTIFACTS = Path(__file__).resolve().parent / "artifacts"
 

@@ -21,6 +21,8 @@ from websockets.sync.client import connect  # noqa: E402
 
 from kg.ws import accept_key  # noqa: E402
 
+pytestmark = pytest.mark.e2e
+
 _CONNECT_PARAMS = inspect.signature(connect).parameters
 TIMEOUT = 5.0
 QUIET = 0.3  # how long "nothing arrives" is watched for
@@ -81,18 +83,6 @@ def connected(ws):
 
 
 @pytest.fixture
-def proj(project):
-    return os.path.realpath(str(project))
-
-
-@pytest.fixture
-def other(tmp_path):
-    root = tmp_path / "work" / "otherproj"
-    (root / ".git").mkdir(parents=True)
-    return os.path.realpath(str(root))
-
-
-@pytest.fixture
 def sid(daemon, proj):
     return daemon.call_tool("kg_read", {"cwd": proj})["session_id"]
 
@@ -140,8 +130,8 @@ def test_rest_put_arrives_as_event(daemon, proj):
         assert ev["level"] == "project" and ev["node"]["id"] == "rest-node"
 
 
-def test_other_projects_writes_do_not_arrive(daemon, proj, other, sid):
-    other_sid = daemon.call_tool("kg_read", {"cwd": other})["session_id"]
+def test_other_projects_writes_do_not_arrive(daemon, proj, other_project, sid):
+    other_sid = daemon.call_tool("kg_read", {"cwd": other_project})["session_id"]
     with open_ws(daemon, proj) as ws, open_ws(daemon) as ws_user_only:
         connected(ws)
         connected(ws_user_only)

@@ -2,6 +2,7 @@
 hub, with socket-level runs of one feed on the broadcaster over a socket pair (many feeds at
 once: test_feed_broadcaster.py)."""
 
+import contextlib
 import json
 import socket
 import struct
@@ -10,6 +11,7 @@ import time
 
 import pytest
 
+from helpers import FeedPeer
 from kg import feed, ws
 from kg.feed import Hub
 from kg.ws import (
@@ -493,34 +495,6 @@ def test_hub_thread_safe_publish():
 
 # --------------------------------------------------------------------------- one feed over a socket pair
 
-class Client:
-    def __init__(self, sock):
-        self.sock = sock
-        self.sock.settimeout(5)
-        self.buf = bytearray()
-
-    def send(self, opcode, payload, fin=True, mask=b"\x11\x22\x33\x44"):
-        self.sock.sendall(encode_frame(opcode, payload, fin=fin, mask=mask))
-
-    def recv_frame(self):
-        while True:
-            parsed = parse_frame(self.buf, None)
-            if parsed:
-                frame, used = parsed
-                del self.buf[:used]
-                assert frame.mask is None  # server frames are never masked
-                return frame
-            data = self.sock.recv(65536)
-            if not data:
-                raise EOFError
-            self.buf += data
-
-    def recv_json(self):
-        frame = self.recv_frame()
-        assert frame.opcode == OP_TEXT, frame
-        return json.loads(frame.payload)
-
-
 class Served:
     """One feed on its own broadcaster; `join` and `is_alive` as for the thread that
     `ws.serve` used to be, `result["code"]` its close code once closed."""
@@ -541,97 +515,87 @@ class Served:
         return self.feed.code
 
 
+@contextlib.contextmanager
 def start_serve(hub, filter_fn=None, **kw):
+    """One feed over a socket pair -> (served, client end, result, both sockets); the sockets close at the end."""
     server_sock, client_sock = socket.socketpair()
     kw.setdefault("idle_timeout", None)
     kw.setdefault("ping_interval", None)
     kw.setdefault("close_timeout", 2.0)
-    t = Served(feed.Broadcaster(hub, **kw), server_sock, filter_fn)
-    return t, Client(client_sock), t.result, (server_sock, client_sock)
+    try:
+        t = Served(feed.Broadcaster(hub, **kw), server_sock, filter_fn)
+        yield t, FeedPeer(client_sock), t.result, (server_sock, client_sock)
+    finally:
+        server_sock.close()
+        client_sock.close()
 
 
 def test_serve_feed_pings_and_close_handshake():
     hub = Hub()
-    t, c, result, socks = start_serve(hub, lambda e: e.get("level") == "user", poll_interval=5.0)
-    try:
-        assert c.recv_json() == {"type": "connected", "session_id": "s1"}
+    with start_serve(hub, lambda e: e.get("level") == "user", poll_interval=5.0) as (t, c, result, socks):
+        assert c.json() == {"type": "connected", "session_id": "s1"}
         assert hub.count() == 1
         hub.publish({"type": "node_put", "level": "project", "id": "skip"})
         t0 = time.monotonic()
         hub.publish({"type": "node_put", "level": "user", "id": "n1"})
         # poll_interval is 5 s: only the publisher's wake-up can deliver this fast
-        assert c.recv_json() == {"type": "node_put", "level": "user", "id": "n1"}
+        assert c.json() == {"type": "node_put", "level": "user", "id": "n1"}
         assert time.monotonic() - t0 < 0.5
         c.send(OP_TEXT, b"ping")
-        assert c.recv_json() == {"type": "pong"}
+        assert c.json() == {"type": "pong"}
         c.send(OP_TEXT, b"pi", fin=False)
         c.send(OP_CONT, b"ng")
-        assert c.recv_json() == {"type": "pong"}
+        assert c.json() == {"type": "pong"}
         c.send(OP_PING, b"hb")
-        assert c.recv_frame() == Frame(True, OP_PONG, b"hb")
+        assert c.frame() == Frame(True, OP_PONG, b"hb")
         c.send(OP_CLOSE, encode_close(4000, "done"))
-        frame = c.recv_frame()
+        frame = c.frame()
         assert frame.opcode == OP_CLOSE and parse_close(frame.payload) == (4000, "")
         t.join(5)
         assert not t.is_alive() and result["code"] == 4000
         assert hub.count() == 0
-    finally:
-        for s in socks:
-            s.close()
 
 
+@pytest.mark.slow
 def test_serve_unmasked_frame_closes_1002():
     hub = Hub()
-    t, c, result, socks = start_serve(hub)
-    try:
-        c.recv_json()
+    with start_serve(hub) as (t, c, result, socks):
+        c.json()
         c.send(OP_TEXT, b"ping", mask=None)
-        frame = c.recv_frame()
+        frame = c.frame()
         assert frame.opcode == OP_CLOSE and parse_close(frame.payload)[0] == 1002
         c.send(OP_CLOSE, encode_close(1002))
         t.join(5)
         assert not t.is_alive() and result["code"] == 1002 and hub.count() == 0
-    finally:
-        for s in socks:
-            s.close()
 
 
 def test_serve_stop_event_sends_1001():
     hub = Hub()
     stop = threading.Event()
-    t, c, result, socks = start_serve(hub, stop_event=stop, poll_interval=0.05)
-    try:
-        c.recv_json()
+    with start_serve(hub, stop_event=stop, poll_interval=0.05) as (t, c, result, socks):
+        c.json()
         stop.set()
-        frame = c.recv_frame()
+        frame = c.frame()
         assert parse_close(frame.payload)[0] == 1001
         c.send(OP_CLOSE, encode_close(1001))
         t.join(5)
         assert not t.is_alive() and result["code"] == 1001
-    finally:
-        for s in socks:
-            s.close()
 
 
 def test_serve_hub_close_wakes_and_sends_1001_then_gives_up_after_close_timeout():
     hub = Hub()
-    t, c, result, socks = start_serve(hub, poll_interval=5.0, close_timeout=0.2)
-    try:
-        c.recv_json()
+    with start_serve(hub, poll_interval=5.0, close_timeout=0.2) as (t, c, result, socks):
+        c.json()
         hub.close()
-        assert parse_close(c.recv_frame().payload)[0] == 1001
+        assert parse_close(c.frame().payload)[0] == 1001
         t.join(3)  # the client never answers: close_timeout ends the wait
         assert not t.is_alive() and result["code"] == 1001
-    finally:
-        for s in socks:
-            s.close()
 
 
 def test_serve_slow_client_dropped_with_1008():
     hub = Hub()
-    t, c, result, socks = start_serve(hub, max_queue=1)
-    try:
-        c.recv_json()
+    with start_serve(hub, max_queue=1) as (t, c, result, socks):
+        c.json()
         big = "x" * 65536
         # the client does not read: the socket buffer fills, serve blocks in sendall,
         # its queue overflows and the hub drops it, while publish itself never blocks
@@ -643,42 +607,31 @@ def test_serve_slow_client_dropped_with_1008():
                 break
         assert hub.count() == 0
         while True:
-            frame = c.recv_frame()
+            frame = c.frame()
             if frame.opcode == OP_CLOSE:
                 break
         assert parse_close(frame.payload) == (1008, "client too slow")
         c.send(OP_CLOSE, encode_close(1008))
         t.join(5)
         assert not t.is_alive() and result["code"] == 1008
-    finally:
-        for s in socks:
-            s.close()
 
 
 def test_serve_keepalive_ping_then_idle_timeout():
     hub = Hub()
-    t, c, result, socks = start_serve(hub, ping_interval=0.1, idle_timeout=0.4, close_timeout=0.2)
-    try:
-        c.recv_json()
-        frame = c.recv_frame()
+    with start_serve(hub, ping_interval=0.1, idle_timeout=0.4, close_timeout=0.2) as (t, c, result, socks):
+        c.json()
+        frame = c.frame()
         assert frame.opcode == OP_PING
-        frame = c.recv_frame()  # no pong sent: closed as a dead peer
+        frame = c.frame()  # no pong sent: closed as a dead peer
         assert parse_close(frame.payload)[0] == 1011
         t.join(3)
         assert not t.is_alive() and result["code"] == 1011
-    finally:
-        for s in socks:
-            s.close()
 
 
 def test_serve_client_eof_is_1006():
     hub = Hub()
-    t, c, result, socks = start_serve(hub)
-    try:
-        c.recv_json()
+    with start_serve(hub) as (t, c, result, socks):
+        c.json()
         socks[1].shutdown(socket.SHUT_WR)
         t.join(5)
         assert not t.is_alive() and result["code"] == 1006 and hub.count() == 0
-    finally:
-        for s in socks:
-            s.close()
