@@ -6,7 +6,9 @@ Rules owned here:
 - A Claude session id is bound to one kgd session (store.bind_client). What it was shown lives
   in the session ("level:id" keys), so nothing is shown twice until a compact or a clear.
 - SessionStart: a preload within PRELOAD_LIMIT characters (startup, clear, compact, fork, and a
-  resume kgd does not know), or a short continuity note (a resume it knows).
+  resume kgd does not know), or a short continuity note (a resume it knows). The preload gives
+  gists of the most valuable active nodes (recency first) in all but CRUMB_SHARE of its room,
+  then ids only (crumbs) of the active nodes left out and of the archived ones (issue 13).
 - UserPromptSubmit: words-matched recall (kg/recall.py), every state, at most PROMPT_NODES and
   PROMPT_CHARS; a node shown counts as read (store.read_nodes: recency, promotion).
 - PostToolUse: nodes about the file just used (FILE_NODES, FILE_CHARS), and a nudge to save what
@@ -36,6 +38,8 @@ log = logging.getLogger(__name__)
 
 PRELOAD_LIMIT = 10000
 PRELOAD_GIST = 200
+CRUMB_SHARE = (1, 10)       # of the preload room kept for ids without gists (crumbs)
+CRUMB_HEAD = "Ids only (kg_read id=... gives one; an archived one comes back): "
 PROMPT_NODES, PROMPT_CHARS = 5, 2500
 FILE_NODES, FILE_CHARS = 3, 1500
 NUDGE_GAP, NUDGE_MAX, NUDGE_TARGET_GAP = 600.0, 3, 86400.0
@@ -209,8 +213,10 @@ def _usage(session_id):
 
 
 def _value_order(g):
-    """Active nodes of one graph, most valuable first: half recency, half connectedness
-    (edges to active nodes or files), each as a rank fraction; ties by id."""
+    """Active nodes of one graph, most valuable first: two thirds recency, one third
+    connectedness (edges to active nodes or files), each as a rank; ties by id. Recency leads
+    (issue 13): compaction already kept the well-connected nodes active, and a tenth of the
+    room should show what is being worked on now; recall brings the rest when it is named."""
     active = g.by_state[model.ACTIVE]
     nodes = g.nodes
     deg = {}
@@ -239,40 +245,63 @@ def _value_order(g):
         for x in by_deg[k:j]:
             deg_rank[x] = (k + j - 1) / 2.0
         k = j
-    return sorted(active, key=lambda i: (-(rec_rank[i] + deg_rank[i]), i))
+    return sorted(active, key=lambda i: (-(2 * rec_rank[i] + deg_rank[i]), i))
+
+
+def _crumb_order(g, left):
+    """Ids a preload shows without their gists: the active nodes it left out (most valuable
+    first), then the archived ones, most recently used first (ties by id)."""
+    archived = sorted(g.by_state[model.ARCHIVED], key=lambda i: (-model.recency(g.nodes[i]), i))
+    return list(left) + archived
+
+
+def _share(room, ordered, cost, rooms):
+    """Take items of both levels in order, each level within half the room first, then what the
+    other left; `rooms` holds what each level already used. Returns how many of each were taken."""
+    taken = {lv: 0 for lv in ordered}
+
+    def fill(level, budget):
+        items = ordered[level]
+        while taken[level] < len(items):
+            c = cost(level, items[taken[level]])
+            if rooms[level] + c > budget:
+                return
+            rooms[level] += c
+            taken[level] += 1
+
+    start = dict(rooms)
+    for lv in ordered:
+        fill(lv, start[lv] + room // 2)
+    for lv in ordered:
+        spare = room - sum(rooms[x] - start[x] for x in ordered)
+        fill(lv, rooms[lv] + spare)
+    return taken
 
 
 def _preload(mem, session):
-    """The preload text, the keys it shows and counts. Each level gets half of the room for its
-    lines; what one leaves is given to the other."""
+    """The preload text, the keys it shows and counts. Gists of the most valuable active nodes
+    take the room but a CRUMB_SHARE of it, each level half of that (what one leaves goes to the
+    other); the rest lists, ids only, the active nodes left out and the archived ones: a crumb
+    costs a tenth of a gist line and one kg_read id=... brings its node back."""
     head = _usage(session.id)
     graphs = {g.level: g for g in mem.graphs(session)}
-    ordered = {lv: _value_order(graphs[lv]) if lv in graphs else [] for lv in ("user", "project")}
+    levels = ("user", "project")
+    ordered = {lv: _value_order(graphs[lv]) if lv in graphs else [] for lv in levels}
     tail_room = 400
     room = PRELOAD_LIMIT - sum(len(x) + 1 for x in head) - tail_room - 80
-    lines = {"user": [], "project": []}
-    taken = {"user": 0, "project": 0}
-    used = {"user": 0, "project": 0}
+    num, den = CRUMB_SHARE
 
-    def fill(level, budget):
-        ids = ordered[level]
-        g = graphs.get(level)
-        while taken[level] < len(ids):
-            node = g.nodes[ids[taken[level]]]
-            line = "- %s: %s" % (node["id"], recall.clip(node.get("gist", ""), PRELOAD_GIST))
-            if used[level] + len(line) + 1 > budget:
-                return
-            lines[level].append(line)
-            used[level] += len(line) + 1
-            taken[level] += 1
+    def gist_line(level, nid):
+        return "- %s: %s" % (nid, recall.clip(graphs[level].nodes[nid].get("gist", ""), PRELOAD_GIST))
 
-    half = room // 2
-    for lv in ("user", "project"):
-        fill(lv, half)
-    spare = room - used["user"] - used["project"]
-    for lv in ("user", "project"):
-        fill(lv, used[lv] + spare)
-        spare = room - used["user"] - used["project"]
+    used = {lv: 0 for lv in levels}
+    taken = _share(room - room * num // den, ordered, lambda lv, nid: len(gist_line(lv, nid)) + 1, used)
+    lines = {lv: [gist_line(lv, nid) for nid in ordered[lv][:taken[lv]]] for lv in levels}
+    crumbs = {lv: _crumb_order(graphs[lv], ordered[lv][taken[lv]:]) if lv in graphs else [] for lv in levels}
+    head_len = len(CRUMB_HEAD) + 2
+    spent = {lv: used[lv] + (head_len if crumbs[lv] else 0) for lv in levels}
+    shown = _share(room - sum(spent.values()), crumbs, lambda lv, nid: len(nid) + 2,
+                   {lv: 0 for lv in levels})
     body = []
     for lv, title in (("user", "User knowledge (all projects)"), ("project", "Project knowledge")):
         if lv == "project" and lv not in graphs:
@@ -280,6 +309,8 @@ def _preload(mem, session):
         body.append("")
         body.append("## %s, most valuable first:" % title)
         body.extend(lines[lv] or ["(nothing yet)"])
+        if shown[lv]:
+            body.append(CRUMB_HEAD + ", ".join(crumbs[lv][:shown[lv]]))
     left = {lv: len(ordered[lv]) - taken[lv] for lv in ordered}
     archived = sum(len(g.by_state[model.ARCHIVED]) + len(g.by_state[model.ORPHANED]) for g in graphs.values())
     n_edges = sum(len(g.edges) for g in graphs.values())
@@ -290,7 +321,7 @@ def _preload(mem, session):
     text = "\n".join(head + body + ["", tail])
     if len(text) > PRELOAD_LIMIT:  # long ids can outgrow the estimate: never past the limit
         text = text[:PRELOAD_LIMIT - 60] + "\n… cut to fit; kg_read gives the rest."
-    keys = ["%s:%s" % (lv, nid) for lv in ("user", "project") for nid in ordered[lv][:taken[lv]]]
+    keys = ["%s:%s" % (lv, nid) for lv in levels for nid in ordered[lv][:taken[lv]]]
     stats = {"shown": taken["user"] + taken["project"], "user": taken["user"], "project": taken["project"],
              "active": len(ordered["user"]) + len(ordered["project"])}
     return text, keys, stats

@@ -194,13 +194,69 @@ def test_one_level_uses_what_the_other_leaves(env):
 def test_most_valuable_first(env):
     env.put("project", "old", "old and alone")
     env.advance(100)
-    env.put("project", "hub", "connected and recent")
     env.put("project", "leaf", "leaf")
+    env.advance(1)
+    env.put("project", "hub", "connected and recent")
     env.store.put_edge(env.writer, "project", "leaf", "hub", "uses")
     env.store.put_edge(env.writer, "project", "hub", "kg/store.py", "about")
     text = ctx(env.start(), "SessionStart")
     order = [line.split(":")[0][2:] for line in text.splitlines() if line.startswith("- ")]
-    assert order[0] == "hub" and order[-1] == "old"
+    assert order == ["hub", "leaf", "old"]
+
+
+def test_recency_leads_the_preload_order(env):
+    """Two thirds recency, one third connectedness (issue 13): the node written last comes
+    before a better connected one written just before it (rank 2 x 2 + 1 = 5 against 2 + 2 = 4)."""
+    env.put("project", "old", "old and alone")
+    env.advance(100)
+    env.put("project", "hub", "connected, written before leaf")
+    env.advance(1)
+    env.put("project", "leaf", "leaf, written last")
+    env.store.put_edge(env.writer, "project", "leaf", "hub", "uses")
+    env.store.put_edge(env.writer, "project", "hub", "kg/store.py", "about")
+    text = ctx(env.start(), "SessionStart")
+    order = [line.split(":")[0][2:] for line in text.splitlines() if line.startswith("- ")]
+    assert order == ["leaf", "hub", "old"]
+
+
+def _crumbs(text):
+    lines = [x for x in text.splitlines() if x.startswith(hooks.CRUMB_HEAD)]
+    return [x[len(hooks.CRUMB_HEAD):].split(", ") for x in lines]
+
+
+def test_preload_lists_archived_ids_as_crumbs(env):
+    """Issue 13: ids of archived nodes (most recently used first), not orphaned ones, so one
+    kg_read id=... brings a node back instead of the agent re-deriving it."""
+    for nid in ("a-old", "a-new", "orph", "live"):
+        env.put("project", nid, "gist of " + nid)
+        env.advance(10)
+    env.archive("project", "a-old")
+    env.archive("project", "a-new")
+    env.archive("project", "orph")
+    with env.store.lock:
+        env.store.graph("project", env.writer).nodes["orph"]["_orphaned_ts"] = env.t[0]
+        env.store.graph("project", env.writer).refresh("orph")
+    text = ctx(env.start(), "SessionStart")
+    assert "- live: gist of live" in text and "gist of a-new" not in text
+    assert _crumbs(text) == [["a-new", "a-old"]]
+    assert "orph" not in text.split("Left out here")[0]
+    assert set(env.session().shown) == {"project:live"}   # crumbs are not gists shown: recall may show them
+
+
+def test_crumbs_keep_their_share_when_gists_overflow(env):
+    for i in range(300):
+        env.put("project", "p%03d" % i, "project knowledge number %d " % i + "y" * 150)
+        env.advance(1)
+    for i in range(20):
+        env.archive("project", "p%03d" % i)
+    text = ctx(env.start(), "SessionStart")
+    assert len(text) <= hooks.PRELOAD_LIMIT
+    gists = [x[2:6] for x in text.splitlines() if x.startswith("- p")]
+    (crumbs,) = _crumbs(text)
+    assert gists[0] == "p299" and len(crumbs) >= 25
+    assert crumbs[0] == "p%03d" % (299 - len(gists))     # the next most valuable active node
+    assert not set(gists) & set(crumbs)
+    assert sum(len(c) + 2 for c in crumbs) <= 10000 * hooks.CRUMB_SHARE[0] // hooks.CRUMB_SHARE[1] + 200
 
 
 def test_empty_memory_still_gives_session_and_guide(env):
