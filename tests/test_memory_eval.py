@@ -12,6 +12,8 @@ import pytest
 import kg
 from kg import render
 
+pytestmark = pytest.mark.e2e  # some tests run bench/memory_eval.py as a process
+
 BENCH = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "bench")
 sys.path.insert(0, BENCH)
 

@@ -2,15 +2,10 @@
 file and url matching, budgets and their truncation order. Pure: no store."""
 
 import pytest
+from helpers import node
 
 from kg import recall
 from kg.recall import Index, file_hits, fit_lines, prompt_hits, url_hits, user_text, words
-
-
-def node(nid, gist="", notes=(), touches=(), **extra):
-    n = {"id": nid, "gist": gist, "notes": list(notes), "touches": list(touches)}
-    n.update(extra)
-    return n
 
 
 def index(*nodes, edges=()):
