@@ -127,26 +127,6 @@ class Store:
     def sessions(self):
         return self._sessions.by_id
 
-    @property
-    def sessions_dirty(self):
-        return self._sessions.dirty
-
-    @sessions_dirty.setter
-    def sessions_dirty(self, value):
-        self._sessions.dirty = value
-
-    @property
-    def seq(self):
-        return self.log.seq
-
-    @property
-    def changes(self):
-        return self.log.changes
-
-    @property
-    def log_floor(self):
-        return self.log.floor
-
     def _units(self):
         return ([self._user] if self._user is not None else []) + list(self._projects.values())
 

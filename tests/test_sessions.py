@@ -134,7 +134,7 @@ def test_hook_state_is_saved_by_the_next_maintenance_pass(env):
     s, _ = st.bind_client("c", None)
     s.hook["nudges"] = 1
     st.save_hook_state(s)
-    assert st.sessions_dirty
+    assert st._sessions.dirty
     st.maintenance()
     with open(os.path.join(env.root, "sessions.json")) as f:
         saved = json.load(f)["sessions"][s.id]

@@ -986,14 +986,14 @@ def test_change_log_overflow_and_trim_never_hide_a_change(tmp_path, monkeypatch)
             kept = store.sync(keeper)
             assert not kept["full_resync"]
             assert {n["id"] for n in kept["nodes"]} == ids
-        assert store.log_floor > 0
+        assert store.log.floor > 0
         lag = store.sync(laggard)
         assert lag["full_resync"]
         assert {n["id"] for n in lag["nodes"]} == everything
         store.sync(writer)
         store.put_node(writer, "user", "c", "g")
         store.maintenance()  # trims what every session has seen (each session's mark holds the log)
-        assert [c[0] for c in store.changes] == [store.seq]
+        assert [c[0] for c in store.log.changes] == [store.log.seq]
         assert [n["id"] for n in store.sync(keeper)["nodes"]] == ["c"]
         assert [n["id"] for n in store.sync(laggard)["nodes"]] == ["c"]
         assert store.sync(writer)["nodes"] == []
