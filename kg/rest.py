@@ -70,9 +70,21 @@ def graph(store, m, q, body):
     root = _root(pp) if pp else None  # walks the file system: before taking the store's lock
     with store.lock:
         project = store.existing_project_graph(root) if root else None
-        shown = store.full_graph(project) if project else (
+        shown = _full_graph(store, project) if project else (
             {"nodes": [], "edges": [], "tokens": 0, "max_tokens": store.settings.max_tokens} if root else None)
-        return {"project_path": root, "user": store.full_graph(store.user), "project": shown}
+        return {"project_path": root, "user": _full_graph(store, store.user), "project": shown}
+
+
+def _full_graph(store, g):
+    """Every node in every state, with its times (lock held)."""
+    nodes = []
+    for n in g.nodes.values():
+        item = model.public_node(n)
+        item["created_ts"] = n.get("_created_ts")
+        item["updated_ts"] = model.recency(n)
+        nodes.append(item)
+    return {"nodes": nodes, "edges": [model.public_edge(e) for e in g.edges.values()],
+            "tokens": g.tokens, "max_tokens": store.settings.max_tokens}
 
 
 def _root(pp):
@@ -87,7 +99,18 @@ def create_session(store, m, q, body):
 
 
 def get_session(store, m, q, body):
-    return store.session_stats(store.session(m["sid"]))
+    return session_stats(store, store.session(m["sid"]))
+
+
+def session_stats(store, session):
+    """A session as GET /api/sessions/{id} shows it: its public fields and the changes by other
+    sessions its next kg_sync would return."""
+    with store.lock:
+        d = session.to_obj()
+        for private in ("client_id", "shown", "hook"):
+            d.pop(private)
+        d["pending_changes"] = store.log.pending(session.sync_mark, session.id)
+        return d
 
 
 def get_node(store, m, q, body):
@@ -166,7 +189,12 @@ def put_progress(store, m, q, body):
 
 
 def projects(store, m, q, body):
-    return {"projects": store.projects_summary()}
+    with store.lock:
+        graphs = sorted(store.all_project_graphs(), key=lambda g: g.slug or "")
+        return {"projects": [{"slug": g.slug, "project_path": g.project_path, "nodes": len(g.nodes),
+                              "edges": len(g.edges), "active": g.state_counts[model.ACTIVE],
+                              "archived": g.state_counts[model.ARCHIVED],
+                              "orphaned": g.state_counts[model.ORPHANED]} for g in graphs]}
 
 
 def openapi(store, m, q, body):

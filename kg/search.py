@@ -88,6 +88,25 @@ def rank_corpora(query, corpora, limit=20):
     return [(-neg, corpora[ci].items[k][0], corpora[ci].items[k][1]) for neg, _, ci, k in best]
 
 
+def rank_graphs(query, graphs, limit=20):
+    """rank_corpora over graphs, each graph's Corpus kept on it (g.corpus) until the graph changes
+    and each node's lower-cased text (g.search_cache) until that node changes. Returns
+    [(score, graph, node)] best first."""
+    corpora = []
+    for g in graphs:
+        if g.corpus is None:
+            cache = g.search_cache
+
+            def text_of(n, cache=cache):
+                t = cache.get(n["id"])
+                if t is None:
+                    t = cache[n["id"]] = node_text(n)
+                return t
+            g.corpus = Corpus(((g, n) for n in g.nodes.values()), text_of)
+        corpora.append(g.corpus)
+    return rank_corpora(query, corpora, limit)
+
+
 def rank(query, candidates, limit=20, text_of=node_text):
     """candidates: iterable of (level, node); level is passed through untouched.
     Returns [(score, level, node)] best first."""

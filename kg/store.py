@@ -713,31 +713,13 @@ class Store:
             else:
                 graphs = [self.user] + self.all_project_graphs()
             results = []
-            for score, g, node in self._rank(query, graphs, limit):
+            for score, g, node in search.rank_graphs(query, graphs, limit):
                 item = model.public_node(node)
                 item.update({"level": g.level, "score": score})
                 if g.level == "project":
                     item["project_path"] = g.project_path
                 results.append(item)
             return {"results": results}
-
-    @staticmethod
-    def _rank(query, graphs, limit):
-        """search.rank over the graphs, with one search.Corpus per graph kept until it changes
-        (and each node's lower-cased text kept until that node changes)."""
-        corpora = []
-        for g in graphs:
-            if g.corpus is None:
-                cache = g.search_cache
-
-                def text_of(n, cache=cache):
-                    t = cache.get(n["id"])
-                    if t is None:
-                        t = cache[n["id"]] = search.node_text(n)
-                    return t
-                g.corpus = search.Corpus(((g, n) for n in g.nodes.values()), text_of)
-            corpora.append(g.corpus)
-        return search.rank_corpora(query, corpora, limit)
 
     def sync(self, session):
         """Changes by other sessions (and compaction) since the session's mark (contract 3)."""
@@ -769,35 +751,8 @@ class Store:
             current = unit.graph.meta.setdefault("progress", {}).get(task_id)
         return {"task_id": task_id, "level": level, "state": current}
 
-    # ------------------------------------------------------------ views for REST / health
+    # ------------------------------------------------------------ health
 
     def health(self):
         with self.lock:
             return {"sessions": len(self._sessions.by_id), "graphs_loaded": 1 + len(self._projects)}
-
-    def session_stats(self, session):
-        with self.lock:
-            d = session.to_obj()
-            for private in ("client_id", "shown", "hook"):
-                d.pop(private)
-            d["pending_changes"] = self.log.pending(session.sync_mark, session.id)
-            return d
-
-    def full_graph(self, g):
-        """Every node in every state, with its times (REST /api/graph)."""
-        with self.lock:
-            nodes = []
-            for n in g.nodes.values():
-                item = model.public_node(n)
-                item["created_ts"] = n.get("_created_ts")
-                item["updated_ts"] = model.recency(n)
-                nodes.append(item)
-            return {"nodes": nodes, "edges": [model.public_edge(e) for e in g.edges.values()],
-                    "tokens": g.tokens, "max_tokens": self.settings.max_tokens}
-
-    def projects_summary(self):
-        with self.lock:
-            graphs = self.all_project_graphs()
-            return [{"slug": g.slug, "project_path": g.project_path, "nodes": len(g.nodes), "edges": len(g.edges),
-                     "active": g.state_counts[model.ACTIVE], "archived": g.state_counts[model.ARCHIVED],
-                     "orphaned": g.state_counts[model.ORPHANED]} for g in sorted(graphs, key=lambda g: g.slug or "")]

@@ -8,7 +8,7 @@ import os
 import pytest
 
 from helpers import StoreEnv
-from kg import sessions
+from kg import rest, sessions
 from kg.errors import BadInput, NotFound
 from kg.graph import Graph
 from kg.sessions import MAX_SHOWN, Session
@@ -173,7 +173,7 @@ def test_session_stats_keep_their_fields(env):
     st = env.open()
     s, _ = st.bind_client("c", None)
     st.mark_shown(s, ["user:a"])
-    assert set(st.session_stats(s)) == {"id", "project_path", "started", "last_active", "sync_mark",
+    assert set(rest.session_stats(st, s)) == {"id", "project_path", "started", "last_active", "sync_mark",
                                         "writes", "reads", "pending_changes"}
 
 
