@@ -166,3 +166,23 @@ def test_the_script_runs_from_the_command_line_with_a_plugin(tmp_path):
     assert [ln.split()[0] for ln in out.stdout.splitlines()[1:3]] == ["kgd", "mine"]
     with open(tmp_path / "x.json") as f:
         assert [r["policy"] for r in json.load(f)["runs"]] == ["kgd", "mine"]
+
+
+def test_the_archive_to_budget_variant_changes_what_kgd_keeps(tmp_path):
+    """bench/variants/archive_to_budget.py (a proposal, not kgd's policy) runs as a plugin and
+    leaves more nodes active than kgd's own pass 1 (which archives down to 0.8 x max_tokens)."""
+    import subprocess
+
+    def end_active(*extra):
+        path = tmp_path / ("%d.json" % len(extra))
+        out = subprocess.run([sys.executable, os.path.join(BENCH, "memory_eval.py"), "--days", "45",
+                              "--max-tokens", "1500", "--seed", "3", "--policy", "kgd", "--json", str(path)]
+                             + list(extra), capture_output=True, text=True, timeout=120)
+        assert out.returncode == 0, out.stderr
+        with open(path) as f:
+            run = json.load(f)["runs"][0]
+        return run["end"]
+
+    variant = os.path.join(BENCH, "variants", "archive_to_budget.py")
+    base, atb = end_active(), end_active("--plugin", variant)
+    assert base != atb
