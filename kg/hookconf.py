@@ -94,7 +94,7 @@ def found(conf):
     out = {}
     for event, groups in _event_lists(conf).items():
         for group in groups if isinstance(groups, list) else ():
-            for hook in (group.get("hooks") or []) if isinstance(group, dict) else ():
+            for hook in _inner(group):
                 if is_kgd_hook(hook):
                     out.setdefault(event, []).append(hook)
     return out
@@ -137,9 +137,15 @@ def _installed_as_wanted(conf, wanted):
         _matcher_of(conf, e) == wanted[e][0].get("matcher") for e in wanted)
 
 
+def _inner(group):
+    """The hook objects of one matcher group; nothing when the group is not shaped as one."""
+    inner = group.get("hooks") if isinstance(group, dict) else None
+    return inner if isinstance(inner, list) else ()
+
+
 def _matcher_of(conf, event):
     for group in _event_lists(conf).get(event) or []:
-        if isinstance(group, dict) and any(is_kgd_hook(h) for h in group.get("hooks") or []):
+        if any(is_kgd_hook(h) for h in _inner(group)):
             return group.get("matcher")
     return None
 
@@ -150,7 +156,9 @@ def install_into(conf, cfg):
     if _installed_as_wanted(conf, wanted):
         return conf, False
     new, _ = without_kgd(conf)
-    hooks = new.setdefault("hooks", {})
+    if new.get("hooks") is None:
+        new["hooks"] = {}
+    hooks = new["hooks"]
     for event, groups in wanted.items():
         if not isinstance(hooks.get(event, []), list):
             raise CommandError("\"hooks\".%s in the settings is not a list; fix it, then run this again" % event)

@@ -8,9 +8,11 @@ nothing of the person's own); writing the same content again changes nothing.
 
 import json
 import os
+import stat
 import time
 
 from .console import CommandError
+from .jsonrpc import strict_loads
 from .storage import atomic_write
 
 
@@ -24,7 +26,7 @@ def load(path):
     except OSError as exc:
         raise CommandError("cannot read %s: %s" % (path, exc.strerror or exc))
     try:
-        conf = json.loads(raw.decode("utf-8")) if raw.strip() else {}
+        conf = strict_loads(raw.decode("utf-8")) if raw.strip() else {}
     except (UnicodeDecodeError, ValueError) as exc:
         raise CommandError("%s is not valid JSON (%s); fix it or move it aside, then run this again"
                            % (path, str(exc)[:120]))
@@ -40,7 +42,12 @@ def encode(conf):
 
 def save(path, conf, raw, backup=True):
     """Write conf to path, keeping raw (the bytes read) as a dated backup. -> the backup's path.
-    An empty conf with nothing to back up removes the file (it held only what we put there)."""
+    An empty conf with nothing to back up removes the file (it held only what we put there).
+    A symlink is followed (the file it names is replaced, the link stays); a file without write
+    permission is refused, not replaced behind the person's back."""
+    path = os.path.realpath(path)
+    if raw is not None and os.path.exists(path) and not os.stat(path).st_mode & stat.S_IWUSR:
+        raise CommandError("%s is read-only; make it writable (chmod u+w) and run this again" % path)
     if not backup:
         raw = None
     if not conf and raw is None:
