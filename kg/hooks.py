@@ -14,7 +14,8 @@ Rules owned here:
 - PostToolUse: nodes about the file just used (FILE_NODES, FILE_CHARS), and a nudge to save what
   keeps being re-derived: a target used in 2+ Claude sessions (a url or query also twice in one)
   that no node covers, at most one per NUDGE_GAP per session, NUDGE_MAX per session, one per
-  target per day.
+  target per day. Targets over TARGET_MAX characters are ignored; a nudge spells out a path or url
+  only up to NUDGE_SHOWN characters (JSON-escaped), so every answer stays short.
 - Stop: once per Claude session, after substantial work with nothing written to memory, never
   when stop_hook_active, off with KG_CAPTURE_NUDGE=0.
 - Prompt text is never kept; per-session counters are small and bounded, targets are hashed.
@@ -25,6 +26,7 @@ Rules owned here:
 
 import collections
 import hashlib
+import json
 import logging
 import os
 import re
@@ -42,6 +44,8 @@ CRUMB_SHARE = (1, 10)       # of the preload room kept for ids without gists (cr
 CRUMB_HEAD = "Ids only (kg_read id=... gives one; an archived one comes back): "
 PROMPT_NODES, PROMPT_CHARS = 5, 2500
 FILE_NODES, FILE_CHARS = 3, 1500
+TARGET_MAX = 65536          # characters of a file path, url or web query worth looking at
+NUDGE_SHOWN = 300           # a path or url longer than this is not spelled out in a nudge
 NUDGE_GAP, NUDGE_MAX, NUDGE_TARGET_GAP = 600.0, 3, 86400.0
 STOP_EDITS, STOP_TOOLS = 3, 12
 SESSION_TARGETS = 64        # targets remembered per Claude session
@@ -386,25 +390,27 @@ def _lines(mem, session, hits, max_nodes, max_chars):
 # ---- PostToolUse
 
 def _target(payload):
-    """(kind, target) of a file or web tool call, or None."""
+    """(kind, target) of a file or web tool call, or None. A value over TARGET_MAX characters, or a
+    path without a single component ("/", "."), names nothing worth recalling or nudging about."""
     tool, ti = payload.get("tool_name"), payload.get("tool_input")
     if not isinstance(tool, str) or not isinstance(ti, dict):
         return None
+    kind, value = None, None
     if tool in FILE_TOOLS:
-        p = ti.get(FILE_TOOLS[tool])
-        return ("file", p) if isinstance(p, str) and p.strip() else None
-    if tool in ("Grep", "Glob"):
-        p = ti.get("path")
-        if isinstance(p, str) and p.strip() and os.path.isfile(p):
-            return ("file", p)
+        kind, value = "file", ti.get(FILE_TOOLS[tool])
+    elif tool in ("Grep", "Glob"):
+        kind, value = "file", ti.get("path")
+    elif tool == "WebFetch":
+        kind, value = "url", ti.get("url")
+    elif tool == "WebSearch":
+        kind, value = "query", ti.get("query")
+    if not isinstance(value, str) or not value.strip() or len(value) > TARGET_MAX:
         return None
-    if tool == "WebFetch":
-        u = ti.get("url")
-        return ("url", u) if isinstance(u, str) and u.strip() else None
-    if tool == "WebSearch":
-        q = ti.get("query")
-        return ("query", q) if isinstance(q, str) and q.strip() else None
-    return None
+    if kind == "file" and not recall.path_parts(value):
+        return None
+    if tool in ("Grep", "Glob") and not os.path.isfile(value):  # a search over a folder is about no one file
+        return None
+    return kind, value
 
 
 def _tool(mem, payload, targets, env):
@@ -447,10 +453,11 @@ def _about_target(mem, session, payload, target, targets, env):
     fresh = [c for c in covered if "%s:%s" % (c.level, c.id) not in session.shown][:FILE_NODES]
     parts, used = [], []
     if fresh and kind != "query":
-        lines, used = _lines(mem, session, fresh, FILE_NODES, FILE_CHARS - 120)
+        name = recall.relative_path(value, root) if kind == "file" else value
+        head = "kg memory about %s:" % recall.clip(name, 200)
+        lines, used = _lines(mem, session, fresh, FILE_NODES, FILE_CHARS - len(head) - 1)
         if lines:
-            name = recall.relative_path(value, root) if kind == "file" else value
-            parts.append("kg memory about %s:" % recall.clip(name, 200))
+            parts.append(head)
             parts.extend(lines)
     nudge = _nudge(mem, session, payload, kind, value, bool(covered), targets, env)
     if nudge:
@@ -536,19 +543,26 @@ def _slug(text):
     return s[:60].strip("-") or "note"
 
 
+def _quoted(value, placeholder):
+    """value as it goes between double quotes in a suggested call, or the placeholder when it is too
+    long to spell out (the nudge stays short; the agent knows the path it just used)."""
+    return json.dumps(value, ensure_ascii=False)[1:-1] if len(value) <= NUDGE_SHOWN else placeholder
+
+
 def _nudge_text(session, kind, value, root, count, clients):
     if kind == "file":
         rel = recall.relative_path(value, root)
-        what = "You have now read %s in %d Claude sessions and no kg node covers it." % (rel, clients)
-        call = 'kg_put_node session_id="%s" level="project" id="%s" gist="<what %s does and why, in one line>" ' \
-               'notes=["<what you had to work out>"] touches=["%s"]' % (
-                   session.id, _slug(recall.path_parts(rel)[-1]), rel, rel)
+        what = "You have now read %s in %d Claude sessions and no kg node covers it." % (recall.clip(rel, 200), clients)
+        call = 'kg_put_node session_id="%s" level="project" id="%s" gist="<what this file does and why, in one ' \
+               'line>" notes=["<what you had to work out>"] touches=["%s"]' % (
+                   session.id, _slug(recall.path_parts(rel)[-1]), _quoted(rel, "<the file's path>"))
     elif kind == "url":
         what = "You keep fetching %s (%d time(s) here, %d Claude session(s)) and no kg node covers it." % (
             recall.clip(value, 200), count, clients)
+        key = recall.norm_url(value)
         call = 'kg_put_node session_id="%s" level="user" id="%s" gist="<what this page says that matters>" ' \
-               'touches=["%s"]' % (session.id, _slug(recall.norm_url(value).split("/")[0] + "-"
-                                                     + "-".join(recall.norm_url(value).split("/")[1:3])), value)
+               'touches=["%s"]' % (session.id, _slug(key.split("/")[0] + "-" + "-".join(key.split("/")[1:3])),
+                                   _quoted(value, "<the url>"))
     else:
         what = "You searched the web for %r again and no kg node covers it." % recall.clip(value, 120)
         call = 'kg_put_node session_id="%s" level="user" id="%s" gist="<the answer you found>" ' \
