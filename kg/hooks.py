@@ -14,8 +14,7 @@ Rules owned here:
 - PostToolUse: nodes about the file just used (FILE_NODES, FILE_CHARS), and a nudge to save what
   keeps being re-derived: a target used in 2+ Claude sessions (a url or query also twice in one)
   that no node covers, at most one per NUDGE_GAP per session, NUDGE_MAX per session, one per
-  target per day. Targets over TARGET_MAX characters are ignored; a nudge spells out a path or url
-  only up to NUDGE_SHOWN characters (JSON-escaped), so every answer stays short.
+  target per day. Targets over TARGET_MAX chars are ignored; a nudge quotes at most NUDGE_SHOWN.
 - Stop: once per Claude session, after substantial work with nothing written to memory, never
   when stop_hook_active, off with KG_CAPTURE_NUDGE=0.
 - Prompt text is never kept; per-session counters are small and bounded, targets are hashed.
