@@ -135,17 +135,21 @@ def test_one_level_uses_what_the_other_leaves(env):
     assert len(text) <= hooks.PRELOAD_LIMIT
 
 
+def _linked_preload_order(env):
+    """Link leaf -> hub -> a file, then the ids of the preload's gist lines in order."""
+    env.store.put_edge(env.writer, "project", "leaf", "hub", "uses")
+    env.store.put_edge(env.writer, "project", "hub", "kg/store.py", "about")
+    text = ctx(env.start(), "SessionStart")
+    return [line.split(":")[0][2:] for line in text.splitlines() if line.startswith("- ")]
+
+
 def test_most_valuable_first(env):
     env.put("project", "old", "old and alone")
     env.advance(100)
     env.put("project", "leaf", "leaf")
     env.advance(1)
     env.put("project", "hub", "connected and recent")
-    env.store.put_edge(env.writer, "project", "leaf", "hub", "uses")
-    env.store.put_edge(env.writer, "project", "hub", "kg/store.py", "about")
-    text = ctx(env.start(), "SessionStart")
-    order = [line.split(":")[0][2:] for line in text.splitlines() if line.startswith("- ")]
-    assert order == ["hub", "leaf", "old"]
+    assert _linked_preload_order(env) == ["hub", "leaf", "old"]
 
 
 def test_recency_leads_the_preload_order(env):
@@ -156,11 +160,7 @@ def test_recency_leads_the_preload_order(env):
     env.put("project", "hub", "connected, written before leaf")
     env.advance(1)
     env.put("project", "leaf", "leaf, written last")
-    env.store.put_edge(env.writer, "project", "leaf", "hub", "uses")
-    env.store.put_edge(env.writer, "project", "hub", "kg/store.py", "about")
-    text = ctx(env.start(), "SessionStart")
-    order = [line.split(":")[0][2:] for line in text.splitlines() if line.startswith("- ")]
-    assert order == ["leaf", "hub", "old"]
+    assert _linked_preload_order(env) == ["leaf", "hub", "old"]
 
 
 def _crumbs(text):
