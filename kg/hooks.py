@@ -166,10 +166,10 @@ class _Memory:
         self.store.save_hook_state(session)
 
     def shown(self, session, hits):
-        """Mark hits shown and count them as read (outside the lock: a read waits for its fsync)."""
-        if hits:
-            self.mark(session, ["%s:%s" % (h.level, h.id) for h in hits])
-            self.read(session, hits)
+        """Mark hits shown, under the same lock hold that chose them: a parallel hook of this
+        Claude session then cannot choose them again. Count them as read afterwards, outside
+        the lock (mem.read: a read waits for its fsync)."""
+        self.mark(session, ["%s:%s" % (h.level, h.id) for h in hits])
 
 
 class _Warming(Exception):
@@ -366,10 +366,11 @@ def _prompt(mem, payload, targets, env):
         session.hook["seen"] = mem.now()
         hits = recall.prompt_hits(mem.indexes(session), text, exclude=session.shown, limit=PROMPT_NODES)
         lines, used = _lines(mem, session, hits, PROMPT_NODES, PROMPT_CHARS - 120)
+        mem.shown(session, used)
     mem.save(session)
     if not lines:
         return None
-    mem.shown(session, used)
+    mem.read(session, used)
     head = "kg memory recalled for this prompt (%d node%s):" % (len(lines), "" if len(lines) == 1 else "s")
     return _context("UserPromptSubmit", "\n".join([head] + lines))
 
@@ -407,8 +408,12 @@ def _target(payload):
         return None
     if kind == "file" and not recall.path_parts(value):
         return None
-    if tool in ("Grep", "Glob") and not os.path.isfile(value):  # a search over a folder is about no one file
-        return None
+    if tool in ("Grep", "Glob"):  # a search over one file is about it; over a folder, about no one file
+        cwd = payload.get("cwd")
+        if not os.path.isabs(value) and isinstance(cwd, str) and os.path.isabs(cwd):
+            value = os.path.join(cwd, value)
+        if not os.path.isfile(value):
+            return None
     return kind, value
 
 
@@ -420,6 +425,7 @@ def _tool(mem, payload, targets, env):
     if session is None:
         return None
     parts, used = [], []
+    target = _target(payload)  # may look at the file system: before the lock
     with mem.store.lock:
         h = session.hook
         h["seen"] = mem.now()
@@ -428,10 +434,10 @@ def _tool(mem, payload, targets, env):
             h["edits"] = int(h.get("edits", 0)) + 1
         if "kg_put_node" in tool or "kg_put_edge" in tool:
             h["kg_writes"] = int(h.get("kg_writes", 0)) + 1
-        target = _target(payload)
         if target is not None:
             parts, used = _about_target(mem, session, payload, target, targets, env)
-    mem.shown(session, used)
+            mem.shown(session, used)
+    mem.read(session, used)
     mem.save(session)
     if not parts:
         return None

@@ -279,6 +279,33 @@ def test_prompt_recall_promotes_archived_node(env):
     assert env.prompt("the websocket close again") is None  # shown once per Claude session
 
 
+def test_a_parallel_hook_of_one_session_does_not_show_a_node_again(env, monkeypatch):
+    """What a hook chose is marked shown before its lock is released: a second hook of the same
+    Claude session that runs in between (here: from inside the first one's save) recalls nothing."""
+    _seed_archived(env)
+    save, nested = env.store.save_hook_state, []
+
+    def save_then_race(session):
+        if not nested:
+            nested.append("running")
+            nested[0] = env.prompt("why does the websocket close with 1006?")
+        return save(session)
+
+    monkeypatch.setattr(env.store, "save_hook_state", save_then_race)
+    first = ctx(env.prompt("why does the websocket close with 1006?"), "UserPromptSubmit")
+    assert "ws-close" in first
+    assert nested == [None]
+
+
+def test_grep_path_relative_to_the_session_cwd(env):
+    """Grep / Glob over one file (a path relative to the session's cwd) recalls the nodes about it."""
+    (env.proj / "src").mkdir()
+    (env.proj / "src" / "feed.py").write_text("x = 1\n")
+    env.put("project", "feed-fanout", "the feed fans out to every viewer", touches=["src/feed.py"])
+    text = ctx(env.tool("Grep", {"pattern": "fan", "path": "src/feed.py"}), "PostToolUse")
+    assert "feed-fanout" in text
+
+
 def test_prompt_recall_other_session_sees_it_too(env):
     _seed_archived(env)
     assert env.prompt("websocket close", sid="one") is not None
