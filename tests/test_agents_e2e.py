@@ -1,0 +1,270 @@
+"""End to end with the real Codex CLI, Gemini CLI and Copilot CLI (pinned in tests/agents/<name>) against kgd.
+
+Each agent runs headless (`codex exec`, `gemini -p`, `copilot -p`) with a throwaway HOME holding kgd's
+MCP server and kgd's hooks, against a scripted fake model on loopback that records every request
+(tests/agents/fake_model.py), in a private network namespace where the host allows it. The MCP
+traffic goes through a tap that keeps kgd's own answers, so "whole" is checked against what kgd sent.
+Per agent, two runs on one seeded graph (contract sections 8 and 11):
+
+- run A, an unrelated prompt: the model calls kg_read (cwd, and the preload's session id), then reads
+  a source file with the agent's own tool (Codex: `cat` through its shell tool), then answers;
+- run B, a prompt naming an archived node's words: the model answers at once.
+
+Asserted from what the model received: the usage guide (kgd's MCP instructions or the preload's), the
+preload (`Session: <id>` of a live kgd session and active knowledge) before the first turn; kg_read's
+result as kgd's text (not JSON), whole (not cut, not moved to a file); the archived node's recall
+after run B's prompt (and the node active again); the file's node after the file read; an archived
+node that shares words only with the preload never recalled; nothing leaving loopback. What each
+agent showed the model is in tests/agents/README.md.
+
+Skips (with the reason) where node/npm or the pinned package is missing (`cd tests/agents/<name> &&
+npm ci`).
+"""
+
+import json
+import os
+import sys
+
+import pytest
+
+from helpers import Daemon
+
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "agents"))
+import harness  # noqa: E402
+from fake_model import say  # noqa: E402
+
+pytestmark = [pytest.mark.e2e, pytest.mark.slow]
+
+# `kgd hook --agent NAME` and `/api/hooks?agent=NAME` (contract section 11); off, kgd gets Claude Code's shape.
+AGENT_FLAG = False
+
+PROMPT_A = "Hello there, start working."
+FINAL_A = "Memory used."
+ZEBRA_ID = "okavango-zebra-crossing"
+ZEBRA_GIST = "Zebra herds cross the Okavango delta when the flood pulse peaks in July"
+ZEBRA_PROMPT = "When do the zebra herds cross the Okavango delta?"
+FILE = "src/billing_ledger.py"
+FILE_ID = "ledger-rounding"
+FILE_GIST = "Ledger totals round half-even because the bank reconciliation rejects half-up sums"
+DECOY_ID = "gearbox-torque-recalibration"
+DECOY_GIST = "Gearbox assembly line torque sensors were recalibrated after the spring audit"
+USER_GIST = "The user prefers small commits with honest messages"
+FILLERS = 1000
+MAX_TOKENS = 40000  # room for about 600 active fillers: kg_read's natural text is well over 40,000 chars
+INSTRUCTIONS_HEAD = "kgd is your long-term memory"
+USAGE_HEAD = "kg memory (kgd):"
+
+
+def filler(i):
+    return ("gear-%04d" % i, "Seeded fact %d: the gearbox assembly line keeps its torque sensor readings in "
+                             "station %03d buffers for the nightly report" % (i, i % 997))
+
+
+def seed(daemon, project):
+    """The graph both runs share: one user node; archived, oldest and unconnected (so archived first):
+    the zebra node, the file's node (touches the file) and the decoy; then FILLERS newer nodes."""
+    def put(level, nid, gist, touches=()):
+        status, obj = daemon.json("PUT", "/api/nodes/%s/%s" % (level, nid), {
+            "gist": gist, "touches": list(touches), "project_path": str(project)})
+        assert status == 200, obj
+    put("user", "prefers-small-commits", USER_GIST)
+    put("project", ZEBRA_ID, ZEBRA_GIST)
+    put("project", FILE_ID, FILE_GIST, [str(project / FILE)])
+    put("project", DECOY_ID, DECOY_GIST)
+    for i in range(FILLERS):
+        put("project", *filler(i))
+    states = node_states(daemon, project)
+    for nid in (ZEBRA_ID, FILE_ID, DECOY_ID):
+        assert states[("project", nid)] == "archived", (nid, states[("project", nid)])
+    return states
+
+
+def node_states(daemon, project):
+    status, g = daemon.json("GET", "/api/graph?project_path=" + str(project))
+    assert status == 200, g
+    return {(lvl, n["id"]): n["state"] for lvl in ("user", "project") for n in g[lvl]["nodes"]}
+
+
+# What kgd without per-agent hooks (contract section 11) cannot give yet: (agent, check) -> why.
+PENDING = {
+    ("codex", "whole"): "kgd's 40,000-char kg_read is over what Codex passes whole (about 11,800)",
+    ("codex", "file_recall"): "Codex reads files with `cat` through its shell tool",
+    ("gemini", "prompt_recall"): "Gemini's BeforeAgent is not a UserPromptSubmit",
+    ("gemini", "file_recall"): "Gemini's AfterTool is not a PostToolUse",
+    ("copilot", "usage"): "Copilot hands the model no MCP instructions; the preload must carry the guide",
+    ("copilot", "preload"): "Copilot's camelCase sessionStart with a top-level additionalContext",
+    ("copilot", "whole"): "kgd's 40,000-char kg_read is over what Copilot passes whole (about 20,000)",
+    ("copilot", "prompt_recall"): "Copilot's userPromptSubmitted",
+    ("copilot", "file_recall"): "Copilot's postToolUse",
+}
+
+
+def pending(request, agent, check):
+    """Mark a check kgd cannot pass yet for this agent as an expected failure, strictly (a pass fails)."""
+    why = PENDING.get((agent.name, check))
+    if why and not AGENT_FLAG:
+        request.applymarker(pytest.mark.xfail(strict=True, reason="needs kgd's hooks for %s: %s" % (agent.name, why)))
+
+
+@pytest.fixture(scope="module", params=sorted(harness.AGENTS))
+def runs(request, tmp_path_factory):
+    """Both runs of one agent on a freshly seeded graph: {"agent", "version", "A", "B", "daemon", ...}."""
+    agent = harness.AGENTS[request.param]
+    version, why = agent.version()
+    if version is None:
+        pytest.skip(why)
+    tmp = tmp_path_factory.mktemp(agent.name)
+    project = tmp / "work" / "myproj"
+    (project / ".git").mkdir(parents=True)
+    (project / "src").mkdir()
+    (project / FILE).write_text("def total(lines):\n    return round(sum(lines), 2)\n")
+    daemon = Daemon(tmp / "root", args=["--max-tokens", str(MAX_TOKENS)],
+                    env={"KG_STRUCTURED_OUTPUT": "0", "KG_GRACE_PERIOD_DAYS": "0"}).start()
+    try:
+        seed(daemon, project)
+        cwd = project / "src"
+        file_path = str(project / FILE)
+
+        def kg_read(turn, state):
+            args = {"cwd": str(cwd)}
+            if state["session_id"]:
+                args["session_id"] = state["session_id"]
+            return harness.call(agent.tool(turn, "kg_read"), args)
+        steps = [kg_read, lambda turn, state: agent.read_file(turn, file_path)]
+        out = {"agent": agent, "version": version, "daemon": daemon, "project": project, "file": file_path}
+        home = str(tmp / "home")
+        out["A"] = harness.run_agent(agent, PROMPT_A, harness.script(agent, steps, FINAL_A), daemon, cwd, home,
+                                     hooks=True, agent_flag=AGENT_FLAG, artifacts=str(tmp / "A"))
+        assert out["A"].proc.returncode == 0, out["A"].describe()
+        out["states_between"] = node_states(daemon, project)
+        out["B"] = harness.run_agent(agent, ZEBRA_PROMPT, lambda turn: [say("Noted.")], daemon, cwd, home,
+                                     hooks=True, agent_flag=AGENT_FLAG, artifacts=str(tmp / "B"))
+        assert out["B"].proc.returncode == 0, out["B"].describe()
+        out["states_after"] = node_states(daemon, project)
+        out["artifacts"] = str(tmp)
+        yield out
+    finally:
+        daemon.stop()
+
+
+def first_turn(r, run="A"):
+    turns = r[run].main_turns(r["agent"])
+    assert turns, "the model was never asked a turn with kg tools offered:\n" + r[run].describe()
+    return turns[0]
+
+
+def model_got_json(text):
+    try:
+        return isinstance(json.loads(text), (dict, list))
+    except ValueError:
+        return False
+
+
+def tail(text, n=1500):
+    return text if len(text) <= n else "...%s" % text[-n:]
+
+
+def observe(r):
+    """What reached the model in both runs, as figures (also written to tests/artifacts/agents-<name>.json)."""
+    agent, a, b = r["agent"], r["A"], r["B"]
+    turns = a.main_turns(agent)
+    first = turns[0].text if turns else ""
+    sent = a.tap.tool_results("kg_read")
+    kgd_text = sent[0][1] if sent else ""
+    got = ([c.get("text") for c in turns[-1].calls if c["name"].endswith("kg_read")] or [None])[0] if turns else None
+    got = got or ""
+    at = got.find(kgd_text) if kgd_text else -1
+    after_read = [t for t in turns if len(t.calls) >= 2]
+    b_turns = b.main_turns(agent)
+    return {
+        "agent": agent.name, "version": r["version"], "netns": a.netns and b.netns,
+        "seconds": [round(a.seconds, 1), round(b.seconds, 1)],
+        "mcp_clients": a.tap.client_names(),
+        "model_requests": [len(a.fake.requests), len(b.fake.requests)],
+        "instructions_via_mcp": INSTRUCTIONS_HEAD in first,
+        "usage_guide_via_preload": USAGE_HEAD in first,
+        "preload_session": bool(harness.SESSION.search(first)),
+        "preload_knowledge": USER_GIST in first or filler(FILLERS - 1)[1] in first,
+        "kg_read_chars_kgd": len(kgd_text), "kg_read_chars_model": len(got),
+        "kg_read_whole": at >= 0, "kg_read_json": model_got_json(got),
+        "kg_read_wrapper": [got[:at], got[at + len(kgd_text):]] if at >= 0 else None,
+        "prompt_recall": bool(b_turns) and ZEBRA_GIST in b_turns[0].text,
+        "file_recall": bool(after_read) and FILE_GIST in after_read[0].text,
+        "file_tool": turns[-1].calls[1]["name"] if turns and len(turns[-1].calls) > 1 else None,
+        "decoy_recalled": any(DECOY_GIST in t.text for t in a.turns + b.turns),
+        "refused_proxy_attempts": a.proxy.attempts + b.proxy.attempts,
+        "http_hooks": [((i or {}).get("hookEventName") or (i or {}).get("hook_event_name"), bool(o))
+                       for i, o in a.tap.hooks() + b.tap.hooks()],
+    }
+
+
+@pytest.fixture(scope="module")
+def seen(runs):
+    obs = observe(runs)
+    path = os.path.join(os.path.dirname(os.path.abspath(__file__)), "artifacts", "agents-%s.json" % obs["agent"])
+    os.makedirs(os.path.dirname(path), exist_ok=True)
+    with open(path, "w") as f:
+        json.dump(dict(obs, artifacts=runs["artifacts"]), f, indent=1)
+    return obs
+
+
+def test_the_agent_answers_with_kgd_tools_offered(runs):
+    turns = runs["A"].main_turns(runs["agent"])
+    assert turns and FINAL_A in runs["A"].proc.stdout, runs["A"].describe()
+    names = [c["name"] for c in turns[-1].calls]
+    assert len(names) == 2 and names[0].endswith("kg_read"), names
+
+
+def test_usage_guide_reaches_the_model(runs, seen, request):
+    pending(request, runs["agent"], "usage")
+    assert seen["instructions_via_mcp"] or seen["usage_guide_via_preload"], tail(first_turn(runs).text)
+
+
+def test_preload_before_the_first_turn(runs, seen, request):
+    pending(request, runs["agent"], "preload")
+    text = first_turn(runs).text
+    sids = harness.SESSION.findall(text)
+    assert sids, "no `Session: <id>` before the first turn: " + tail(text)
+    assert any(runs["daemon"].json("GET", "/api/sessions/" + s)[0] == 200 for s in sids), sids
+    assert seen["preload_knowledge"], "no active knowledge in the preload: " + tail(text)
+    for gist in (ZEBRA_GIST, FILE_GIST, DECOY_GIST):
+        assert gist not in text  # archived: never preloaded
+
+
+def test_kg_read_reaches_the_model_whole_as_kgd_text(runs, seen, request):
+    pending(request, runs["agent"], "whole")
+    assert seen["kg_read_chars_kgd"] > 5000, runs["A"].tap.exchanges[-3:]
+    assert seen["kg_read_chars_model"], "the agent never sent the model the kg_read result"
+    assert not seen["kg_read_json"]
+    assert seen["kg_read_whole"], "kgd sent %d chars; the model got %d" % (
+        seen["kg_read_chars_kgd"], seen["kg_read_chars_model"])
+
+
+def test_prompt_naming_archived_words_brings_its_recall(runs, seen, request):
+    pending(request, runs["agent"], "prompt_recall")
+    assert runs["states_between"][("project", ZEBRA_ID)] == "archived"
+    assert seen["prompt_recall"], tail(first_turn(runs, "B").text)
+    assert runs["states_after"][("project", ZEBRA_ID)] == "active"  # a recall counts as a read
+
+
+def test_file_read_brings_the_files_nodes(runs, seen, request):
+    pending(request, runs["agent"], "file_recall")
+    turns = runs["A"].main_turns(runs["agent"])
+    assert not any(FILE_GIST in t.text for t in turns if len(t.calls) < 2), "the file's node came before the read"
+    assert seen["file_recall"], tail(turns[-1].text)
+
+
+def test_preloaded_words_recall_nothing(seen):
+    """An archived node sharing words only with the preloaded gists (Gemini hands its prompt hook
+    kgd's own preload) never reaches the model."""
+    assert not seen["decoy_recalled"]
+
+
+def test_nothing_leaves_loopback(runs, seen):
+    assert seen["refused_proxy_attempts"] == []
+    for run in ("A", "B"):
+        r = runs[run]
+        hosts = {req["headers"].get("Host") or req["headers"].get("host") for req in r.fake.requests}
+        assert hosts <= {"127.0.0.1:%d" % r.fake.port}, hosts
+        if not r.netns:
+            pytest.skip("no private network namespace here (%s): checked the proxy and hosts only" % harness.NETNS_WHY)
