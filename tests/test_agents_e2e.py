@@ -46,8 +46,8 @@ ZEBRA_PROMPT = "When do the zebra herds cross the Okavango delta?"
 FILE = "src/billing_ledger.py"
 FILE_ID = "ledger-rounding"
 FILE_GIST = "Ledger totals round half-even because the bank reconciliation rejects half-up sums"
-DECOY_ID = "gearbox-torque-recalibration"
-DECOY_GIST = "Gearbox assembly line torque sensors were recalibrated after the spring audit"
+DECOY_ID = "commit-message-style"  # shares words only with the preloaded user node
+DECOY_GIST = "Honest commit messages name the subsystem first and keep small commits reviewed the same day"
 USER_GIST = "The user prefers small commits with honest messages"
 FILLERS = 1000
 MAX_TOKENS = 40000  # room for about 600 active fillers: kg_read's natural text is well over 40,000 chars
@@ -77,6 +77,18 @@ def seed(daemon, project):
     for nid in (ZEBRA_ID, FILE_ID, DECOY_ID):
         assert states[("project", nid)] == "archived", (nid, states[("project", nid)])
     return states
+
+
+def gist_probe(nid):
+    """A piece of a seeded project node's gist that names it alone (gists may be shortened when shown)."""
+    fixed = {ZEBRA_ID: ZEBRA_GIST, FILE_ID: FILE_GIST, DECOY_ID: DECOY_GIST}
+    if nid in fixed:
+        return fixed[nid][:60]
+    return "Seeded fact %d:" % int(nid.split("-")[1])
+
+
+def archived(states):
+    return sorted(nid for (lvl, nid), st in states.items() if lvl == "project" and st == "archived")
 
 
 def node_states(daemon, project):
@@ -121,7 +133,7 @@ def runs(request, tmp_path_factory):
     daemon = Daemon(tmp / "root", args=["--max-tokens", str(MAX_TOKENS)],
                     env={"KG_STRUCTURED_OUTPUT": "0", "KG_GRACE_PERIOD_DAYS": "0"}).start()
     try:
-        seed(daemon, project)
+        states = seed(daemon, project)
         cwd = project / "src"
         file_path = str(project / FILE)
 
@@ -131,12 +143,14 @@ def runs(request, tmp_path_factory):
                 args["session_id"] = state["session_id"]
             return harness.call(agent.tool(turn, "kg_read"), args)
         steps = [kg_read, lambda turn, state: agent.read_file(turn, file_path)]
-        out = {"agent": agent, "version": version, "daemon": daemon, "project": project, "file": file_path}
+        out = {"agent": agent, "version": version, "daemon": daemon, "project": project, "file": file_path,
+               "archived": archived(states)}
         home = str(tmp / "home")
         out["A"] = harness.run_agent(agent, PROMPT_A, harness.script(agent, steps, FINAL_A), daemon, cwd, home,
                                      hooks=True, agent_flag=AGENT_FLAG, artifacts=str(tmp / "A"))
         assert out["A"].proc.returncode == 0, out["A"].describe()
         out["states_between"] = node_states(daemon, project)
+        out["archived_between"] = archived(out["states_between"])
         out["B"] = harness.run_agent(agent, ZEBRA_PROMPT, lambda turn: [say("Noted.")], daemon, cwd, home,
                                      hooks=True, agent_flag=AGENT_FLAG, artifacts=str(tmp / "B"))
         assert out["B"].proc.returncode == 0, out["B"].describe()
@@ -176,6 +190,9 @@ def observe(r):
     at = got.find(kgd_text) if kgd_text else -1
     after_read = [t for t in turns if len(t.calls) >= 2]
     b_turns = b.main_turns(agent)
+
+    def archived_in(text, ids):
+        return [nid for nid in ids if gist_probe(nid) in text]
     return {
         "agent": agent.name, "version": r["version"], "netns": a.netns and b.netns,
         "seconds": [round(a.seconds, 1), round(b.seconds, 1)],
@@ -191,7 +208,9 @@ def observe(r):
         "prompt_recall": bool(b_turns) and ZEBRA_GIST in b_turns[0].text,
         "file_recall": bool(after_read) and FILE_GIST in after_read[0].text,
         "file_tool": turns[-1].calls[1]["name"] if turns and len(turns[-1].calls) > 1 else None,
-        "decoy_recalled": any(DECOY_GIST in t.text for t in a.turns + b.turns),
+        "archived_before_the_read": sorted({n for t in turns if len(t.calls) < 2
+                                            for n in archived_in(t.text, r["archived"])}),
+        "archived_in_run_b": sorted({n for t in b_turns for n in archived_in(t.text, r["archived_between"])}),
         "refused_proxy_attempts": a.proxy.attempts + b.proxy.attempts,
         "http_hooks": [((i or {}).get("hookEventName") or (i or {}).get("hook_event_name"), bool(o))
                        for i, o in a.tap.hooks() + b.tap.hooks()],
@@ -254,10 +273,13 @@ def test_file_read_brings_the_files_nodes(runs, seen, request):
     assert seen["file_recall"], tail(turns[-1].text)
 
 
-def test_preloaded_words_recall_nothing(seen):
-    """An archived node sharing words only with the preloaded gists (Gemini hands its prompt hook
-    kgd's own preload) never reaches the model."""
-    assert not seen["decoy_recalled"]
+def test_only_what_the_prompt_or_file_names_is_recalled(seen):
+    """No archived node reaches the model on words it shares only with the preload (Gemini hands its
+    prompt hook kgd's own preload back; the decoy shares words with the preloaded user node alone):
+    before the file read of run A (an unrelated prompt) none does, in run B only the node the
+    prompt names."""
+    assert seen["archived_before_the_read"] == []
+    assert set(seen["archived_in_run_b"]) <= {ZEBRA_ID}
 
 
 def test_nothing_leaves_loopback(runs, seen):
