@@ -212,8 +212,8 @@ def observe(r):
                                             for n in archived_in(t.text, r["archived"])}),
         "archived_in_run_b": sorted({n for t in b_turns for n in archived_in(t.text, r["archived_between"])}),
         "refused_proxy_attempts": a.proxy.attempts + b.proxy.attempts,
-        "http_hooks": [((i or {}).get("hookEventName") or (i or {}).get("hook_event_name"), bool(o))
-                       for i, o in a.tap.hooks() + b.tap.hooks()],
+        "http_hooks": [(path.partition("?")[2] or (i or {}).get("hook_event_name"), bool(o))
+                       for path, i, o in a.tap.hooks() + b.tap.hooks()],
     }
 
 

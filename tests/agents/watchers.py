@@ -120,8 +120,9 @@ class McpTap(_Server):
         return sorted(names)
 
     def hooks(self):
-        """[(hook input, kgd's answer)] of the HTTP hooks that went through the tap."""
-        return [(ex["request"], ex["response"]) for ex in self.exchanges if ex["path"].startswith("/api/hooks")]
+        """[(path, hook input, kgd's answer)] of the HTTP hooks that went through the tap."""
+        return [(ex["path"], ex["request"], ex["response"]) for ex in self.exchanges
+                if ex["path"].startswith("/api/hooks")]
 
 
 class RefusingProxy(_Server):
