@@ -208,11 +208,18 @@ def _session_start(mem, call, targets, env):
 
 
 def _usage(session_id):
+    """The usage guide kgd's MCP instructions give, in short: some agents (Copilot CLI) do not show
+    their model those instructions, so the preload carries them."""
     return ["Session: %s" % session_id,
             "kg memory (kgd): what earlier sessions learned is below. kg_read id=... gives a node's notes and "
-            "edges, kg_search query=... finds more (archived too); pass session_id=%s to every kg_* call." % session_id,
-            "Save what a future session would need as nodes with kg_put_node (level project = this codebase, "
-            "user = across projects): decisions, gotchas, how things work; link them with kg_put_edge."]
+            "edges (an archived one comes back), kg_search query=... finds more (archived too); pass "
+            "session_id=%s to every kg_* call." % session_id,
+            "Save what a future session would need as nodes with kg_put_node (a short stable kebab-case id, a "
+            "one-line gist, notes, touches = the files it concerns; level project = this codebase, user = across "
+            "projects): decisions and their reasons, gotchas, conventions, how things work. Put an existing id "
+            "again to update it rather than adding a near-duplicate (kg_search first when unsure), fix or delete "
+            "nodes that turn out wrong, link related ones with kg_put_edge. In long sessions kg_sync shows what "
+            "other sessions changed; kg_progress keeps a long task's state."]
 
 
 def _value_order(g):

@@ -77,12 +77,12 @@ def patch_files(patch, cwd):
 
 
 def _add(out, word, cwd):
-    if not word or len(word) > 4096 or "\0" in word or word in out or len(out) >= MAX_FILES:
+    if not word or len(word) > 4096 or "\0" in word or len(out) >= MAX_FILES:
         return
-    path = word if os.path.isabs(word) else os.path.join(cwd, word)
+    path = os.path.normpath(word if os.path.isabs(word) else os.path.join(cwd, word))
     try:
-        if os.path.isfile(path):
-            out.append(os.path.normpath(path))
+        if path not in out and os.path.isfile(path):
+            out.append(path)
     except (OSError, ValueError):
         pass
 
