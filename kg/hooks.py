@@ -16,8 +16,8 @@ Rules owned here:
   then ids only (crumbs) of the active nodes left out and of the archived ones; it opens with
   the usage guide kgd's MCP instructions give (an agent may not show its model those).
 - UserPromptSubmit: words-matched recall (kg/recall.py), every state, at most PROMPT_NODES and
-  PROMPT_CHARS, never matching kgd's own earlier context (<hook_context> blocks); a node shown
-  counts as read (store.read_nodes: recency, promotion).
+  PROMPT_CHARS, never matching kgd's own words (<hook_context> blocks, a Stop's reason sent back
+  as the next prompt); a node shown counts as read (store.read_nodes: recency, promotion).
 - PostToolUse: nodes about the files or url just used (FILE_NODES, FILE_CHARS in all), and a nudge
   to save what keeps being re-derived (kg/nudges.py). Targets over TARGET_MAX chars are ignored.
   For agents that read files through their shell, the files a shell command reads or a patch
@@ -365,7 +365,7 @@ def _context(event, text):
 def _prompt(mem, call, targets, env):
     payload = call.payload
     text = recall.user_text(agents.strip_hook_context(payload.get("prompt")))
-    if text is None:
+    if text is None or text.startswith(nudges.STOP_HEAD):  # Gemini and Copilot send a Stop's reason back as a prompt
         return None
     session, _ = mem.bind(payload)
     if session is None:

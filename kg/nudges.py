@@ -27,6 +27,7 @@ STOP_EDITS, STOP_TOOLS = 3, 12
 SESSION_TARGETS = 64        # targets remembered per client session
 DAEMON_TARGETS = 5000       # targets remembered by the daemon
 CLIENTS_PER_TARGET = 4
+STOP_HEAD = "Before you stop: this session did substantial work"  # agents send it back as a prompt
 
 _TARGETS = weakref.WeakKeyDictionary()
 _TARGETS_LOCK = threading.Lock()
@@ -161,7 +162,7 @@ def stop(mem, payload, targets, env):
             return None
         h["stop_nudged"] = True
     mem.save(session)
-    reason = ("Before you stop: this session did substantial work (%d file edits, %d tool calls) and saved "
+    reason = (STOP_HEAD + " (%d file edits, %d tool calls) and saved "
               "nothing to kg memory. Save what a future session would need — decisions, gotchas, how things "
               "work — as nodes: kg_put_node session_id=\"%s\" level=\"project\" (or \"user\" when it holds "
               "across projects) id=... gist=... notes=[...] touches=[files]; link them with kg_put_edge. If "

@@ -194,6 +194,18 @@ def test_hook_context_is_never_matched(env, agent):
     assert "ws-close" in text
 
 
+@pytest.mark.parametrize("agent", AGENTS)
+def test_a_stop_reason_sent_back_as_a_prompt_is_not_matched(env, agent):
+    """Gemini CLI (AfterAgent) and Copilot CLI (agentStop) continue with the reason as the next prompt."""
+    env.put("project", "gotcha-list", "decisions gotchas and how things work in this codebase")
+    name, args = edit_call(agent, env)
+    for _ in range(hooks.nudges.STOP_EDITS):
+        send(env, agent, "tool", tool_name=name, tool_input=args, tool_response={})
+    reason = send(env, agent, "stop", stop_hook_active=False)["reason"]
+    assert send(env, agent, "prompt", prompt=reason) is None
+    assert "gotcha-list" in context(agent, send(env, agent, "prompt", prompt="list the codebase gotchas"), "prompt")
+
+
 @pytest.mark.parametrize("text, expected", [
     ("plain", "plain"),
     ("<hook_context>a</hook_context>b", "b"),
