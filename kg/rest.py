@@ -10,7 +10,7 @@ is not JSON, 507 the disk refused the write).
 import re
 from urllib.parse import unquote
 
-from . import __version__, model
+from . import __version__, agents, model
 from .errors import BadInput, KgError, NotFound
 from .jsonrpc import strict_loads
 
@@ -206,11 +206,19 @@ def post_hooks(store, m, q, body):
     raise AssertionError("handled by handle()")
 
 
-def _hook_answer(answer_hook, body, content_type):
-    """Claude Code's hook input -> its hook output, or None for an empty 200 (nothing to say)."""
+def _hook_answer(answer_hook, body, content_type, query):
+    """An agent's hook input -> its hook output, or None for an empty 200 (nothing to say).
+    ?agent= names the agent (claude when absent), ?event= the event when the input does not."""
+    agent = _q(query, "agent") or agents.CLAUDE
+    if not agents.known(agent):
+        raise BadInput(agents.unknown_message(agent))
+    event = _q(query, "event")
+    if event is not None and len(event) > 64:
+        raise BadInput("event is over 64 characters.")
     if not body:
-        raise BadInput("the body must be a JSON object (Claude Code's hook input).")
-    answer = answer_hook(_json_body(body, content_type))
+        raise BadInput("the body must be a JSON object (the agent's hook input).")
+    payload = _json_body(body, content_type)
+    answer = answer_hook(payload, agent, event) if agent != agents.CLAUDE or event else answer_hook(payload)
     if answer is not None and not isinstance(answer, dict):
         raise TypeError("the hooks handler answered %s, not a dict or None" % type(answer).__name__)
     return answer
@@ -250,7 +258,7 @@ def handle(store, method, path, query, body, content_type=None, hooks=None):
             if "level" in args:
                 model.check_level(args["level"])
             if fn is post_hooks:
-                return 200, _hook_answer(hooks or (lambda payload: None), body, content_type), None
+                return 200, _hook_answer(hooks or (lambda payload, *a: None), body, content_type, query), None
             if method in ("PUT", "POST", "PATCH"):
                 body = _json_body(body, content_type)
             return 200, fn(store, args, query, body or {}), None
@@ -416,13 +424,17 @@ OPENAPI = {
                 "type": "array", "items": {"type": "object", "required": [
                     "slug", "project_path", "nodes", "edges", "active", "archived", "orphaned"]}}}})}}},
         "/api/hooks": {"post": {
-            "summary": "Claude Code hooks: hook input in, hook output (or nothing) out", "operationId": "hooks",
+            "summary": "agent hooks: hook input in, hook output (or nothing) out", "operationId": "hooks",
+            "parameters": [_param("agent", schema={"type": "string", "enum": list(agents.NAMES)},
+                                  description="the agent whose hook calls (default claude)"),
+                           _param("event", description="the agent's event name, when its input does not carry it")],
             "requestBody": {"required": True, "content": _json({
                 "type": "object", "additionalProperties": True,
-                "description": "Claude Code's hook input, unchanged (session_id, transcript_path, cwd, "
-                               "hook_event_name and the event's own fields)"})},
-            "responses": dict({"200": {"description": "Claude Code's hook output as JSON (hookSpecificOutput, "
-                                                      "decision, systemMessage), or an empty body when there is "
+                "description": "the agent's hook input, unchanged (for Claude Code: session_id, transcript_path, "
+                               "cwd, hook_event_name and the event's own fields)"})},
+            "responses": dict({"200": {"description": "the agent's hook output as JSON (for Claude Code: "
+                                                      "hookSpecificOutput, decision, systemMessage; for Copilot "
+                                                      "a top-level additionalContext), or an empty body when there is "
                                                       "nothing worth saying"}}, **_errors(400, 415))}},
         "/api/openapi.json": {"get": {"summary": "this document", "operationId": "openapi",
                                       "responses": {"200": _ok({"type": "object"})}}},
