@@ -35,9 +35,6 @@ from fake_model import say  # noqa: E402
 
 pytestmark = [pytest.mark.e2e, pytest.mark.slow]
 
-# `kgd hook --agent NAME` and `/api/hooks?agent=NAME` (contract section 11); off, kgd gets Claude Code's shape.
-AGENT_FLAG = False
-
 PROMPT_A = "Hello there, start working."
 FINAL_A = "Memory used."
 ZEBRA_ID = "okavango-zebra-crossing"
@@ -97,27 +94,6 @@ def node_states(daemon, project):
     return {(lvl, n["id"]): n["state"] for lvl in ("user", "project") for n in g[lvl]["nodes"]}
 
 
-# What kgd without per-agent hooks (contract section 11) cannot give yet: (agent, check) -> why.
-PENDING = {
-    ("codex", "whole"): "kgd's 40,000-char kg_read is over what Codex passes whole (about 11,800)",
-    ("codex", "file_recall"): "Codex reads files with `cat` through its shell tool",
-    ("gemini", "prompt_recall"): "Gemini's BeforeAgent is not a UserPromptSubmit",
-    ("gemini", "file_recall"): "Gemini's AfterTool is not a PostToolUse",
-    ("copilot", "usage"): "Copilot hands the model no MCP instructions; the preload must carry the guide",
-    ("copilot", "preload"): "Copilot's camelCase sessionStart with a top-level additionalContext",
-    ("copilot", "whole"): "kgd's 40,000-char kg_read is over what Copilot passes whole (about 20,000)",
-    ("copilot", "prompt_recall"): "Copilot's userPromptSubmitted",
-    ("copilot", "file_recall"): "Copilot's postToolUse",
-}
-
-
-def pending(request, agent, check):
-    """Mark a check kgd cannot pass yet for this agent as an expected failure, strictly (a pass fails)."""
-    why = PENDING.get((agent.name, check))
-    if why and not AGENT_FLAG:
-        request.applymarker(pytest.mark.xfail(strict=True, reason="needs kgd's hooks for %s: %s" % (agent.name, why)))
-
-
 @pytest.fixture(scope="module", params=sorted(harness.AGENTS))
 def runs(request, tmp_path_factory):
     """Both runs of one agent on a freshly seeded graph: {"agent", "version", "A", "B", "daemon", ...}."""
@@ -147,12 +123,12 @@ def runs(request, tmp_path_factory):
                "archived": archived(states)}
         home = str(tmp / "home")
         out["A"] = harness.run_agent(agent, PROMPT_A, harness.script(agent, steps, FINAL_A), daemon, cwd, home,
-                                     hooks=True, agent_flag=AGENT_FLAG, artifacts=str(tmp / "A"))
+                                     hooks=True, artifacts=str(tmp / "A"))
         assert out["A"].proc.returncode == 0, out["A"].describe()
         out["states_between"] = node_states(daemon, project)
         out["archived_between"] = archived(out["states_between"])
         out["B"] = harness.run_agent(agent, ZEBRA_PROMPT, lambda turn: [say("Noted.")], daemon, cwd, home,
-                                     hooks=True, agent_flag=AGENT_FLAG, artifacts=str(tmp / "B"))
+                                     hooks=True, artifacts=str(tmp / "B"))
         assert out["B"].proc.returncode == 0, out["B"].describe()
         out["states_after"] = node_states(daemon, project)
         out["artifacts"] = str(tmp)
@@ -234,13 +210,11 @@ def test_the_agent_answers_with_kgd_tools_offered(runs):
     assert len(names) == 2 and names[0].endswith("kg_read"), names
 
 
-def test_usage_guide_reaches_the_model(runs, seen, request):
-    pending(request, runs["agent"], "usage")
+def test_usage_guide_reaches_the_model(runs, seen):
     assert seen["instructions_via_mcp"] or seen["usage_guide_via_preload"], tail(first_turn(runs).text)
 
 
-def test_preload_before_the_first_turn(runs, seen, request):
-    pending(request, runs["agent"], "preload")
+def test_preload_before_the_first_turn(runs, seen):
     text = first_turn(runs).text
     sids = harness.SESSION.findall(text)
     assert sids, "no `Session: <id>` before the first turn: " + tail(text)
@@ -250,8 +224,7 @@ def test_preload_before_the_first_turn(runs, seen, request):
         assert gist not in text  # archived: never preloaded
 
 
-def test_kg_read_reaches_the_model_whole_as_kgd_text(runs, seen, request):
-    pending(request, runs["agent"], "whole")
+def test_kg_read_reaches_the_model_whole_as_kgd_text(runs, seen):
     assert seen["kg_read_chars_kgd"] > 5000, runs["A"].tap.exchanges[-3:]
     assert seen["kg_read_chars_model"], "the agent never sent the model the kg_read result"
     assert not seen["kg_read_json"]
@@ -259,15 +232,13 @@ def test_kg_read_reaches_the_model_whole_as_kgd_text(runs, seen, request):
         seen["kg_read_chars_kgd"], seen["kg_read_chars_model"])
 
 
-def test_prompt_naming_archived_words_brings_its_recall(runs, seen, request):
-    pending(request, runs["agent"], "prompt_recall")
+def test_prompt_naming_archived_words_brings_its_recall(runs, seen):
     assert runs["states_between"][("project", ZEBRA_ID)] == "archived"
     assert seen["prompt_recall"], tail(first_turn(runs, "B").text)
     assert runs["states_after"][("project", ZEBRA_ID)] == "active"  # a recall counts as a read
 
 
-def test_file_read_brings_the_files_nodes(runs, seen, request):
-    pending(request, runs["agent"], "file_recall")
+def test_file_read_brings_the_files_nodes(runs, seen):
     turns = runs["A"].main_turns(runs["agent"])
     assert not any(FILE_GIST in t.text for t in turns if len(t.calls) < 2), "the file's node came before the read"
     assert seen["file_recall"], tail(turns[-1].text)

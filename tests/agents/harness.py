@@ -75,9 +75,9 @@ class Agent:
         names = sorted(n for n in turn.tools if n and n.endswith(suffix))
         return names[0] if names else None
 
-    def hook_command(self, daemon, agent_flag):
-        argv = [sys.executable, KGD, "hook"] + (["--agent", self.name] if agent_flag else []) + [
-            "--port", str(daemon.port), "--root", daemon.root]
+    def hook_command(self, daemon):
+        """kgd's command hook for this agent (contract section 11)."""
+        argv = [sys.executable, KGD, "hook", "--agent", self.name, "--port", str(daemon.port), "--root", daemon.root]
         return " ".join(shlex.quote(a) for a in argv)
 
 
@@ -179,9 +179,9 @@ class Run:
             self.fake.errors, [(r["method"], r["path"]) for r in self.fake.requests][:30])
 
 
-def run_agent(agent, prompt, responder, daemon, cwd, home, hooks=False, agent_flag=False, artifacts=None, timeout=150):
-    """Run `agent` once on `prompt` in cwd with a throwaway HOME; -> Run. hooks: install kgd's hooks;
-    agent_flag: name the agent to kgd (`kgd hook --agent NAME`, `/api/hooks?agent=NAME`)."""
+def run_agent(agent, prompt, responder, daemon, cwd, home, hooks=False, artifacts=None, timeout=150):
+    """Run `agent` once on `prompt` in cwd with a throwaway HOME; -> Run. hooks: install kgd's hooks
+    (`kgd hook --agent NAME`, or `/api/hooks?agent=NAME&event=E` through the tap for Copilot)."""
     fake = FakeModel(agent.protocol, responder).start()
     tap = McpTap(daemon.port)
     proxy = RefusingProxy()
@@ -191,8 +191,8 @@ def run_agent(agent, prompt, responder, daemon, cwd, home, hooks=False, agent_fl
         hook_conf = None
         if hooks:
             def url(event):  # Copilot's HTTP hook input names no event: the URL does
-                return tap.url + "/api/hooks" + ("?agent=%s&event=%s" % (agent.name, event) if agent_flag else "")
-            hook_conf = {"command": agent.hook_command(daemon, agent_flag), "url": url}
+                return "%s/api/hooks?agent=%s&event=%s" % (tap.url, agent.name, event)
+            hook_conf = {"command": agent.hook_command(daemon), "url": url}
         env = {"PATH": os.environ.get("PATH", "/usr/bin:/bin"), "HOME": home, "TMPDIR": home, "LANG": "C.UTF-8",
                "TERM": "dumb", "NO_COLOR": "1", "CI": "1", "NO_BROWSER": "1"}
         for var in ("HTTP_PROXY", "HTTPS_PROXY", "ALL_PROXY", "http_proxy", "https_proxy", "all_proxy"):
