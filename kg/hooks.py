@@ -118,10 +118,10 @@ class _Memory:
             if prev is None and len(g.nodes) > WARM_INLINE:
                 if not g.recall_warming:
                     g.recall_warming = True
-                    threading.Thread(target=self._warm, args=(g, dict(g.nodes), dict(g.edges)),
+                    threading.Thread(target=self._warm, args=(g, dict(g.visible_nodes()), dict(g.edges)),
                                      name="kgd-recall-index", daemon=True).start()
                 raise _Warming()
-            ix = recall.Index(g.nodes, g.edges, prev=prev)
+            ix = recall.Index(g.visible_nodes(), g.edges, prev=prev)  # never a node holding a credential
             g.recall_index = g.recall_prev = ix
         return ix
 
@@ -220,7 +220,7 @@ def _value_order(g):
     connectedness (edges to active nodes or files), each as a rank; ties by id. Recency leads
     (issue 13): compaction already kept the well-connected nodes active, and a tenth of the
     room should show what is being worked on now; recall brings the rest when it is named."""
-    active = g.by_state[model.ACTIVE]
+    active = g.visible(model.ACTIVE)  # never a node holding a credential
     nodes = g.nodes
     deg = {}
     for nid in active:
@@ -254,7 +254,7 @@ def _value_order(g):
 def _crumb_order(g, left):
     """Ids a preload shows without their gists: the active nodes it left out (most valuable
     first), then the archived ones, most recently used first (ties by id)."""
-    archived = sorted(g.by_state[model.ARCHIVED], key=lambda i: (-model.recency(g.nodes[i]), i))
+    archived = sorted(g.visible(model.ARCHIVED), key=lambda i: (-model.recency(g.nodes[i]), i))
     return list(left) + archived
 
 
@@ -333,7 +333,7 @@ def _preload(mem, session):
 def _continuity(mem, session, since):
     changed = []
     for g in mem.graphs(session):
-        for nid, node in g.nodes.items():
+        for nid, node in g.visible_nodes().items():
             w = node.get("_write_ts")
             if isinstance(w, (int, float)) and w > since:
                 changed.append((w, g.level, nid))

@@ -76,6 +76,7 @@ def _graph_lines(title, g, prepared, max_tokens, mode):
         " (over: recent nodes stay active for a grace period)" if tokens > max_tokens else "")]
     if not nodes and not again and not g["archived"]:
         lines.append("(empty)")
+    lines.extend(_withheld_lines(g.get("withheld")))
     if again:
         lines.append("Already in your context (kgd's hooks showed them in this session), gists not repeated: " + ", ".join(again))
     gist_len, full, id_budget = _MODES[mode]
@@ -105,6 +106,21 @@ def _graph_lines(title, g, prepared, max_tokens, mode):
             lines.append("%d edges not listed to fit the context; kg_read id=... shows a node's edges."
                          % len(g["edges"]))
     return lines
+
+
+def _withheld_lines(withheld):
+    """Contract section 10: nodes holding a credential are never shown, and the read says so."""
+    named, count = withheld or ((), 0)
+    if not count:
+        return []
+    line = "%s withheld because %s; delete %s with kg_delete_node" % (
+        _plural(count, "node"), "it looks like a credential" if count == 1 else "they look like credentials",
+        "it" if count == 1 else "them")
+    if named:
+        line += ": " + ", ".join(_id_list(named, 1000))
+    if count > len(named):
+        line += " (%d whose id itself looks like one: kgd doctor lists where)" % (count - len(named))
+    return [line]
 
 
 def _node_lines_estimate(prepared, mode):
@@ -201,11 +217,14 @@ def render_nodes(result, limit=NODE_TEXT_LIMIT):
         named = _id_list(not_shown, 2000)
         out.append("%s read but not shown to fit the context (read fewer ids at once): %s%s" % (
             _plural(len(not_shown), "more node"), ", ".join(named), " …" if len(named) < len(not_shown) else ""))
+    if result.get("withheld"):
+        out.append("Withheld, %s looks like a credential (kgd never shows one; kg_delete_node removes it): %s" % (
+            "this node" if len(result["withheld"]) == 1 else "these nodes", ", ".join(_id_list(result["withheld"], 2000))))
     if result["missing"]:
         named = _id_list(result["missing"], 2000)
         out.append("Not found: %s%s (kg_search finds ids)." % (
             ", ".join(named), " and %d more" % (len(result["missing"]) - len(named)) if len(named) < len(result["missing"]) else ""))
-    if not result["nodes"] and not result["missing"]:
+    if not result["nodes"] and not result["missing"] and not result.get("withheld"):
         out.append("Nothing found.")
     text = "\n".join(out).strip()
     if len(text) > limit:

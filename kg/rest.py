@@ -4,7 +4,8 @@ OpenAPI 3.1 document that describes them.
 Rules owned here: the route table, how query strings and JSON bodies become store arguments,
 and the single mapping of KgError to a status code and `{"error": ...}` body (400 bad input,
 404 unknown node / session / route, 405 wrong method with Allow, 409 conflict, 415 a body that
-is not JSON, 507 the disk refused the write).
+is not JSON, 422 a write holding a credential (contract section 10), 507 the disk refused the
+write).
 """
 
 import re
@@ -359,7 +360,7 @@ OPENAPI = {
                         "type": "object", "additionalProperties": False, "properties": {
                             "gist": {"type": "string"}, "notes": _STRS, "touches": _STRS,
                             "session_id": {"type": ["string", "null"]}, "project_path": {"type": ["string", "null"]}}})},
-                    "responses": dict({"200": _ok(_ref("PutNodeResult"))}, **_errors(400, 404, 415, 507))},
+                    "responses": dict({"200": _ok(_ref("PutNodeResult"))}, **_errors(400, 404, 415, 422, 507))},
             "delete": {"summary": "delete a node and its edges", "operationId": "deleteNode",
                        "parameters": [_LEVEL_P, _param("id", "path", True), _PP, _SID],
                        "responses": dict({"200": _ok({"type": "object", "required": ["level", "id", "edges_removed"],
@@ -373,7 +374,7 @@ OPENAPI = {
                         "properties": {"from": {"type": "string"}, "to": {"type": "string"}, "rel": {"type": "string"},
                                        "notes": _STRS, "session_id": {"type": ["string", "null"]},
                                        "project_path": {"type": ["string", "null"]}}})},
-                    "responses": dict({"200": _ok(_ref("PutEdgeResult"))}, **_errors(400, 404, 415, 507))},
+                    "responses": dict({"200": _ok(_ref("PutEdgeResult"))}, **_errors(400, 404, 415, 422, 507))},
             "delete": {"summary": "delete an edge", "operationId": "deleteEdge",
                        "parameters": [_LEVEL_P, _param("from", required=True), _param("to", required=True),
                                       _param("rel", required=True), _PP, _SID],

@@ -92,7 +92,7 @@ TOOLS = [
                              budget=_obj(["max_tokens", "user_tokens", "project_tokens"], max_tokens={"type": "integer"},
                                          user_tokens={"type": "integer"}, project_tokens={"type": "integer"}),
                              nodes={"type": "array", "items": _with(NODE, level=_LEVEL, edges={"type": "array", "items": EDGE})},
-                             missing=_STRS, truncated=READ_CUT),
+                             missing=_STRS, withheld=_STRS, truncated=READ_CUT),
         "annotations": {"title": "Read memory", "readOnlyHint": False, "destructiveHint": False,
                         "idempotentHint": True, "openWorldHint": False},
     },
@@ -290,6 +290,7 @@ def _read(store, a):
             g = result[level] = dict(result[level])
             recency[level] = g.pop("recency", None) or {}
             g.pop("tokens", None)
+            g.pop("withheld", None)
         return bounds.bound_read(result, recency)
     return result, text, bound
 
