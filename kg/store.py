@@ -279,6 +279,18 @@ class Store:
         with self.lock:
             return self._start(project_path)
 
+    def read_session(self, cwd):
+        """The session a kg_read(cwd) without a usable session id gets: the hook-bound one whose
+        preload for this project is fresh and unused (Sessions.adoptable), else a new one."""
+        project_path = resolve_project_root(cwd)
+        with self.lock:
+            now = self.clock()
+            s = self._sessions.adoptable(project_path, now)
+            if s is None:
+                return self._start(project_path)
+            self._sessions.claim(s, now)
+            return s
+
     def _start(self, project_path, client_id=None):
         if project_path is not None:
             self._project(project_path)
