@@ -36,6 +36,7 @@ import time
 from collections import deque
 
 from . import ws
+from .text import compact_json
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
@@ -51,10 +52,6 @@ PONG = '{"type":"pong"}'
 
 _READ = selectors.EVENT_READ
 _WRITE = selectors.EVENT_WRITE
-
-
-def _dumps(obj: Any) -> str:
-    return json.dumps(obj, ensure_ascii=False, separators=(",", ":"))
 
 
 def is_ping_text(text: str) -> bool:
@@ -168,7 +165,7 @@ class Hub:
                         continue
                 if frame is None:
                     try:
-                        frame = ws.prepare_text(_dumps(event))
+                        frame = ws.prepare_text(compact_json(event))
                     except (TypeError, ValueError):
                         log.exception("live-feed event is not JSON-serialisable; not published")
                         return 0
@@ -328,7 +325,7 @@ class Broadcaster:
             full = self._open >= self.max_feeds
             self._open += 1
         feed = Feed(sock, None, now)
-        feed.conn.send_text(_dumps(hello))
+        feed.conn.send_text(compact_json(hello))
         feed.initial = bytes(initial_data)
         if full:
             self._begin_close(feed, ws.CLOSE_TRY_AGAIN_LATER, "too many live-feed clients; try again later", now)

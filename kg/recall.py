@@ -23,6 +23,8 @@ Rules owned here:
 import math
 import re
 
+from .text import clip  # also kg/hooks.py's recall.clip
+
 STOPWORDS = frozenset("""
 a about above after again against all almost also am an and any are aren as at be because been
 before being below between both but by can cannot could couldn did didn do does doesn doing don
@@ -403,11 +405,6 @@ def url_hits(indexes, url, exclude=(), limit=3):
 
 
 # ---- budgets
-
-def clip(s, n):
-    s = " ".join(s.split())
-    return s if len(s) <= n else s[: max(0, n - 1)] + "…"
-
 
 def node_line(level, node, state, gist_len=240, note_len=160):
     """One compact line: level, id, state when not active, gist, a clipped first note, how to get

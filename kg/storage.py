@@ -24,6 +24,7 @@ import threading
 import time
 
 from .errors import BadInput, Conflict, StorageError
+from .text import compact_json
 
 log = logging.getLogger(__name__)
 
@@ -107,7 +108,7 @@ def atomic_write(path, data, keep_prev=True):
 
 
 def dumps(obj):
-    return json.dumps(obj, ensure_ascii=False, separators=(",", ":")).encode("utf-8")
+    return compact_json(obj).encode("utf-8")
 
 
 def _parse_file(path):

@@ -13,20 +13,15 @@ the order the text drops them, and a `truncated` object in the result counts wha
 - kg_sync: notes and touches, then deleted edges, deleted nodes, edges, nodes from the end.
 """
 
-import json
-
 from .render import READ_LIMIT, SEARCH_LIMIT
+from .text import clip, compact_json
 
 GIST_STEPS = (160, 120, 80, 40)
 LEVELS = ("user", "project")
 
 
 def size(obj):
-    return len(json.dumps(obj, ensure_ascii=False, separators=(",", ":")))
-
-
-def _clip(s, n):
-    return s if len(s) <= n else s[: n - 1] + "…"
+    return len(compact_json(obj))
 
 
 def bound_read(result, recency, limit=READ_LIMIT):
@@ -150,7 +145,7 @@ def _rough(strings):
 
 
 def _clip_node(node, n):
-    return dict(node, gist=_clip(node["gist"], n))
+    return dict(node, gist=clip(node["gist"], n, line=False))
 
 
 def _round_robin(lists):
