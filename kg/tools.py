@@ -270,7 +270,7 @@ def _read(store, a):
         if a.get("cwd") is None:
             raise BadInput("kg_read needs cwd (your working directory's absolute path) to start a session, "
                            "or the session_id it gave you before.")
-        session = store.read_session(a["cwd"])
+        session = store.start_session(a["cwd"], adopt=True)
     ids = a.get("ids")
     if a.get("id") is not None:
         ids = [a["id"]] + [i for i in (ids or []) if i != a["id"]]
