@@ -104,7 +104,7 @@ def session_stats(store, session):
     sessions its next kg_sync would return."""
     with store.lock:
         d = session.to_obj()
-        for private in ("client_id", "shown", "hook"):
+        for private in ("client_id", "shown", "hook", "claimed"):
             d.pop(private)
         d["pending_changes"] = store.log.pending(session.sync_mark, session.id)
         return d

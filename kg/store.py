@@ -153,10 +153,16 @@ class Store:
 
     # ------------------------------------------------------------ sessions
 
-    def start_session(self, cwd=None):
+    def start_session(self, cwd=None, adopt=False):
+        """A new session for cwd's project; with adopt (a kg_read(cwd) without a usable session id)
+        the hook-bound session whose preload for this project is fresh and unused, if any."""
         project_path = resolve_project_root(cwd) if cwd is not None else None
         with self.lock:
-            return self._start(project_path)
+            s = self._sessions.adoptable(project_path, self.clock()) if adopt else None
+            if s is None:
+                return self._start(project_path)
+            self._sessions.claim(s, self.clock())
+            return s
 
     def _start(self, project_path, client_id=None):
         if project_path is not None:
