@@ -384,7 +384,8 @@ class Handler(BaseHTTPRequestHandler):
 
 
 def no_hooks(payload):
-    """The hook answer until kg/hooks.py is wired in: nothing to say (an empty 200)."""
+    """The hook answer of a Daemon built without kg/hooks.py's handler (kg/app.py sets it; tests
+    may not): nothing to say, an empty 200."""
     return None
 
 
@@ -397,8 +398,7 @@ class Daemon(ThreadingHTTPServer):
 
     def __init__(self, address, store, host="127.0.0.1", token=None, structured_output=False):
         self.store = store
-        # Passed only when asked: mcp.Server gains the keyword in a parallel change.
-        self.mcp = mcp.Server(store, structured=True) if structured_output else mcp.Server(store)
+        self.mcp = mcp.Server(store, structured=structured_output)
         self.hub = feed.Hub()
         self.feeds = feed.Broadcaster(self.hub)
         self.stop_event = threading.Event()
