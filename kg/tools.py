@@ -106,7 +106,8 @@ TOOLS = [
             "a one-line gist, optional notes (details, reasons, gotchas) and touches (files or areas it concerns). "
             "Put what a future session would want to know: decisions, pitfalls, conventions, how things fit. "
             "An existing id is updated: given fields replace, omitted ones stay. level=user for lessons that hold "
-            "across projects, project for this codebase."),
+            "across projects, project for this codebase. Never a secret (token, password, key): a put holding "
+            "one is refused; note where it lives instead (e.g. 'in .env as GITHUB_TOKEN')."),
         "inputSchema": _in(["session_id", "level", "id", "gist"], session_id=_SESSION, level=_LEVEL,
                            id={"type": "string", "maxLength": model.MAX_ID},
                            gist={"type": "string", "maxLength": model.MAX_GIST}, notes=_STRS, touches=_STRS),
