@@ -180,3 +180,19 @@ def test_start_on_a_taken_port_says_so_once(tmp_path):
     assert code == 1, (out, err)
     assert err.count("\n") == 1 and err.startswith("kgd: ") and err.count("kgd:") == 1, err
     assert "port %d" % port in err and "already in use" in err
+
+
+@pytest.mark.e2e
+def test_start_and_status_refuse_a_daemon_that_serves_another_root(make_daemon, tmp_path):
+    """`kgd start --root X` must not call a daemon of another root "already running" for X."""
+    d = make_daemon(root=tmp_path / "theirs")
+    mine = tmp_path / "mine"
+    for argv in (["start"], ["status"]):
+        code, out, err, _ = run_kgd(*argv, "--root", mine, "--port", d.port)
+        assert code == 1 and out == "", (argv, out, err)
+        assert err.count("\n") == 1 and "another storage root" in err and "--port" in err, err
+    assert not mine.exists()
+    code, out, _, _ = run_kgd("status", "--json", "--root", mine, "--port", d.port)
+    assert code == 1 and "another storage root" in out
+    code, out, _, _ = run_kgd("start", "--root", tmp_path / "theirs", "--port", d.port)
+    assert code == 0 and "already running" in out  # its own root: fine
