@@ -349,6 +349,19 @@ if [ "$UNINSTALL" = 1 ]; then
             fi
         fi
     fi
+    # 1b. a daemon still serving the installed root (started by hand, by `kgd stdio` or a hook):
+    # it would keep answering from deleted files
+    OLD_ROOT=$(manifest_lines root | head -n 1)
+    OLD_ROOT=${OLD_ROOT:-${KG_STORAGE_ROOT:-$HOME/.knowledge-graph}}
+    if [ "$PY_OK" = 0 ] && [ -n "$OLD_ENTRY" ] && [ -f "$OLD_ENTRY" ]; then
+        if [ "$DRY" = 1 ]; then
+            say "would stop the kgd serving $OLD_ROOT, if one runs (kgd stop)"
+        elif out=$(KG_HTTP_PORT=${OLD_PORT:-$PORT} "$PY" "$OLD_ENTRY" stop --root "$OLD_ROOT" 2>&1); then
+            case "$out" in *" stopped"*) say "$out" ;; esac
+        else
+            say "could not stop the kgd serving $OLD_ROOT ($(printf '%s' "$out" | head -n 1)); stop it yourself: kgd stop --root $OLD_ROOT"
+        fi
+    fi
     # 2. client entries that point at this install
     if [ "$CLIENT" = 1 ]; then
         if command -v claude >/dev/null 2>&1; then
@@ -568,6 +581,7 @@ OLD_DIRS=$(manifest_lines dir)
     say "port $PORT"
     say "entry $ENTRY"
     say "os $OS"
+    say "root ${KG_STORAGE_ROOT:-$HOME/.knowledge-graph}"
     printf '%s\n%s' "$OLD_DIRS" "$NEW_DIRS" | sed '/^$/d' | sort -u | sed 's/^/dir /'
     printf '%s' "$FILES" | sed '/^$/d' | sort -u | sed 's/^/file /'
 } >"$TMPD/manifest"

@@ -432,3 +432,23 @@ def test_hooks_settings_made_by_the_installer_go_with_it(home):
     assert (home / ".claude" / "settings.json").exists()
     run_install(home, "--uninstall", "--no-service")
     assert without_mtimes(tree(home)) == without_mtimes(before)  # no settings.json, backup or .prev left
+
+
+def test_uninstall_stops_the_daemon_serving_the_installed_root(home, tmp_path):
+    """A daemon started by hand (or by a hook) must not keep answering from deleted files."""
+    port = free_port()
+    root = tmp_path / "root"
+    run_install(home, "--no-service", "--no-client", "--port", port, env=env_for(home, KG_STORAGE_ROOT=root))
+    launcher = str(home / ".local" / "bin" / "kgd")
+    subprocess.run([launcher, "start"], env=env_for(home, KG_STORAGE_ROOT=root), check=True,
+                   stdout=subprocess.DEVNULL, timeout=30)
+    try:
+        assert health(port)["status"] == "ok"
+        _, out, _ = run_install(home, "--uninstall", "--dry-run")
+        assert "would stop the kgd serving %s" % root in out and health(port)
+        _, out, _ = run_install(home, "--uninstall")  # the manifest names the root, not the environment
+        assert health(port) is None, out
+        assert "stopped; root %s is flushed" % root in out, out
+    finally:
+        subprocess.run([sys.executable, INSTALL[:-len("install.sh")] + "kgd.py", "stop", "--root", str(root)],
+                       stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, timeout=30)
