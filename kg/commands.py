@@ -8,6 +8,7 @@ show/search (browse), hook (hookcmd), hooks (hookconf).
 
 import argparse
 import importlib
+import os
 
 from .console import CommandError, warn
 
@@ -82,6 +83,23 @@ def run(command, args, cfg):
         return 130
     except BrokenPipeError:
         return 1
-    except (CommandError, OSError) as exc:
+    except CommandError as exc:
         warn(str(exc))
         return 1
+    except OSError as exc:
+        warn(os_error_line(exc, cfg))
+        return 1
+
+
+def os_error_line(exc, cfg):
+    """One clear line for a refused file operation: no "[Errno N]"; a path under the storage root is
+    said as the root being unusable (as `serve` says it), with what to do."""
+    reason = exc.strerror or str(exc)
+    where = exc.filename if isinstance(exc.filename, str) else None
+    root = (cfg or {}).get("root")
+    if where and root:
+        path = os.path.abspath(where)
+        if path == root or path.startswith(root.rstrip(os.sep) + os.sep):
+            return ("storage root %s is not usable: %s (%s); make it writable, or give kgd another root "
+                    "(--root or KG_STORAGE_ROOT)" % (root, reason, path))
+    return "%s: %s" % (where, reason) if where else reason

@@ -50,9 +50,44 @@ def _port_free(host, port):
         s.close()
 
 
+def _writable(rep, root):
+    """A root (or the folder it will be made in) kgd cannot write to is a problem: every save fails."""
+    where = root
+    while not os.path.exists(where) and os.path.dirname(where) != where:
+        where = os.path.dirname(where)
+    if os.access(where, os.W_OK):
+        return True
+    try:
+        read_only_fs = bool(os.statvfs(where).f_flag & os.ST_RDONLY)
+    except (OSError, AttributeError):
+        read_only_fs = False
+    what = "storage root %s" % root if where == root else "the folder %s (where kgd would create %s)" % (where, root)
+    if read_only_fs:
+        rep.fail("%s is on a read-only file system: kgd can save nothing" % what,
+                 "mount it read-write, or run kgd with a writable root (--root DIR or KG_STORAGE_ROOT)")
+    else:
+        rep.fail("%s is not writable by this user: kgd can save nothing" % what,
+                 "chmod u+w %s (or chown it to %s), or run kgd with another root (--root DIR or "
+                 "KG_STORAGE_ROOT)" % (where, os.environ.get("USER") or os.getuid()))
+    return False
+
+
+def _started_empty(corrupt):
+    """Graph files whose main file and .prev were both quarantined: kgd had to start them empty.
+    (.prev is read only when the main file is missing or corrupt, so a quarantined .prev means both.)"""
+    out = []
+    for p in corrupt:
+        head = p.split(".corrupt-", 1)[0]
+        if head.endswith(".json.prev") and os.path.basename(head)[:-len(".prev")] in ("user.json", "graph.json"):
+            out.append(head[:-len(".prev")])
+    return sorted(set(out))
+
+
 def _check_storage(rep, root):
+    writable = _writable(rep, root)
     if not os.path.exists(root):
-        rep.ok("storage root %s does not exist yet (kgd creates it, mode 0700, on first start)" % root)
+        if writable:
+            rep.ok("storage root %s does not exist yet (kgd creates it, mode 0700, on first start)" % root)
         return
     uid = os.getuid()
     bad_modes, foreign, unparsable, corrupt = [], [], [], []
@@ -83,7 +118,8 @@ def _check_storage(rep, root):
                 bad = journal_problem(p)
                 if bad:
                     unparsable.append("%s (%s)" % (p, bad))
-    rep.ok("storage root %s exists" % root)
+    if writable:
+        rep.ok("storage root %s exists and is writable" % root)
     if foreign:
         rep.fail("%d path(s) under the root belong to another user, e.g. %s" % (len(foreign), foreign[0]),
                  "chown -R %s %s" % (os.environ.get("USER") or uid, root))
@@ -100,8 +136,16 @@ def _check_storage(rep, root):
                  "from an export with `kgd import`")
     else:
         rep.ok("graph files and journals parse")
-    if corrupt:
-        rep.warn("%d quarantined file(s) (.corrupt-*), e.g. %s" % (len(corrupt), corrupt[0]),
+    lost = _started_empty(corrupt)
+    if lost:
+        rep.fail("%s had to start empty: it and its .prev copy were both corrupt (kept as %s.corrupt-* and "
+                 ".prev.corrupt-*)%s" % (lost[0], os.path.basename(lost[0]),
+                                        " (and %d more graph(s))" % (len(lost) - 1) if len(lost) > 1 else ""),
+                 "restore it from your latest export (kgd import FILE), or recover what you can by hand from "
+                 "the .corrupt-* files; delete them afterwards (this check looks for them)")
+    rest = [p for p in corrupt if p.split(".corrupt-", 1)[0].replace(".prev", "") not in lost]
+    if rest:
+        rep.warn("%d quarantined file(s) (.corrupt-*), e.g. %s" % (len(rest), rest[0]),
                  "look inside; delete them once you are sure nothing in them is missed")
 
 
