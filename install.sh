@@ -186,6 +186,7 @@ trap 'rm -rf "$TMPD"' EXIT INT TERM
 # ---------------------------------------------------------------- helpers
 
 CHANGED=0          # any program or service file written in this run
+HOOKED=0           # Claude Code's SessionStart hook (which starts the daemon) is in place
 NEW_DIRS=""        # folders this run created (newline separated)
 FILES=""           # files the install consists of (newline separated)
 
@@ -566,8 +567,10 @@ if [ "$CLIENT" = 1 ] && [ "$HOOKS" = 1 ]; then
     make_dir "$HOME/.claude"  # recorded, so that --uninstall takes it away again if it is left empty
     if [ "$DRY" = 1 ]; then
         say "would run: $PY $ENTRY hooks install --port $PORT   (adds kgd's hooks to ~/.claude/settings.json)"
+        HOOKED=1
     elif out=$("$PY" "$ENTRY" hooks install --port "$PORT" 2>&1); then
         [ -z "$out" ] || printf '%s\n' "$out" | sed 's/^/hooks: /'
+        HOOKED=1
     else
         say "could not add kgd's hooks to ~/.claude/settings.json ($out); run: kgd hooks install"
     fi
@@ -713,7 +716,21 @@ if [ "$SERVICE" = 1 ] && [ "$OS" = linux ] && [ "$DRY" = 0 ]; then
     say "
 The service runs while you are logged in; to keep it running after you log out: loginctl enable-linger \$USER"
 fi
-if [ "$DRY" = 1 ]; then
+if [ "$SERVICE" = 0 ]; then
+    # no service (--no-service, e.g. where there is no user session): say what starts the daemon
+    if [ "$HOOKED" = 1 ]; then
+        starter="the first Claude Code session starts it (kgd's SessionStart hook), or run: kgd start"
+    else
+        starter="start it with: kgd start (a 'kgd stdio' client starts it too)"
+    fi
+    if [ "$DRY" = 1 ]; then
+        say "
+dry run: nothing was changed. Without a service, $starter"
+    else
+        say "
+kgd is installed ($ENTRY) without a service: $starter"
+    fi
+elif [ "$DRY" = 1 ]; then
     say "
 dry run: nothing was changed."
 elif [ "$CHANGED" = 0 ]; then

@@ -158,6 +158,17 @@ def _quiet_parse(path):
         return None, str(exc)
 
 
+def _service_file():
+    """The user service file kgd's installer writes on this OS, when it exists."""
+    home = os.path.expanduser("~")
+    if target_os() == "darwin":
+        path = os.path.join(home, "Library", "LaunchAgents", "local.kgd.plist")
+    else:
+        path = os.path.join(os.environ.get("XDG_CONFIG_HOME") or os.path.join(home, ".config"), "systemd", "user",
+                            "kgd.service")
+    return path if os.path.exists(path) else None
+
+
 def _check_service(rep, port):
     home = os.path.expanduser("~")
     if target_os() == "darwin":
@@ -182,6 +193,11 @@ def _check_service(rep, port):
     base = os.environ.get("XDG_CONFIG_HOME") or os.path.join(home, ".config")
     unit = os.path.join(base, "systemd", "user", "kgd.service")
     if not os.path.exists(unit):
+        if not _user_bus():
+            # the installer cannot put a service here either: say what starts kgd instead
+            rep.ok("no systemd user service, and no user session here to run one: kgd starts with Claude Code's "
+                   "SessionStart hook (kgd hook) or `kgd start`")
+            return
         rep.warn("no systemd user service (%s)" % unit, "./install.sh installs one; or start kgd yourself (kgd start)")
         return
     with open(unit, "r", encoding="utf-8", errors="replace") as f:
@@ -203,6 +219,15 @@ def _check_service(rep, port):
     else:
         rep.fail("systemd user service kgd.service is %s" % (state or "not active"),
                  "systemctl --user enable --now kgd.service; journalctl --user -u kgd shows why it stopped")
+
+
+def _user_bus():
+    """Can systemctl reach a user instance (a container or a plain SSH session has none)?"""
+    try:
+        return subprocess.run(["systemctl", "--user", "show-environment"], stdout=subprocess.DEVNULL,
+                              stderr=subprocess.DEVNULL, timeout=5).returncode == 0
+    except (OSError, subprocess.SubprocessError):
+        return False
 
 
 def _run(argv, timeout=5):
@@ -308,7 +333,8 @@ def doctor(args, cfg):
                      "see %s/%s or the service log; kgd stop, then start it again" % (cfg["root"], LOG_NAME))
         elif port and _port_free(host, port):
             rep.warn("kgd is not running (port %d is free)" % port,
-                     "start it: kgd start, or the service (systemctl --user start kgd / launchctl)")
+                     "start it: kgd start (a new Claude Code session starts it too, through kgd's SessionStart "
+                     "hook)%s" % (", or the service (systemctl --user start kgd / launchctl)" if _service_file() else ""))
         elif port:
             rep.fail("port %d on %s is taken by another program (not kgd)" % (port, host),
                      "find it with `lsof -i :%d` (or `ss -ltnp`); or run kgd on another port (--port / "

@@ -452,3 +452,25 @@ def test_uninstall_stops_the_daemon_serving_the_installed_root(home, tmp_path):
     finally:
         subprocess.run([sys.executable, INSTALL[:-len("install.sh")] + "kgd.py", "stop", "--root", str(root)],
                        stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, timeout=30)
+
+
+def test_without_a_service_the_last_line_says_what_starts_kgd(home, tmp_path):
+    """Where there is no user session (--no-service), the person must learn what starts the daemon."""
+    bindir = fake_bin(tmp_path, "systemctl", NO_BUS_SYSTEMCTL)
+    env = env_for(home, PATH="%s:%s" % (bindir, os.environ["PATH"]), FAKE_LOG=tmp_path / "log",
+                  KGD_INSTALL_OS="linux")
+    port = free_port()
+    _, out, _ = run_install(home, "--no-service", "--port", port, env=env)
+    last = out.strip().splitlines()[-1]
+    assert "without a service" in last and "SessionStart hook" in last and "kgd start" in last, out
+    _, out, _ = run_install(home, "--no-service", "--no-hooks", "--port", port, env=env)
+    last = out.strip().splitlines()[-1]
+    assert "kgd start" in last and "SessionStart" not in last, out
+    _, out, _ = run_install(home, "--no-service", "--dry-run", "--port", port, env=env)
+    assert "kgd start" in out.strip().splitlines()[-1], out
+    # and doctor does not send the person back to an installer that cannot put a service here
+    r = subprocess.run([str(home / ".local" / "bin" / "kgd"), "doctor"], env=env, stdout=subprocess.PIPE,
+                       stderr=subprocess.PIPE, timeout=60)
+    text = r.stdout.decode()
+    assert "install.sh installs one" not in text and "no user session here" in text, text
+    assert "systemctl --user start" not in text, text
