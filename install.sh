@@ -21,6 +21,8 @@ service that keeps the daemon running, and the Claude Code MCP entry.
   --no-start      write the service file but do not enable or start it
   --no-client     do not register kgd with Claude Code (nor its hooks)
   --no-hooks      do not add kgd's Claude Code hooks to ~/.claude/settings.json
+  --no-permissions  do not add permissions.allow lines for kgd's tools there (Claude Code then
+                  asks before every memory call)
   --desktop       also add kgd to Claude Desktop's config (via `kgd stdio`)
   --dry-run       show what would be done, change nothing
   --uninstall     remove what this script installed; keeps your memory (~/.knowledge-graph)
@@ -44,6 +46,7 @@ SERVICE=1
 START=1
 CLIENT=1
 HOOKS=1
+PERMS=1
 DESKTOP=0
 DRY=0
 UNINSTALL=0
@@ -65,6 +68,7 @@ while [ $# -gt 0 ]; do
         --no-start) START=0; shift ;;
         --no-client) CLIENT=0; shift ;;
         --no-hooks) HOOKS=0; shift ;;
+        --no-permissions) PERMS=0; shift ;;
         --desktop) DESKTOP=1; shift ;;
         --dry-run) DRY=1; shift ;;
         --uninstall) UNINSTALL=1; shift ;;
@@ -187,6 +191,8 @@ trap 'rm -rf "$TMPD"' EXIT INT TERM
 
 CHANGED=0          # any program or service file written in this run
 HOOKED=0           # Claude Code's SessionStart hook (which starts the daemon) is in place
+PERMS_DONE=0       # permissions.allow holds kgd's tools
+TOOL_NAMES="kg_read kg_put_node kg_put_edge kg_delete_node kg_delete_edge kg_search kg_sync kg_progress"
 NEW_DIRS=""        # folders this run created (newline separated)
 FILES=""           # files the install consists of (newline separated)
 
@@ -565,12 +571,19 @@ fi
 
 if [ "$CLIENT" = 1 ] && [ "$HOOKS" = 1 ]; then
     make_dir "$HOME/.claude"  # recorded, so that --uninstall takes it away again if it is left empty
+    if [ "$PERMS" = 1 ]; then perm_arg=""; else perm_arg="--no-permissions"; fi
     if [ "$DRY" = 1 ]; then
-        say "would run: $PY $ENTRY hooks install --port $PORT   (adds kgd's hooks to ~/.claude/settings.json)"
+        if [ "$PERMS" = 1 ]; then
+            say "would add to ~/.claude/settings.json: kgd's hooks (SessionStart, UserPromptSubmit, PostToolUse, Stop) and permissions.allow $(printf '"mcp__kg__%s" ' $TOOL_NAMES)"
+            PERMS_DONE=1
+        else
+            say "would add kgd's hooks (SessionStart, UserPromptSubmit, PostToolUse, Stop) to ~/.claude/settings.json"
+        fi
         HOOKED=1
-    elif out=$("$PY" "$ENTRY" hooks install --port "$PORT" 2>&1); then
+    elif out=$("$PY" "$ENTRY" hooks install --port "$PORT" $perm_arg 2>&1); then
         [ -z "$out" ] || printf '%s\n' "$out" | sed 's/^/hooks: /'
         HOOKED=1
+        PERMS_DONE=$PERMS
     else
         say "could not add kgd's hooks to ~/.claude/settings.json ($out); run: kgd hooks install"
     fi
@@ -689,7 +702,7 @@ fi
 
 # ---------------------------------------------------------------- 8. what is left to the user
 
-cat <<EOF
+[ "$PERMS_DONE" = 1 ] || cat <<EOF
 
 So that Claude Code does not ask before every memory call, add to ~/.claude/settings.json:
     {

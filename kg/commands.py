@@ -72,6 +72,8 @@ def register(sub, add_common):
     p.add_argument("action", choices=("install", "remove", "print"), help="what to do")
     p.add_argument("--dry-run", action="store_true", help="show the change, write nothing")
     p.add_argument("--settings", help="the settings file (default: ~/.claude/settings.json)")
+    p.add_argument("--no-permissions", action="store_true",
+                   help="do not add permissions.allow entries for kgd's tools (Claude Code then asks before each call)")
 
 
 def run(command, args, cfg):

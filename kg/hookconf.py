@@ -11,8 +11,12 @@ Rules owned here:
   hook to /api/hooks on a loopback address. `install` replaces kgd's entries (any port) and
   touches nothing else; installing twice changes nothing; `remove` takes out only kgd's entries
   (and the matcher groups and event lists that held nothing else).
-- The file is changed as userconf says: a file that is not a JSON object is refused, the old
-  bytes are kept as a dated backup, the new file is written whole.
+- kgd's tool permissions: `install` also adds `mcp__kg__<tool>` for each of kgd's tools to
+  permissions.allow (so Claude Code does not ask before every memory call; --no-permissions skips
+  it); `remove` takes exactly those names out again (and the list / object it emptied).
+- The file is changed as userconf says: a file that is not a JSON object is refused, the person's
+  formatting and file mode are kept, and a dated backup is left only when the rewrite could not
+  reproduce their formatting.
 """
 
 import json
@@ -30,6 +34,9 @@ HTTP_EVENTS = (("UserPromptSubmit", None), ("PostToolUse", TOOLS_MATCHER), ("Sto
 HTTP_TIMEOUT = 5
 COMMAND_TIMEOUT = 10
 TOKEN_VAR = "KG_TOKEN"
+TOOL_NAMES = ("kg_read", "kg_put_node", "kg_put_edge", "kg_delete_node", "kg_delete_edge", "kg_search", "kg_sync",
+              "kg_progress")
+PERMISSIONS = tuple("mcp__kg__" + t for t in TOOL_NAMES)
 _KGD_COMMAND = re.compile(r"""(?:^|[\s/'"])kgd\.pyz?['"]?\s+hook(?:\s|$)""")
 _KGD_URL = re.compile(r"\Ahttps?://(?:127\.0\.0\.1|localhost|\[::1\]):(\d+)/api/hooks/?\Z")
 
@@ -101,6 +108,14 @@ def found(conf):
 
 
 def without_kgd(conf):
+    """A copy of conf with kgd's hooks and tool permissions taken out -> (copy, how many hooks, how
+    many permissions were taken out)."""
+    conf, hooks_removed = without_hooks(conf)
+    conf, perms_removed = without_permissions(conf)
+    return conf, hooks_removed, perms_removed
+
+
+def without_hooks(conf):
     """A copy of conf with kgd's hooks taken out -> (copy, how many were taken out)."""
     conf = json.loads(json.dumps(conf))
     hooks = _event_lists(conf)
@@ -130,6 +145,43 @@ def without_kgd(conf):
     return conf, removed
 
 
+def _allow_list(conf):
+    perms = conf.get("permissions")
+    allow = perms.get("allow") if isinstance(perms, dict) else None
+    return allow if isinstance(allow, list) else None
+
+
+def without_permissions(conf):
+    """A copy of conf without kgd's tool permissions -> (copy, how many were taken out); the allow
+    list and permissions object are dropped when kgd's names were all they held."""
+    conf = json.loads(json.dumps(conf))
+    allow = _allow_list(conf)
+    if not allow:
+        return conf, 0
+    kept = [p for p in allow if p not in PERMISSIONS]
+    removed = len(allow) - len(kept)
+    if removed:
+        conf["permissions"]["allow"] = kept
+        if not kept:
+            del conf["permissions"]["allow"]
+            if not conf["permissions"]:
+                del conf["permissions"]
+    return conf, removed
+
+
+def with_permissions(conf):
+    """conf with kgd's tool permissions appended to permissions.allow (the missing ones) -> (conf, added)."""
+    perms = conf.get("permissions", {})
+    if not isinstance(perms, dict) or not isinstance(perms.get("allow", []), list):
+        raise CommandError("\"permissions\".allow in the settings is not a list; fix it, or run this with "
+                           "--no-permissions")
+    have = perms.get("allow", [])
+    missing = [p for p in PERMISSIONS if p not in have]
+    if missing:
+        conf = dict(conf, permissions=dict(perms, allow=list(have) + missing))
+    return conf, len(missing)
+
+
 def _installed_as_wanted(conf, wanted):
     have = found(conf)
     return set(have) == set(wanted) and all(
@@ -150,12 +202,17 @@ def _matcher_of(conf, event):
     return None
 
 
-def install_into(conf, cfg):
+def install_into(conf, cfg, permissions=True):
     """-> (new conf, changed?)."""
     wanted = kgd_entries(cfg)
     if _installed_as_wanted(conf, wanted):
-        return conf, False
-    new, _ = without_kgd(conf)
+        if not permissions:
+            return conf, False
+        new, added = with_permissions(conf)
+        return new, bool(added)
+    new, _ = without_hooks(conf)
+    if permissions:
+        new = with_permissions(new)[0]
     if new.get("hooks") is None:
         new["hooks"] = {}
     hooks = new["hooks"]
@@ -168,31 +225,37 @@ def install_into(conf, cfg):
 
 def hooks(args, cfg):
     path = settings_path(args)
+    permissions = not getattr(args, "no_permissions", False)
     if args.action == "print":
-        say(json.dumps({"hooks": kgd_entries(cfg)}, indent=2))
+        shown = {"hooks": kgd_entries(cfg)}
+        if permissions:
+            shown["permissions"] = {"allow": list(PERMISSIONS)}
+        say(json.dumps(shown, indent=2))
         return 0
     conf, raw = userconf.load(path)
     if args.action == "install":
-        new, changed = install_into(conf, cfg)
+        new, changed = install_into(conf, cfg, permissions)
         if not changed:
-            say("kgd's hooks are already in %s; unchanged" % path)
+            say("kgd's hooks%s are already in %s; unchanged" % (" and tool permissions" if permissions else "", path))
             return 0
-        action = "added kgd's hooks (SessionStart: kgd hook; UserPromptSubmit, PostToolUse, Stop: %s) to" % (
-            hook_url(cfg["port"]))
+        added = len(_allow_list(new) or []) - len(_allow_list(conf) or [])
+        action = "added kgd's hooks (SessionStart: kgd hook; UserPromptSubmit, PostToolUse, Stop: %s)%s to" % (
+            hook_url(cfg["port"]), " and %d tool permission(s)" % added if added else "")
     else:
-        new, removed = without_kgd(conf)
-        if not removed:
+        new, removed, perms = without_kgd(conf)
+        if not removed and not perms:
             say("no kgd hooks in %s; nothing to remove" % path)
             return 0
-        action = "removed kgd's %d hook(s) from" % removed
+        action = "removed kgd's %d hook(s)%s from" % (removed, " and %d tool permission(s)" % perms if perms else "")
     if args.dry_run:
         say("would have %s %s; the file would read:" % (action, path))
-        say(userconf.encode(new).decode("utf-8").rstrip())
+        say(userconf.encode(new, raw).decode("utf-8").rstrip())
         return 0
-    # A backup only when the old file held something of the person's own, besides kgd's hooks;
-    # a file that held nothing else is removed with them.
-    backup = userconf.save(path, new, raw, backup=bool(without_kgd(conf)[0]))
-    say("%s %s%s; this takes effect in new Claude Code sessions" % (action, path, " (backup: %s)" % backup if backup else ""))
+    # A file that held nothing but kgd's entries is removed with them; otherwise a backup only when
+    # the person's formatting could not be kept.
+    backup = userconf.save(path, new, raw, backup="if-lossy" if without_kgd(conf)[0] else False)
+    say("%s %s%s; this takes effect in new Claude Code sessions" % (
+        action, path, " (backup, as its formatting could not be kept: %s)" % backup if backup else ""))
     return 0
 
 

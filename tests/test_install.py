@@ -417,13 +417,26 @@ def test_hooks_are_added_and_taken_away_leaving_the_rest(home):
     assert json.loads(settings.read_text()) == mine  # --no-hooks (and --no-client) leave it alone
     run_install(home, "--no-service", "--port", port)
     conf = json.loads(settings.read_text())
-    assert conf["permissions"] == mine["permissions"]
+    assert conf["permissions"] == {"allow": ["Bash(ls)"] + ["mcp__kg__" + t for t in TOOLS]}
     assert {"SessionStart", "UserPromptSubmit", "PostToolUse", "Stop"} <= set(conf["hooks"])
     assert "notify-send done" in json.dumps(conf["hooks"]["Stop"])
     assert " hook" in conf["hooks"]["SessionStart"][0]["hooks"][0]["command"]
     assert "127.0.0.1:%d/api/hooks" % port in json.dumps(conf["hooks"]["UserPromptSubmit"])
     run_install(home, "--uninstall", "--no-service")
-    assert json.loads(settings.read_text()) == mine
+    assert settings.read_text() == json.dumps(mine)  # byte for byte
+    assert os.listdir(str(settings.parent)) == ["settings.json"]  # no backup left
+
+
+def test_permissions_are_added_unless_told_not_to(home):
+    port = free_port()
+    _, out, _ = run_install(home, "--no-service", "--port", port)
+    settings = home / ".claude" / "settings.json"
+    assert json.loads(settings.read_text())["permissions"]["allow"] == ["mcp__kg__" + t for t in TOOLS]
+    assert "So that Claude Code does not ask" not in out  # nothing left to do by hand
+    run_install(home, "--uninstall", "--no-service")
+    _, out, _ = run_install(home, "--no-service", "--no-permissions", "--port", port)
+    assert "permissions" not in json.loads(settings.read_text())
+    assert "So that Claude Code does not ask" in out and '"mcp__kg__kg_read"' in out
 
 
 def test_hooks_settings_made_by_the_installer_go_with_it(home):
