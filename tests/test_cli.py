@@ -7,7 +7,7 @@ import subprocess
 import sys
 
 import pytest
-from helpers import KGD, REPO, START_LINE, clean_env, run_kgd
+from helpers import KGD, REPO, START_LINE, clean_env, free_port, run_kgd
 
 from kg import cli
 from kg.config import ConfigError, resolve_config
@@ -196,3 +196,21 @@ def test_start_and_status_refuse_a_daemon_that_serves_another_root(make_daemon, 
     assert code == 1 and "another storage root" in out
     code, out, _, _ = run_kgd("start", "--root", tmp_path / "theirs", "--port", d.port)
     assert code == 0 and "already running" in out  # its own root: fine
+
+
+@pytest.mark.e2e
+@pytest.mark.parametrize("main, prev, expected", [
+    ("{ bad", None, "user.json does not parse; read as empty"),
+    ("{ bad", "{ bad", "user.json and its .prev copy do not parse; read as empty"),
+    ("{ bad", '{"nodes": {}, "edges": {}}', "user.json does not parse; read its .prev copy instead"),
+    (None, "{ bad", "user.json is missing and its .prev copy does not parse; read as empty"),
+])
+def test_offline_show_says_a_bad_graph_file_in_one_line(tmp_path, main, prev, expected):
+    root = tmp_path / "r"
+    root.mkdir()
+    for name, text in (("user.json", main), ("user.json.prev", prev)):
+        if text is not None:
+            (root / name).write_text(text)
+    code, out, err, _ = run_kgd("show", "--root", root, "--port", free_port(), cwd=tmp_path)
+    assert code == 0 and "## User graph" in out, err
+    assert err.count("\n") == 1 and expected in err, err
