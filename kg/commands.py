@@ -47,7 +47,7 @@ def register(sub, add_common):
     p.add_argument("file", help="a file written by `kgd export` (- for stdin)")
     p.add_argument("--dry-run", action="store_true", help="say what would change, change nothing")
     p = command("bundle", "build a single-file kgd.pyz (stdlib zipapp)")
-    p.add_argument("-o", "--output", default="kgd.pyz", help="where to write it (kgd.pyz)")
+    p.add_argument("-o", "--output", help="where to write it (default ~/.cache/kgd/kgd.pyz, never the current folder)")
     p.add_argument("--python", help="the #! interpreter line (/usr/bin/env python3)")
     p.add_argument("--no-bytecode", action="store_true", help="sources only (smaller, slower first start)")
     p = command("doctor", "check Python, port, storage, service, client and hooks setup")

@@ -1,5 +1,6 @@
 """The command line (issue 14 items 2 and 4, issue 10's setting): typos, help, status, start."""
 
+import os
 import re
 import signal
 import socket
@@ -214,3 +215,22 @@ def test_offline_show_says_a_bad_graph_file_in_one_line(tmp_path, main, prev, ex
     code, out, err, _ = run_kgd("show", "--root", root, "--port", free_port(), cwd=tmp_path)
     assert code == 0 and "## User graph" in out, err
     assert err.count("\n") == 1 and expected in err, err
+
+
+@pytest.mark.e2e
+@pytest.mark.parametrize("argv, like", [(["help"], ["--help"]), (["help", "status"], ["status", "--help"])])
+def test_help_is_a_command(argv, like):
+    code, out, err, _ = run_kgd(*argv)
+    assert code == 0 and err == "", err
+    assert out == run_kgd(*like)[1] and out.startswith("usage: kgd")
+
+
+@pytest.mark.e2e
+def test_bundle_without_output_writes_outside_the_current_folder(tmp_path):
+    home, project = tmp_path / "home", tmp_path / "project"
+    project.mkdir()
+    code, out, err, _ = run_kgd("bundle", "--no-bytecode", home=home, cwd=project)
+    assert code == 0, err
+    assert os.listdir(str(project)) == []
+    made = home / ".cache" / "kgd" / "kgd.pyz"
+    assert made.is_file() and "wrote %s" % made in out and "-o FILE" in out
