@@ -185,7 +185,13 @@ if [ "$UNINSTALL" = 0 ]; then
 fi
 
 TMPD=$(mktemp -d "${TMPDIR:-/tmp}/kgd-install.XXXXXX")
-trap 'rm -rf "$TMPD"' EXIT INT TERM
+# The temp folder goes on every way out: a normal exit, ^C, kill, a closed terminal, and a reader
+# that went away (`./install.sh --dry-run | head`: SIGPIPE would otherwise end the shell untrapped).
+trap 'rm -rf "$TMPD"' EXIT
+for sig in HUP INT PIPE TERM; do
+    # shellcheck disable=SC2064
+    trap "rm -rf \"\$TMPD\"; trap - EXIT; exit 1" "$sig"
+done
 
 # ---------------------------------------------------------------- helpers
 
@@ -207,17 +213,15 @@ $missing"
         d=$(dirname "$d")
     done
     [ -n "$missing" ] || return 0
-    if [ "$DRY" = 1 ]; then
-        say "would create folder $1"
-    else
-        mkdir -p "$1"
-    fi
+    # a dry run does not list folders: the files said to be written imply them
+    [ "$DRY" = 1 ] || mkdir -p "$1"
     NEW_DIRS="$NEW_DIRS$missing"
 }
 
 show_file() { sed 's/^/    /' "$1"; }
 
-put_file() {  # put_file SRC DEST MODE [show]: copy when the content or mode differs
+QUIET_CHANGED=0    # files put_file wrote or chmod-ed (the program files are said in one line)
+put_file() {  # put_file SRC DEST MODE [show|quiet]: copy when the content or mode differs
     src=$1; dest=$2; mode=$3
     record_file "$dest"
     if [ -f "$dest" ] && cmp -s "$src" "$dest"; then
@@ -226,13 +230,19 @@ put_file() {  # put_file SRC DEST MODE [show]: copy when the content or mode dif
         if [ "$cur" = "$want" ]; then
             return 0
         fi
-        if [ "$DRY" = 1 ]; then say "would chmod $mode $dest"; else chmod "$mode" "$dest"; fi
+        if [ "$DRY" = 1 ]; then
+            [ "${4:-}" = quiet ] || say "would chmod $mode $dest"
+        else
+            chmod "$mode" "$dest"
+        fi
         CHANGED=1
+        QUIET_CHANGED=$((QUIET_CHANGED + 1))
         return 0
     fi
     CHANGED=1
+    QUIET_CHANGED=$((QUIET_CHANGED + 1))
     if [ "$DRY" = 1 ]; then
-        say "would write $dest"
+        [ "${4:-}" = quiet ] || say "would write $dest"
         [ "${4:-}" = show ] && show_file "$src"
         return 0
     fi
@@ -240,7 +250,7 @@ put_file() {  # put_file SRC DEST MODE [show]: copy when the content or mode dif
     cp "$src" "$dest.tmp-$$"
     chmod "$mode" "$dest.tmp-$$"
     mv -f "$dest.tmp-$$" "$dest"
-    say "wrote $dest"
+    [ "${4:-}" = quiet ] || say "wrote $dest"
 }
 
 mode_string() {
@@ -455,20 +465,28 @@ say "Installing $SRC_VERSION ($SRC_KIND from $SRC) for Python $PYVER ($PY)"
 # ---------------------------------------------------------------- 1. program files
 
 make_dir "$PREFIX"
+QUIET_CHANGED=0
 if [ "$SRC_KIND" = tree ]; then
     make_dir "$PREFIX/kg"
-    put_file "$SRC/kgd.py" "$PREFIX/kgd.py" 644
+    put_file "$SRC/kgd.py" "$PREFIX/kgd.py" 644 quiet
     for f in README.md LICENSE; do
-        [ -f "$SRC/$f" ] && put_file "$SRC/$f" "$PREFIX/$f" 644
+        [ -f "$SRC/$f" ] && put_file "$SRC/$f" "$PREFIX/$f" 644 quiet
     done
     # every file of the kg package (modules and the viewer's kg/ui/ files), no caches
     (cd "$SRC" && find kg -type f ! -name '*.pyc' ! -path '*/__pycache__/*' | LC_ALL=C sort) >"$TMPD/pkgfiles"
     while IFS= read -r f; do
         make_dir "$PREFIX/$(dirname "$f")"
-        put_file "$SRC/$f" "$PREFIX/$f" 644
+        put_file "$SRC/$f" "$PREFIX/$f" 644 quiet
     done <"$TMPD/pkgfiles"
 else
-    put_file "$SRC" "$PREFIX/kgd.pyz" 644
+    put_file "$SRC" "$PREFIX/kgd.pyz" 644 quiet
+fi
+if [ "$QUIET_CHANGED" -gt 0 ]; then  # one line for the program, not one per file
+    if [ "$DRY" = 1 ]; then
+        say "would copy $QUIET_CHANGED program file(s) ($SRC_KIND) into $PREFIX"
+    else
+        say "copied $QUIET_CHANGED program file(s) ($SRC_KIND) into $PREFIX"
+    fi
 fi
 
 # ---------------------------------------------------------------- 2. launcher
@@ -574,7 +592,7 @@ if [ "$CLIENT" = 1 ] && [ "$HOOKS" = 1 ]; then
     if [ "$PERMS" = 1 ]; then perm_arg=""; else perm_arg="--no-permissions"; fi
     if [ "$DRY" = 1 ]; then
         if [ "$PERMS" = 1 ]; then
-            say "would add to ~/.claude/settings.json: kgd's hooks (SessionStart, UserPromptSubmit, PostToolUse, Stop) and permissions.allow $(printf '"mcp__kg__%s" ' $TOOL_NAMES)"
+            say "would add to ~/.claude/settings.json: kgd's hooks (SessionStart, UserPromptSubmit, PostToolUse, Stop) and permissions.allow $(printf '"mcp__kg__%s", ' $TOOL_NAMES | sed 's/, $//')"
             PERMS_DONE=1
         else
             say "would add kgd's hooks (SessionStart, UserPromptSubmit, PostToolUse, Stop) to ~/.claude/settings.json"

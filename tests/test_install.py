@@ -487,3 +487,29 @@ def test_without_a_service_the_last_line_says_what_starts_kgd(home, tmp_path):
     text = r.stdout.decode()
     assert "install.sh installs one" not in text and "no user session here" in text, text
     assert "systemctl --user start" not in text, text
+
+
+def test_a_dry_run_says_one_line_per_action(home):
+    _, out, _ = run_install(home, "--dry-run", "--no-service", "--port", free_port())
+    lines = out.splitlines()
+    assert not any(l.startswith("would create folder") for l in lines), out
+    assert not any(l.startswith("would write %s/kg/" % prefix(home)) for l in lines), out
+    [copy] = [l for l in lines if l.startswith("would copy ")]
+    assert "program file(s)" in copy and str(prefix(home)) in copy
+    actions = [l for l in lines if l.startswith("would ")]
+    assert len(actions) == len(set(actions)) and len(actions) <= 8, actions
+
+
+def test_a_reader_that_goes_away_leaves_no_temp_folder(home, tmp_path):
+    """`./install.sh --dry-run | head -1`: SIGPIPE must not leave the installer's temp folder."""
+    tmp = tmp_path / "tmp"
+    tmp.mkdir()
+    r, w = os.pipe()
+    os.close(r)  # the reader is gone before the first line
+    try:
+        p = subprocess.Popen(["/bin/sh", INSTALL, "--dry-run", "--no-service", "--port", str(free_port())],
+                             env=env_for(home, TMPDIR=tmp), stdout=w, stderr=subprocess.DEVNULL, cwd=str(home))
+    finally:
+        os.close(w)
+    assert p.wait(60) != 0
+    assert os.listdir(str(tmp)) == []
