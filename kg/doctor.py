@@ -306,6 +306,17 @@ def _check_hooks(rep, port):
         rep.ok("Claude Code hooks in %s -> port %d" % (path, port))
 
 
+def _check_agents(rep, port):
+    """Each other agent found here (Codex CLI, Gemini CLI, Copilot CLI): its MCP entry and hooks."""
+    from . import agentconf
+
+    for name in agentconf.NAMES:
+        if not agentconf.present(name):
+            continue
+        for level, what, fix in agentconf.check(name, port):
+            {"ok": lambda w, f: rep.ok(w), "warn": rep.warn, "fail": rep.fail}[level](what, fix)
+
+
 def doctor(args, cfg):
     rep = Report()
     py = sys.version_info
@@ -345,6 +356,7 @@ def doctor(args, cfg):
     if not args.skip_client:
         _check_clients(rep, port or DEFAULT_PORT)
         _check_hooks(rep, port or DEFAULT_PORT)
+        _check_agents(rep, port or DEFAULT_PORT)
     say("%d problem(s), %d warning(s)" % (rep.problems, rep.warnings))
     return 1 if rep.problems else 0
 

@@ -21,13 +21,11 @@ Rules owned here:
 
 import json
 import os
-import re
 import shlex
 
-from . import userconf
-from .client import entry_point, python_executable
-from .config import DEFAULT_PORT, DEFAULT_ROOT
-from .console import CommandError, say
+from . import hooklists, userconf
+from .config import DEFAULT_PORT
+from .console import CommandError, say, warn
 
 TOOLS_MATCHER = "Read|Edit|Write|MultiEdit|Grep|Glob|NotebookEdit|WebFetch|WebSearch"
 HTTP_EVENTS = (("UserPromptSubmit", None), ("PostToolUse", TOOLS_MATCHER), ("Stop", None))
@@ -37,10 +35,6 @@ TOKEN_VAR = "KG_TOKEN"
 TOOL_NAMES = ("kg_read", "kg_put_node", "kg_put_edge", "kg_delete_node", "kg_delete_edge", "kg_search", "kg_sync",
               "kg_progress")
 PERMISSIONS = tuple("mcp__kg__" + t for t in TOOL_NAMES)
-_KGD_COMMAND = re.compile(r"""(?:^|[\s/'"])kgd\.pyz?['"]?\s+hook(?:\s|$)""")
-_KGD_URL = re.compile(r"\Ahttps?://(?:127\.0\.0\.1|localhost|\[::1\]):(\d+)/api/hooks/?\Z")
-
-
 def settings_path(args=None):
     if args is not None and getattr(args, "settings", None):
         return os.path.abspath(args.settings)
@@ -48,12 +42,7 @@ def settings_path(args=None):
 
 
 def hook_command(cfg):
-    argv = [python_executable(), "-S", entry_point(), "hook"]
-    if cfg["port"] != DEFAULT_PORT:
-        argv += ["--port", str(cfg["port"])]
-    if cfg["root"] != DEFAULT_ROOT:
-        argv += ["--root", cfg["root"]]
-    return " ".join(shlex.quote(a) for a in argv)
+    return hooklists.hook_command(cfg)
 
 
 def hook_url(port):
@@ -77,34 +66,8 @@ def kgd_entries(cfg):
     return out
 
 
-def is_kgd_hook(hook):
-    if not isinstance(hook, dict):
-        return False
-    if hook.get("type") == "command":
-        return isinstance(hook.get("command"), str) and bool(_KGD_COMMAND.search(hook["command"]))
-    if hook.get("type") == "http":
-        return isinstance(hook.get("url"), str) and bool(_KGD_URL.match(hook["url"].strip()))
-    return False
-
-
-def _event_lists(conf):
-    hooks = conf.get("hooks")
-    if hooks is None:
-        return {}
-    if not isinstance(hooks, dict):
-        raise CommandError("\"hooks\" in the settings is not an object; fix it, then run this again")
-    return hooks
-
-
-def found(conf):
-    """{event: [kgd's hook objects]} in conf."""
-    out = {}
-    for event, groups in _event_lists(conf).items():
-        for group in groups if isinstance(groups, list) else ():
-            for hook in _inner(group):
-                if is_kgd_hook(hook):
-                    out.setdefault(event, []).append(hook)
-    return out
+is_kgd_hook = hooklists.is_kgd_hook
+found = hooklists.found
 
 
 def without_kgd(conf):
@@ -117,32 +80,7 @@ def without_kgd(conf):
 
 def without_hooks(conf):
     """A copy of conf with kgd's hooks taken out -> (copy, how many were taken out)."""
-    conf = json.loads(json.dumps(conf))
-    hooks = _event_lists(conf)
-    removed = 0
-    for event in list(hooks):
-        groups = hooks[event]
-        if not isinstance(groups, list):
-            continue
-        kept_groups, touched = [], False
-        for group in groups:
-            inner = group.get("hooks") if isinstance(group, dict) else None
-            if not isinstance(inner, list) or not any(is_kgd_hook(h) for h in inner):
-                kept_groups.append(group)
-                continue
-            touched = True
-            kept = [h for h in inner if not is_kgd_hook(h)]
-            removed += len(inner) - len(kept)
-            if kept:
-                kept_groups.append(dict(group, hooks=kept))
-        if touched:
-            if kept_groups:
-                hooks[event] = kept_groups
-            else:
-                del hooks[event]
-    if "hooks" in conf and not conf["hooks"] and removed:
-        del conf["hooks"]
-    return conf, removed
+    return hooklists.without(conf)
 
 
 def _allow_list(conf):
@@ -182,48 +120,58 @@ def with_permissions(conf):
     return conf, len(missing)
 
 
-def _installed_as_wanted(conf, wanted):
-    have = found(conf)
-    return set(have) == set(wanted) and all(
-        have[e] == [h for g in wanted[e] for h in g["hooks"]] for e in wanted) and all(
-        _matcher_of(conf, e) == wanted[e][0].get("matcher") for e in wanted)
-
-
-def _inner(group):
-    """The hook objects of one matcher group; nothing when the group is not shaped as one."""
-    inner = group.get("hooks") if isinstance(group, dict) else None
-    return inner if isinstance(inner, list) else ()
-
-
-def _matcher_of(conf, event):
-    for group in _event_lists(conf).get(event) or []:
-        if any(is_kgd_hook(h) for h in _inner(group)):
-            return group.get("matcher")
-    return None
-
-
 def install_into(conf, cfg, permissions=True):
     """-> (new conf, changed?)."""
-    wanted = kgd_entries(cfg)
-    if _installed_as_wanted(conf, wanted):
-        if not permissions:
-            return conf, False
-        new, added = with_permissions(conf)
-        return new, bool(added)
-    new, _ = without_hooks(conf)
+    new, changed = hooklists.merge(conf, kgd_entries(cfg))
     if permissions:
-        new = with_permissions(new)[0]
-    if new.get("hooks") is None:
-        new["hooks"] = {}
-    hooks = new["hooks"]
-    for event, groups in wanted.items():
-        if not isinstance(hooks.get(event, []), list):
-            raise CommandError("\"hooks\".%s in the settings is not a list; fix it, then run this again" % event)
-        hooks.setdefault(event, []).extend(groups)
-    return new, True
+        new, added = with_permissions(new)
+        changed = changed or bool(added)
+    return new, changed
+
+
+AGENT_NAMES = ("claude", "codex", "gemini", "copilot")
 
 
 def hooks(args, cfg):
+    """`kgd hooks ACTION [--agent NAME|all]`: Claude Code's here, the other agents' in kg/agentconf.py.
+    `all` is every agent for remove and print, and Claude Code plus each agent found here for install;
+    one agent's refusal does not stop the others (exit 1 at the end)."""
+    from . import agentconf
+
+    agent = getattr(args, "agent", None) or "claude"
+    if agent != "all":
+        names = [agent]
+    elif args.action == "install":
+        names = ["claude"] + [n for n in agentconf.NAMES if agentconf.present(n)]
+    else:
+        names = list(AGENT_NAMES)
+    failed = 0
+    for name in names:
+        try:
+            if name == "claude":
+                code = claude_hooks(args, cfg)
+            elif args.action == "print":
+                say(agentconf.show(name, cfg))
+                code = 0
+            else:
+                do = agentconf.install if args.action == "install" else agentconf.remove
+                lines = do(name, cfg, dry_run=args.dry_run)
+                if not lines and agent != "all":
+                    lines = ["%s: no kgd entries in %s; nothing to remove" % (agentconf.AGENTS[name]["label"],
+                                                                               agentconf.home(name))]
+                for line in lines:
+                    say(line)
+                code = 0
+        except CommandError as exc:
+            if agent != "all":
+                raise
+            warn("%s: %s" % (name, exc))
+            code = 1
+        failed += code
+    return 1 if failed else 0
+
+
+def claude_hooks(args, cfg):
     path = settings_path(args)
     permissions = not getattr(args, "no_permissions", False)
     if args.action == "print":
@@ -268,7 +216,7 @@ def check(conf, port):
     for event, hooks_ in have.items():
         for h in hooks_:
             if h.get("type") == "http":
-                m = _KGD_URL.match(h["url"].strip())
+                m = hooklists.KGD_URL.match(h["url"].strip())
                 if int(m.group(1)) != port:
                     wrong.append("%s posts to %s, not port %d" % (event, h["url"], port))
             else:
