@@ -20,7 +20,8 @@ service that keeps the daemon running, and the Claude Code MCP entry.
   --no-service    no systemd / launchd service (start kgd yourself: `kgd start`)
   --no-start      write the service file but do not enable or start it
   --no-client     do not register kgd with Claude Code (nor its hooks)
-  --no-hooks      do not add kgd's Claude Code hooks to ~/.claude/settings.json
+  --no-hooks      do not add kgd's hooks: Claude Code's (~/.claude/settings.json), nor the
+                  MCP entry and hooks of Codex, Gemini CLI or Copilot CLI when on PATH
   --no-permissions  do not add permissions.allow lines for kgd's tools there (Claude Code then
                   asks before every memory call)
   --desktop       also add kgd to Claude Desktop's config (via `kgd stdio`)
@@ -396,19 +397,28 @@ if [ "$UNINSTALL" = 1 ]; then
         if [ "$PY_OK" = 0 ] && [ -n "$OLD_ENTRY" ] && [ -f "$OLD_ENTRY" ]; then
             if [ "$DRY" = 1 ]; then
                 "$PY" "$OLD_ENTRY" desktop --remove --kgd "$OLD_ENTRY" --dry-run | sed 's/^/desktop: /' || true
-                "$PY" "$OLD_ENTRY" hooks remove --dry-run | sed 's/^/hooks: /' || true
+                "$PY" "$OLD_ENTRY" hooks remove --agent all --dry-run | sed 's/^/hooks: /' || true
             else
                 "$PY" "$OLD_ENTRY" desktop --remove --kgd "$OLD_ENTRY" | sed 's/^/desktop: /' || true
-                "$PY" "$OLD_ENTRY" hooks remove | sed 's/^/hooks: /' || true
+                "$PY" "$OLD_ENTRY" hooks remove --agent all 2>&1 | sed 's/^/hooks: /' || true
             fi
         fi
     fi
     # 3. the files, then the folders this installer created (if empty)
-    manifest_lines file | while IFS= read -r f; do
+    manifest_lines file >"$TMPD/files"
+    n=0
+    while IFS= read -r f; do
         if [ -f "$f" ] || [ -L "$f" ]; then
-            if [ "$DRY" = 1 ]; then say "would remove $f"; else rm -f "$f"; say "removed $f"; fi
+            [ "$DRY" = 1 ] || rm -f "$f"
+            case "$f" in
+                "$PREFIX"/*) n=$((n + 1)) ;;  # the program files: said in one line below
+                *) if [ "$DRY" = 1 ]; then say "would remove $f"; else say "removed $f"; fi ;;
+            esac
         fi
-    done
+    done <"$TMPD/files"
+    if [ "$n" -gt 0 ]; then
+        if [ "$DRY" = 1 ]; then say "would remove $n program file(s) from $PREFIX"; else say "removed $n program file(s) from $PREFIX"; fi
+    fi
     for d in "$PREFIX/kg/__pycache__" "$PREFIX/__pycache__"; do
         if [ -d "$d" ]; then
             if [ "$DRY" = 1 ]; then say "would remove $d"; else rm -rf "$d"; fi
@@ -607,6 +617,36 @@ if [ "$CLIENT" = 1 ] && [ "$HOOKS" = 1 ]; then
     fi
 fi
 
+# ---------------------------------------------------------------- 4c. the other agents found on PATH
+
+agent_home() {  # agent_home NAME: the folder the agent reads its configuration from
+    case "$1" in
+        codex) printf '%s' "${CODEX_HOME:-$HOME/.codex}" ;;
+        gemini) printf '%s' "${GEMINI_CLI_HOME:-$HOME}/.gemini" ;;
+        copilot) printf '%s' "${COPILOT_HOME:-$HOME/.copilot}" ;;
+    esac
+}
+
+BY_HAND=""         # what the person must still do in an agent (one line each)
+if [ "$CLIENT" = 1 ] && [ "$HOOKS" = 1 ]; then
+    for agent in codex gemini copilot; do
+        command -v "$agent" >/dev/null 2>&1 || continue
+        ahome=$(agent_home "$agent")
+        make_dir "$ahome"  # recorded, so that --uninstall takes it away again if it is left empty
+        [ "$agent" != copilot ] || make_dir "$ahome/hooks"
+        if [ "$DRY" = 1 ]; then
+            say "would add kgd's MCP server and hooks for $agent to $ahome (kgd hooks install --agent $agent)"
+        elif out=$("$PY" "$ENTRY" hooks install --agent "$agent" --port "$PORT" 2>&1); then
+            printf '%s\n' "$out" | grep -v ': by hand: ' | sed 's/^/hooks: /'
+            hand=$(printf '%s\n' "$out" | grep ': by hand: ' || true)
+            [ -z "$hand" ] || BY_HAND="$BY_HAND$hand
+"
+        else
+            say "could not configure $agent for kgd ($out); run: kgd hooks install --agent $agent"
+        fi
+    done
+fi
+
 # ---------------------------------------------------------------- 5. manifest (what --uninstall removes)
 
 OLD_DIRS=$(manifest_lines dir)
@@ -738,6 +778,7 @@ So that Claude Code does not ask before every memory call, add to ~/.claude/sett
       }
     }
 EOF
+[ -z "$BY_HAND" ] || printf '\n%s' "$BY_HAND"
 case ":${PATH:-}:" in
     *":$BIN_DIR:"*) ;;
     *) say "

@@ -513,3 +513,37 @@ def test_a_reader_that_goes_away_leaves_no_temp_folder(home, tmp_path):
         os.close(w)
     assert p.wait(60) != 0
     assert os.listdir(str(tmp)) == []
+
+
+def test_other_agents_on_path_are_configured_and_unconfigured(home, tmp_path):
+    """Codex CLI, Gemini CLI and Copilot CLI found on PATH get kgd's MCP entry and hooks."""
+    bindir = None
+    for agent in ("codex", "gemini", "copilot"):
+        bindir = fake_bin(tmp_path, agent, "#!/bin/sh\nexit 0\n")
+    (home / ".gemini").mkdir()
+    (home / ".gemini" / "settings.json").write_text('{\n  "theme": "dark"\n}\n')
+    before = tree(home)
+    env = env_for(home, PATH="%s:%s" % (bindir, os.environ["PATH"]))
+    port = free_port()
+    _, out, _ = run_install(home, "--no-service", "--port", port, env=env)
+    url = "http://127.0.0.1:%d/mcp" % port
+    assert 'url = "%s"' % url in (home / ".codex" / "config.toml").read_text()
+    assert json.loads((home / ".gemini" / "settings.json").read_text())["mcpServers"]["kg"]["httpUrl"] == url
+    assert json.loads((home / ".gemini" / "settings.json").read_text())["theme"] == "dark"
+    assert json.loads((home / ".copilot" / "mcp-config.json").read_text())["mcpServers"]["kg"]["url"] == url
+    for path, agent in ((".codex/hooks.json", "codex"), (".gemini/settings.json", "gemini"),
+                        (".copilot/hooks/kgd.json", "copilot")):
+        assert "hook --agent %s" % agent in (home / path).read_text()
+    by_hand = [l for l in out.splitlines() if "by hand" in l]
+    assert len(by_hand) == 1 and "Codex" in by_hand[0] and "/hooks" in by_hand[0], out
+    _, out, _ = run_install(home, "--no-service", "--port", port, env=env)  # again: nothing changes
+    assert "by hand" not in out and "unchanged" in out
+    run_install(home, "--uninstall", "--no-service", env=env)
+    assert without_mtimes(tree(home)) == without_mtimes(before)
+
+
+def test_no_hooks_leaves_the_other_agents_alone(home, tmp_path):
+    bindir = fake_bin(tmp_path, "codex", "#!/bin/sh\nexit 0\n")
+    env = env_for(home, PATH="%s:%s" % (bindir, os.environ["PATH"]))
+    run_install(home, "--no-service", "--no-hooks", "--port", free_port(), env=env)
+    assert not (home / ".codex").exists()
