@@ -1,4 +1,5 @@
-"""`kgd hooks install|remove|print`: kgd's entries in Claude Code's ~/.claude/settings.json.
+"""`kgd hooks install|remove|print [--agent NAME|all]`: kgd's entries in Claude Code's
+~/.claude/settings.json here; the other agents' (Codex, Gemini, Copilot) in kg/agentconf.py.
 
 Rules owned here:
 - kgd's entries: SessionStart runs the command hook `<python> -S <kgd.py or kgd.pyz> hook` (plus
@@ -7,10 +8,8 @@ Rules owned here:
   http://127.0.0.1:PORT/api/hooks with a short timeout. With a token, the HTTP hooks send
   `Authorization: Bearer $KG_TOKEN`, resolved by Claude Code from its environment (listed in
   allowedEnvVars): the token itself is never written to the file; `kgd hook` reads KG_TOKEN too.
-- An entry is kgd's when it is a command hook running `kgd.py hook` / `kgd.pyz hook`, or an HTTP
-  hook to /api/hooks on a loopback address. `install` replaces kgd's entries (any port) and
-  touches nothing else; installing twice changes nothing; `remove` takes out only kgd's entries
-  (and the matcher groups and event lists that held nothing else).
+- Which entries are kgd's, and how they are replaced or taken out leaving every other one, is
+  kg/hooklists.py's: installing twice changes nothing; `remove` takes out only kgd's entries.
 - kgd's tool permissions: `install` also adds `mcp__kg__<tool>` for each of kgd's tools to
   permissions.allow (so Claude Code does not ask before every memory call; --no-permissions skips
   it); `remove` takes exactly those names out again (and the list / object it emptied).
@@ -35,6 +34,8 @@ TOKEN_VAR = "KG_TOKEN"
 TOOL_NAMES = ("kg_read", "kg_put_node", "kg_put_edge", "kg_delete_node", "kg_delete_edge", "kg_search", "kg_sync",
               "kg_progress")
 PERMISSIONS = tuple("mcp__kg__" + t for t in TOOL_NAMES)
+
+
 def settings_path(args=None):
     if args is not None and getattr(args, "settings", None):
         return os.path.abspath(args.settings)
