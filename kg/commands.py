@@ -68,7 +68,7 @@ def register(sub, add_common):
     p.add_argument("--cwd", help="search as from this folder (default: the current one)")
     p.add_argument("--limit", type=int, default=20, help="at most this many results (20)")
     command("hook", "Claude Code command hook (SessionStart): forward stdin to the daemon, print its answer")
-    p = command("hooks", "install, remove or print an agent's kgd configuration: its hooks (and MCP entry)")
+    p = command("hooks", "install, remove or print kgd's hooks in Claude Code's ~/.claude/settings.json")
     p.add_argument("action", choices=("install", "remove", "print"), help="what to do")
     p.add_argument("--agent", choices=("claude", "codex", "gemini", "copilot", "all"), default="claude",
                    help="whose configuration: claude (~/.claude/settings.json, the default), codex (~/.codex), "
