@@ -317,6 +317,32 @@ def _check_agents(rep, port):
             {"ok": lambda w, f: rep.ok(w), "warn": rep.warn, "fail": rep.fail}[level](what, fix)
 
 
+def _check_credentials(rep, root):
+    """Nodes and edges that look like credentials (contract section 10): kgd hides them from
+    agents; a person deletes them. Names ids, fields and kinds, never the secret."""
+    from .diskview import project_graphs, snapshot_graph
+    from .storage import Layout
+    if not os.path.isdir(root):
+        return
+    layout = Layout(root)
+    graphs = [("user graph", snapshot_graph(layout.user_file, "user"))]
+    graphs += [("project %s" % (g.project_path or slug), g) for slug, g in project_graphs(layout)]
+    found = 0
+    for label, g in graphs:
+        level = "user" if g.level == "user" else "project"
+        for nid, (field, hit) in sorted(g.flagged.items()):
+            found += 1
+            what = "a node (its id is not printed)" if field == "id" else "node %r" % nid
+            rep.warn("%s: %s: %s looks like %s; kgd never shows it to an agent" % (label, what, field, hit.label),
+                     "delete it: kg_delete_node id=... level=%s, or in the viewer (/ui)" % level)
+        for _, (field, hit) in sorted(g.flagged_edges.items()):
+            found += 1
+            rep.warn("%s: an edge's %s looks like %s" % (label, field, hit.label),
+                     "delete it: kg_delete_edge (from, to, rel) level=%s, or in the viewer (/ui)" % level)
+    if not found:
+        rep.ok("no stored node or edge looks like a credential")
+
+
 def doctor(args, cfg):
     rep = Report()
     py = sys.version_info
@@ -351,6 +377,7 @@ def doctor(args, cfg):
                      "find it with `lsof -i :%d` (or `ss -ltnp`); or run kgd on another port (--port / "
                      "KG_HTTP_PORT) and re-register the client with that port" % port)
     _check_storage(rep, cfg["root"])
+    _check_credentials(rep, cfg["root"])
     if not args.skip_service:
         _check_service(rep, port or DEFAULT_PORT)
     if not args.skip_client:
