@@ -187,7 +187,7 @@ TOOLS = [
         "description": (
             "Keep the state of a long task across sessions: with state (a JSON object) it stores it under task_id, "
             "replacing what was there; without state (or with null) it returns what is stored (null if nothing). "
-            "Default level user."),
+            "Default level user (the answer says which level was used); level project keeps it with this project."),
         "inputSchema": _in(["session_id", "task_id"], session_id=_SESSION, task_id=_STR,
                            state={"type": ["object", "null"]}, level=_LEVEL),
         "outputSchema": _obj(["task_id", "level", "state"], task_id=_STR, level=_LEVEL, state={"type": ["object", "null"]}),
@@ -338,7 +338,10 @@ def _progress(store, a):
     # A null state is "omitted" (as for every optional argument): it reads, never clears.
     r = store.progress(store.session(a["session_id"]), a["task_id"], a.get("state"), a.get("level"),
                        has_state=a.get("state") is not None)
-    return r, render.render_progress(r), _same
+    text = render.render_progress(r)
+    if a.get("level") is None:  # said, not silently chosen: the agent may have meant this project
+        text += " (No level given: kg_progress's default, user, was used; level=project keeps it with this project.)"
+    return r, text, _same
 
 
 HANDLERS = {"kg_read": _read, "kg_put_node": _put_node, "kg_put_edge": _put_edge, "kg_delete_node": _delete_node,
