@@ -44,7 +44,7 @@ class App:
         cfg = self.cfg
         settings = Settings(max_tokens=cfg["max_tokens"], grace_days=cfg["grace_days"],
                             orphan_grace_days=cfg["orphan_grace_days"], save_interval=cfg["save_interval"],
-                            session_ttl=cfg["session_ttl"])
+                            session_ttl=cfg["session_ttl"], secret_scan=cfg.get("secret_scan", True))
         store = Store(cfg["root"], settings)
         try:
             store.open("starting")

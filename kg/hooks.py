@@ -111,16 +111,16 @@ class _Memory:
         last one built (recall_prev), so that only changed nodes are redone. A big graph with no
         index yet is indexed on a thread (a cold index of 10,000 nodes takes about a second);
         meanwhile its hooks answer nothing."""
-        ix = getattr(g, "recall_index", None)
+        ix = g.recall_index
         if ix is None:
-            prev = getattr(g, "recall_prev", None)
+            prev = g.recall_prev
             if prev is None and len(g.nodes) > WARM_INLINE:
-                if not getattr(g, "recall_warming", False):
+                if not g.recall_warming:
                     g.recall_warming = True
-                    threading.Thread(target=self._warm, args=(g, dict(g.nodes), dict(g.edges)),
+                    threading.Thread(target=self._warm, args=(g, dict(g.visible_nodes()), dict(g.edges)),
                                      name="kgd-recall-index", daemon=True).start()
                 raise _Warming()
-            ix = recall.Index(g.nodes, g.edges, prev=prev)
+            ix = recall.Index(g.visible_nodes(), g.edges, prev=prev)  # never a node holding a credential
             g.recall_index = g.recall_prev = ix
         return ix
 
@@ -139,7 +139,7 @@ class _Memory:
         try:
             ix = recall.Index(nodes, edges)
             with self.store.lock:
-                if getattr(g, "recall_prev", None) is None:
+                if g.recall_prev is None:
                     g.recall_prev = ix
         except Exception:
             log.exception("building the recall index failed")
@@ -211,9 +211,9 @@ def _usage(session_id):
     """The usage guide kgd's MCP instructions give, in short: some agents (Copilot CLI) do not show
     their model those instructions, so the preload carries them."""
     return ["Session: %s" % session_id,
-            "kg memory (kgd): what earlier sessions learned is below. kg_read id=... gives a node's notes and "
-            "edges (an archived one comes back), kg_search query=... finds more (archived too); pass "
-            "session_id=%s to every kg_* call." % session_id,
+            "kg memory (kgd) is loaded: what earlier sessions learned is below, so do not call kg_read with cwd; "
+            "pass session_id=%s to every kg_* call. kg_read id=... gives a node's notes and edges (an archived one "
+            "comes back), kg_search query=... finds more (archived too)." % session_id,
             "Save what a future session would need as nodes with kg_put_node (a short stable kebab-case id, a "
             "one-line gist, notes, touches = the files it concerns; level project = this codebase, user = across "
             "projects): decisions and their reasons, gotchas, conventions, how things work. Put an existing id "
@@ -227,7 +227,7 @@ def _value_order(g):
     connectedness (edges to active nodes or files), each as a rank; ties by id. Recency leads
     (issue 13): compaction already kept the well-connected nodes active, and a tenth of the
     room should show what is being worked on now; recall brings the rest when it is named."""
-    active = g.by_state[model.ACTIVE]
+    active = g.visible(model.ACTIVE)  # never a node holding a credential
     nodes = g.nodes
     deg = {}
     for nid in active:
@@ -261,7 +261,7 @@ def _value_order(g):
 def _crumb_order(g, left):
     """Ids a preload shows without their gists: the active nodes it left out (most valuable
     first), then the archived ones, most recently used first (ties by id)."""
-    archived = sorted(g.by_state[model.ARCHIVED], key=lambda i: (-model.recency(g.nodes[i]), i))
+    archived = sorted(g.visible(model.ARCHIVED), key=lambda i: (-model.recency(g.nodes[i]), i))
     return list(left) + archived
 
 
@@ -340,7 +340,7 @@ def _preload(mem, session):
 def _continuity(mem, session, since):
     changed = []
     for g in mem.graphs(session):
-        for nid, node in g.nodes.items():
+        for nid, node in g.visible_nodes().items():
             w = node.get("_write_ts")
             if isinstance(w, (int, float)) and w > since:
                 changed.append((w, g.level, nid))

@@ -66,6 +66,11 @@ def edge_key(frm, to, rel):
     return "%s->%s:%s" % (frm, to, rel)
 
 
+def node_key(level, node_id):
+    """"level:id", a node of either graph: how a client session records what it was shown."""
+    return "%s:%s" % (level, node_id)
+
+
 def edge_counts(edge, nodes):
     """An edge counts in kg_read (and the estimate) when one end is an ACTIVE node of this graph
     (contract 5, revised 2026-12-01). A file-path end alone does not count: nothing could ever
@@ -173,6 +178,31 @@ def check_node_text(node):
         raise BadInput("node %r would hold %d characters of gist and notes; the limit is %d per node. "
                        "Split it into several nodes joined by edges (kg_put_edge)."
                        % (node.get("id", "")[:200], size, MAX_NODE_TEXT))
+    return node
+
+
+def check_ids(ids):
+    """The ids of a read by id: a non-empty list of at most 200 ids."""
+    if not isinstance(ids, list) or not ids:
+        raise BadInput("give id (a string) or ids (a non-empty list of strings).")
+    if len(ids) > 200:
+        raise BadInput("at most 200 ids per kg_read.")
+    return [check_id(i, "each id") for i in ids]
+
+
+def put_result(old, node_id, gist, notes, touches, now):
+    """The node a put leaves: a new node, or the old one with the given fields replaced
+    (omitted ones kept) and its write time refreshed."""
+    if old is None:
+        if gist is None:
+            raise BadInput("gist is required for a new node %r: one line saying the insight." % node_id)
+        return {"id": node_id, "gist": gist, "notes": notes or [], "touches": touches or [],
+                "_created_ts": now, "_write_ts": now, "_read_ts": None}
+    node = dict(old)
+    for field, value in (("gist", gist), ("notes", notes), ("touches", touches)):
+        if value is not None:
+            node[field] = value
+    node["_write_ts"] = now
     return node
 
 

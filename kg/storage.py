@@ -23,7 +23,8 @@ import re
 import threading
 import time
 
-from .errors import Conflict, StorageError
+from .errors import BadInput, Conflict, StorageError
+from .text import compact_json
 
 log = logging.getLogger(__name__)
 
@@ -106,8 +107,13 @@ def atomic_write(path, data, keep_prev=True):
         raise
 
 
+def exists_or_prev(path):
+    """The file or its .prev copy exists: what load_json can read (it falls back to .prev)."""
+    return os.path.exists(path) or os.path.exists(path + ".prev")
+
+
 def dumps(obj):
-    return json.dumps(obj, ensure_ascii=False, separators=(",", ":")).encode("utf-8")
+    return compact_json(obj).encode("utf-8")
 
 
 def _parse_file(path):
@@ -203,6 +209,20 @@ class Layout:
         return all(n in self.KGD_NAMES or n.startswith(".tmp-")
                    or any(n.startswith(k + ".") for k in self.KGD_NAMES) for n in names)
 
+    def prepare_root(self):
+        """Create the root 0700, or tighten a root holding only kgd's files; refuse one kgd
+        cannot write."""
+        if not os.path.isdir(self.root):
+            ensure_dir(self.root)
+        elif os.stat(self.root).st_mode & 0o077:
+            if self.holds_only_kgd_files():
+                os.chmod(self.root, 0o700)  # e.g. made by an older tool with the umask's mode
+            else:  # a shared folder (--root ~ ?): not ours to re-permission
+                log.warning("storage root %s is readable by other users and holds other files; "
+                            "use a folder of its own, or chmod 700 it", self.root)
+        if not os.access(self.root, os.W_OK):
+            raise BadInput("storage root %s is not writable." % self.root)
+
     def graph_file(self, slug):
         return os.path.join(self.projects_dir, slug, "graph.json")
 
@@ -220,7 +240,7 @@ class Layout:
         out = []
         for n in names:
             f = self.graph_file(n)
-            if os.path.exists(f) or os.path.exists(f + ".prev"):
+            if exists_or_prev(f):
                 out.append(n)
             elif with_journals:
                 j = journal_path(f)
@@ -243,7 +263,7 @@ class Layout:
         known = known or {}
         for slug in (base_slug(project_path), hashed_slug(project_path)):
             owner = known.get(slug)
-            if owner is None and (os.path.exists(self.graph_file(slug)) or os.path.exists(self.graph_file(slug) + ".prev")):
+            if owner is None and exists_or_prev(self.graph_file(slug)):
                 owner = self.recorded_project_path(slug)
                 if owner is None:
                     # A graph without a recorded path (an old plugin file): claim it for the first

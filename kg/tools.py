@@ -78,10 +78,12 @@ TOOLS = [
         "name": "kg_read",
         "title": "Read memory",
         "description": (
-            "Load your long-term memory. Call it FIRST in every session with cwd = your working directory: "
-            "it returns the whole active knowledge graph of both levels (user: cross-project wisdom; project: "
-            "this codebase) and a session_id (first line: Session: <id>) to pass to the other kg_* tools. Later, call it with id or ids to "
-            "read a node's full notes and edges (this also recalls archived nodes into the active graph)."),
+            "Load your long-term memory. If your context already shows it (a `Session: <id>` line from kgd's "
+            "session-start hook), it is loaded: pass that session_id and do not call this with cwd. Otherwise call "
+            "it FIRST with cwd = your working directory: it returns the whole active knowledge graph of both "
+            "levels (user: cross-project wisdom; project: this codebase) and a session_id (first line: "
+            "Session: <id>) to pass to the other kg_* tools. Later, call it with id or ids to read a node's full "
+            "notes and edges (this also recalls archived nodes into the active graph)."),
         "inputSchema": _in([], cwd={"type": "string", "description": "absolute path of your working directory"},
                            session_id=_SESSION,
                            id={"type": "string", "description": "read one node in full"},
@@ -92,7 +94,7 @@ TOOLS = [
                              budget=_obj(["max_tokens", "user_tokens", "project_tokens"], max_tokens={"type": "integer"},
                                          user_tokens={"type": "integer"}, project_tokens={"type": "integer"}),
                              nodes={"type": "array", "items": _with(NODE, level=_LEVEL, edges={"type": "array", "items": EDGE})},
-                             missing=_STRS, truncated=READ_CUT),
+                             missing=_STRS, withheld=_STRS, truncated=READ_CUT),
         "annotations": {"title": "Read memory", "readOnlyHint": False, "destructiveHint": False,
                         "idempotentHint": True, "openWorldHint": False},
     },
@@ -104,7 +106,8 @@ TOOLS = [
             "a one-line gist, optional notes (details, reasons, gotchas) and touches (files or areas it concerns). "
             "Put what a future session would want to know: decisions, pitfalls, conventions, how things fit. "
             "An existing id is updated: given fields replace, omitted ones stay. level=user for lessons that hold "
-            "across projects, project for this codebase."),
+            "across projects, project for this codebase. Never a secret (token, password, key): a put holding "
+            "one is refused; note where it lives instead (e.g. 'in .env as GITHUB_TOKEN')."),
         "inputSchema": _in(["session_id", "level", "id", "gist"], session_id=_SESSION, level=_LEVEL,
                            id={"type": "string", "maxLength": model.MAX_ID},
                            gist={"type": "string", "maxLength": model.MAX_GIST}, notes=_STRS, touches=_STRS),
@@ -184,7 +187,7 @@ TOOLS = [
         "description": (
             "Keep the state of a long task across sessions: with state (a JSON object) it stores it under task_id, "
             "replacing what was there; without state (or with null) it returns what is stored (null if nothing). "
-            "Default level user."),
+            "Default level user (the answer says which level was used); level project keeps it with this project."),
         "inputSchema": _in(["session_id", "task_id"], session_id=_SESSION, task_id=_STR,
                            state={"type": ["object", "null"]}, level=_LEVEL),
         "outputSchema": _obj(["task_id", "level", "state"], task_id=_STR, level=_LEVEL, state={"type": ["object", "null"]}),
@@ -268,7 +271,7 @@ def _read(store, a, agent=None):
         if a.get("cwd") is None:
             raise BadInput("kg_read needs cwd (your working directory's absolute path) to start a session, "
                            "or the session_id it gave you before.")
-        session = store.start_session(a["cwd"])
+        session = store.start_session(a["cwd"], adopt=True)
     ids = a.get("ids")
     if a.get("id") is not None:
         ids = [a["id"]] + [i for i in (ids or []) if i != a["id"]]
@@ -291,6 +294,7 @@ def _read(store, a, agent=None):
             g = result[level] = dict(result[level])
             recency[level] = g.pop("recency", None) or {}
             g.pop("tokens", None)
+            g.pop("withheld", None)
         return bounds.bound_read(result, recency, limit=limit)
     return result, text, bound
 
@@ -334,7 +338,10 @@ def _progress(store, a):
     # A null state is "omitted" (as for every optional argument): it reads, never clears.
     r = store.progress(store.session(a["session_id"]), a["task_id"], a.get("state"), a.get("level"),
                        has_state=a.get("state") is not None)
-    return r, render.render_progress(r), _same
+    text = render.render_progress(r)
+    if a.get("level") is None:  # said, not silently chosen: the agent may have meant this project
+        text += " (No level given: kg_progress's default, user, was used; level=project keeps it with this project.)"
+    return r, text, _same
 
 
 HANDLERS = {"kg_read": _read, "kg_put_node": _put_node, "kg_put_edge": _put_edge, "kg_delete_node": _delete_node,
