@@ -122,13 +122,15 @@ class FakeModel:
         self.httpd.shutdown()
         self.httpd.server_close()
 
-    def dump(self, path):
-        """Write every recorded request to path (JSON), for reading a failure after the fact."""
+    def dump(self, path, since=0):
+        """Write the recorded requests from `since` on to path (JSON), for reading a failure after the fact."""
         with open(str(path), "w") as f:
-            json.dump(self.requests, f, indent=1)
+            json.dump(self.requests[since:], f, indent=1)
         return path
 
-    def turns(self):
-        """The protocol-neutral Turn of every recorded model turn, in order."""
-        return [self.proto.turn(r["body"], r["path"]) for r in self.requests
+    def turns(self, since=0):
+        """The protocol-neutral Turn of every recorded model turn from request `since` on, in order."""
+        with self._lock:
+            requests = self.requests[since:]
+        return [self.proto.turn(r["body"], r["path"]) for r in requests
                 if self.proto.kind(r["method"], r["path"], r["body"]) is not None]

@@ -2,9 +2,10 @@
 
 Rules owned here:
 - Each agent runs from tests/agents/<name>/node_modules (the version its package-lock.json pins)
-  with a clean environment and a throwaway HOME whose configuration the test writes: the model is
-  the test's FakeModel, kgd's MCP server an McpTap in front of the daemon's /mcp, kgd's hooks the
-  `kgd hook` command (HTTP to /api/hooks for Copilot). Nothing of the developer's own set-up leaks in.
+  with a clean environment and a throwaway HOME: the agent's own settings written here (its model
+  is the test's FakeModel), then kgd's MCP entry and hooks as `kgd hooks install --agent NAME` writes
+  them, or as this module writes them (HTTP hooks for Copilot). kgd's MCP server is reached through an
+  McpTap in front of the daemon. Nothing of the developer's own set-up leaks in.
 - Nothing leaves the machine: every proxy variable points at a RefusingProxy that records attempts,
   the agents' own telemetry and update checks are switched off in their configuration, and where
   the host allows it the agent (and every hook it runs) lives in a private network namespace
@@ -30,7 +31,7 @@ from watchers import McpTap, RefusingProxy
 HERE = os.path.dirname(os.path.abspath(__file__))
 TESTS = os.path.dirname(HERE)
 sys.path.insert(0, TESTS)
-from helpers import KGD  # noqa: E402
+from helpers import KGD, run_kgd  # noqa: E402
 
 NETNS, NETNS_WHY = netns.available()
 
@@ -75,9 +76,10 @@ class Agent:
         names = sorted(n for n in turn.tools if n and n.endswith(suffix))
         return names[0] if names else None
 
-    def hook_command(self, daemon):
-        """kgd's command hook for this agent (contract section 11)."""
-        argv = [sys.executable, KGD, "hook", "--agent", self.name, "--port", str(daemon.port), "--root", daemon.root]
+    def hook_command(self, daemon, event=None):
+        """kgd's command hook for this agent (contract section 11); Copilot's input names no event."""
+        argv = [sys.executable, KGD, "hook", "--agent", self.name] + (["--event", event] if event else []) + [
+            "--port", str(daemon.port), "--root", daemon.root]
         return " ".join(shlex.quote(a) for a in argv)
 
 
@@ -85,21 +87,23 @@ class Codex(Agent):
     name, package, protocol, binary = "codex", "@openai/codex", "responses", "codex"
     hook_events = ("SessionStart", "UserPromptSubmit", "PostToolUse", "Stop")
 
-    def configure(self, home, fake, mcp_url, hooks):
+    def base(self, home, fake):
         d = os.path.join(home, ".codex")
         os.makedirs(d, exist_ok=True)
-        with open(os.path.join(d, "config.toml"), "w") as f:
-            f.write('model = "kgd-test-model"\nmodel_provider = "kgdtest"\n'
-                    'check_for_update_on_startup = false\n\n'
-                    '[features]\nplugins = false\nhooks = true\n\n'
-                    '[analytics]\nenabled = false\n\n'
-                    '[model_providers.kgdtest]\nname = "kgd test"\nbase_url = "%s/v1"\nwire_api = "responses"\n\n'
-                    '[mcp_servers.kg]\nurl = "%s"\n' % (fake.url, mcp_url))
-        if hooks:
-            with open(os.path.join(d, "hooks.json"), "w") as f:
-                json.dump({"hooks": {e: [{"hooks": [{"type": "command", "command": hooks["command"], "timeout": 10}]}]
-                                     for e in self.hook_events}}, f, indent=2)
+        with open(os.path.join(d, "config.toml"), "w") as f:  # top-level keys first: kgd's block may follow
+            f.write('model = "kgd-test-model"\nmodel_provider = "kgdtest"\ncheck_for_update_on_startup = false\n\n'
+                    '[features]\nplugins = false\n\n[analytics]\nenabled = false\n\n'
+                    '[model_providers.kgdtest]\nname = "kgd test"\nbase_url = "%s/v1"\nwire_api = "responses"\n'
+                    % fake.url)
         return {}
+
+    def write_kg(self, home, mcp_url, hooks):
+        with open(os.path.join(home, ".codex", "config.toml"), "a") as f:
+            f.write('\n[mcp_servers.kg]\nurl = "%s"\n' % mcp_url)
+        if hooks:
+            with open(os.path.join(home, ".codex", "hooks.json"), "w") as f:
+                json.dump({"hooks": {e: [{"hooks": [{"type": "command", "command": hooks["command"](e), "timeout": 10}]}]
+                                     for e in self.hook_events}}, f, indent=2)
 
     def argv(self, prompt):
         return [self.bin, "exec", "--skip-git-repo-check", "--disable", "plugins", "--dangerously-bypass-hook-trust",
@@ -113,20 +117,31 @@ class Gemini(Agent):
     name, package, protocol, binary = "gemini", "@google/gemini-cli", "gemini", "gemini"
     hook_events = ("SessionStart", "BeforeAgent", "AfterTool", "AfterAgent")
 
-    def configure(self, home, fake, mcp_url, hooks):
-        d = os.path.join(home, ".gemini")
-        os.makedirs(d, exist_ok=True)
-        settings = {"security": {"auth": {"selectedType": "gemini-api-key"}},
-                    "privacy": {"usageStatisticsEnabled": False},
-                    "telemetry": {"enabled": False},
-                    "general": {"enableAutoUpdate": False, "enableAutoUpdateNotification": False},
-                    "mcpServers": {"kg": {"httpUrl": mcp_url}}}
-        if hooks:
-            settings["hooks"] = {e: [{"hooks": [{"type": "command", "command": hooks["command"], "timeout": 10000}]}]
-                                 for e in self.hook_events}
-        with open(os.path.join(d, "settings.json"), "w") as f:
+    def _settings(self, home, change):
+        path = os.path.join(home, ".gemini", "settings.json")
+        os.makedirs(os.path.dirname(path), exist_ok=True)
+        settings = {}
+        if os.path.exists(path):
+            with open(path) as f:
+                settings = json.load(f)
+        change(settings)
+        with open(path, "w") as f:
             json.dump(settings, f, indent=2)
+
+    def base(self, home, fake):
+        self._settings(home, lambda s: s.update({
+            "security": {"auth": {"selectedType": "gemini-api-key"}},
+            "privacy": {"usageStatisticsEnabled": False}, "telemetry": {"enabled": False},
+            "general": {"enableAutoUpdate": False, "enableAutoUpdateNotification": False}}))
         return {"GEMINI_API_KEY": "kgd-test-" + uuid.uuid4().hex[:8], "GOOGLE_GEMINI_BASE_URL": fake.url}
+
+    def write_kg(self, home, mcp_url, hooks):
+        def change(s):
+            s["mcpServers"] = {"kg": {"httpUrl": mcp_url}}
+            if hooks:
+                s["hooks"] = {e: [{"hooks": [{"type": "command", "command": hooks["command"](e), "timeout": 10000}]}]
+                              for e in self.hook_events}
+        self._settings(home, change)
 
     def argv(self, prompt):
         return [self.bin, "-p", prompt, "--approval-mode", "yolo", "--skip-trust"]
@@ -139,17 +154,20 @@ class Copilot(Agent):
     name, package, protocol, binary = "copilot", "@github/copilot", "chat", "copilot"
     hook_events = ("sessionStart", "userPromptSubmitted", "postToolUse", "agentStop")
 
-    def configure(self, home, fake, mcp_url, hooks):
+    def base(self, home, fake):
+        os.makedirs(os.path.join(home, ".copilot"), exist_ok=True)
+        return {"COPILOT_PROVIDER_BASE_URL": fake.url + "/v1", "COPILOT_PROVIDER_API_KEY": "kgd-test-" + uuid.uuid4().hex[:8],
+                "COPILOT_MODEL": "gpt-4.1", "COPILOT_OFFLINE": "true", "COPILOT_HOOK_ALLOW_LOCALHOST": "1"}
+
+    def write_kg(self, home, mcp_url, hooks):
         d = os.path.join(home, ".copilot")
-        os.makedirs(os.path.join(d, "hooks"), exist_ok=True)
         with open(os.path.join(d, "mcp-config.json"), "w") as f:
             json.dump({"mcpServers": {"kg": {"type": "http", "url": mcp_url, "tools": ["*"]}}}, f, indent=2)
-        if hooks:
+        if hooks:  # HTTP hooks: the other way Copilot reaches kgd (the installer writes command hooks)
+            os.makedirs(os.path.join(d, "hooks"), exist_ok=True)
             with open(os.path.join(d, "hooks", "kgd.json"), "w") as f:
                 json.dump({"version": 1, "hooks": {e: [{"type": "http", "url": hooks["url"](e), "timeoutSec": 10}]
                                                    for e in self.hook_events}}, f, indent=2)
-        return {"COPILOT_PROVIDER_BASE_URL": fake.url + "/v1", "COPILOT_PROVIDER_API_KEY": "kgd-test-" + uuid.uuid4().hex[:8],
-                "COPILOT_MODEL": "gpt-4.1", "COPILOT_OFFLINE": "true", "COPILOT_HOOK_ALLOW_LOCALHOST": "1"}
 
     def argv(self, prompt):
         return [self.bin, "-p", prompt, "--allow-all-tools", "--disable-client-telemetry", "--log-level", "error"]
@@ -162,12 +180,12 @@ AGENTS = {a.name: a for a in (Codex(), Gemini(), Copilot())}
 
 
 class Run:
-    """One headless run: the process, the model's requests, kgd's MCP exchanges, refused attempts."""
+    """One headless run: the process, the model's turns, kgd's MCP and HTTP-hook exchanges (a
+    Recording), the proxy attempts, all from this run alone."""
 
-    def __init__(self, proc, fake, tap, proxy, seconds, netns_used):
-        self.proc, self.fake, self.tap, self.proxy = proc, fake, tap, proxy
-        self.seconds, self.netns = seconds, netns_used
-        self.turns = fake.turns()
+    def __init__(self, proc, seconds, netns_used, requests, turns, mcp, attempts, errors):
+        self.proc, self.seconds, self.netns = proc, seconds, netns_used
+        self.requests, self.turns, self.mcp, self.attempts, self.errors = requests, turns, mcp, attempts, errors
 
     def main_turns(self, agent):
         """The turns of the conversation itself (kg tools offered), not the agent's side questions."""
@@ -176,48 +194,68 @@ class Run:
     def describe(self):
         return "exit %s after %.1fs (netns: %s)\nstdout: %s\nstderr: %s\nfake model errors: %s\nrequests: %s" % (
             self.proc.returncode, self.seconds, self.netns, self.proc.stdout[-1500:], self.proc.stderr[-2500:],
-            self.fake.errors, [(r["method"], r["path"]) for r in self.fake.requests][:30])
+            self.errors, [(r["method"], r["path"]) for r in self.requests][:30])
 
 
-def run_agent(agent, prompt, responder, daemon, cwd, home, hooks=False, artifacts=None, timeout=150):
-    """Run `agent` once on `prompt` in cwd with a throwaway HOME; -> Run. hooks: install kgd's hooks
-    (`kgd hook --agent NAME`, or `/api/hooks?agent=NAME&event=E` through the tap for Copilot)."""
-    fake = FakeModel(agent.protocol, responder).start()
-    tap = McpTap(daemon.port)
-    proxy = RefusingProxy()
-    bridge = None
-    try:
-        os.makedirs(home, exist_ok=True)
-        hook_conf = None
-        if hooks:
-            def url(event):  # Copilot's HTTP hook input names no event: the URL does
-                return "%s/api/hooks?agent=%s&event=%s" % (tap.url, agent.name, event)
-            hook_conf = {"command": agent.hook_command(daemon), "url": url}
-        env = {"PATH": os.environ.get("PATH", "/usr/bin:/bin"), "HOME": home, "TMPDIR": home, "LANG": "C.UTF-8",
-               "TERM": "dumb", "NO_COLOR": "1", "CI": "1", "NO_BROWSER": "1"}
+class Bench:
+    """One agent's throwaway HOME and the loopback servers around it, for several runs.
+
+    setup: "install" configures kgd with `kgd hooks install --agent NAME` (its MCP entry pointed at the
+    tap); "write" writes the MCP entry and the hooks as this module does (command hooks, HTTP hooks for
+    Copilot, through the tap); "mcp" writes the MCP entry only. The agent's own settings (its model,
+    auth, telemetry and update checks off) are always written here, first."""
+
+    def __init__(self, agent, daemon, home, setup="install"):
+        self.agent, self.daemon, self.home = agent, daemon, str(home)
+        self.fake = FakeModel(agent.protocol, lambda turn: [say("ok")]).start()
+        self.tap = McpTap(daemon.port)
+        self.proxy = RefusingProxy()
+        self.bridge = netns.Bridge([daemon.port, self.fake.port, self.tap.port, self.proxy.port]) if NETNS else None
+        os.makedirs(self.home, exist_ok=True)
+        self.env = {"PATH": os.environ.get("PATH", "/usr/bin:/bin"), "HOME": self.home, "TMPDIR": self.home,
+                    "LANG": "C.UTF-8", "TERM": "dumb", "NO_COLOR": "1", "CI": "1", "NO_BROWSER": "1"}
         for var in ("HTTP_PROXY", "HTTPS_PROXY", "ALL_PROXY", "http_proxy", "https_proxy", "all_proxy"):
-            env[var] = proxy.url
-        env["NO_PROXY"] = env["no_proxy"] = "127.0.0.1,localhost"
-        env.update(agent.configure(home, fake, tap.url + "/mcp", hook_conf))
-        cmd = agent.argv(prompt)
-        if NETNS:
-            bridge = netns.Bridge([daemon.port, fake.port, tap.port, proxy.port])
-            cmd = bridge.command(cmd)
+            self.env[var] = self.proxy.url
+        self.env["NO_PROXY"] = self.env["no_proxy"] = "127.0.0.1,localhost"
+        self.env.update(agent.base(self.home, self.fake))
+        if setup == "install":
+            code, out, err, _ = run_kgd("hooks", "install", "--agent", agent.name, "--port", self.tap.port,
+                                        "--root", daemon.root, home=self.home)
+            assert code == 0, "kgd hooks install --agent %s: %s%s" % (agent.name, out, err)
+            self.installed = out
+        else:
+            def url(event):  # Copilot's HTTP hook input names no event: the URL does
+                return "%s/api/hooks?agent=%s&event=%s" % (self.tap.url, agent.name, event)
+
+            def command(event):
+                return agent.hook_command(daemon, event if agent.name == "copilot" else None)
+            agent.write_kg(self.home, self.tap.url + "/mcp", {"command": command, "url": url} if setup == "write" else None)
+
+    def run(self, prompt, responder, cwd, artifacts=None, timeout=150):
+        """`agent` once on `prompt` in cwd; -> Run."""
+        self.fake.responder = responder
+        marks = (len(self.fake.requests), len(self.tap.exchanges), len(self.proxy.attempts), len(self.fake.errors))
+        cmd = self.agent.argv(prompt)
+        if self.bridge:
+            cmd = self.bridge.command(cmd)
         t0 = time.monotonic()
-        proc = subprocess.run(cmd, cwd=str(cwd), env=env, capture_output=True, text=True, timeout=timeout,
+        proc = subprocess.run(cmd, cwd=str(cwd), env=self.env, capture_output=True, text=True, timeout=timeout,
                               stdin=subprocess.DEVNULL)
-        run = Run(proc, fake, tap, proxy, time.monotonic() - t0, NETNS)
+        run = Run(proc, time.monotonic() - t0, bool(self.bridge), self.fake.requests[marks[0]:],
+                  self.fake.turns(marks[0]), self.tap.recording(marks[1]), self.proxy.attempts[marks[2]:],
+                  self.fake.errors[marks[3]:])
         if artifacts:
             os.makedirs(artifacts, exist_ok=True)
-            fake.dump(os.path.join(artifacts, "model-requests.json"))
+            self.fake.dump(os.path.join(artifacts, "model-requests.json"), marks[0])
             with open(os.path.join(artifacts, "mcp-exchanges.json"), "w") as f:
-                json.dump(tap.exchanges, f, indent=1)
+                json.dump(run.mcp.exchanges, f, indent=1)
         return run
-    finally:
-        for s in (fake, tap, proxy):
+
+    def close(self):
+        for s in (self.fake, self.tap, self.proxy):
             s.stop()
-        if bridge:
-            bridge.close()
+        if self.bridge:
+            self.bridge.close()
 
 
 SESSION = re.compile(r"Session: ([A-Za-z0-9_-]+)")

@@ -35,7 +35,8 @@ class Turn:
 
     tools: {name: description} offered; calls: [{"name", "args", "id", "text"?}] in order, "text" being
     the result the model was sent for it; system: the system / instructions text; user: the user
-    messages' texts; text: every string of the request joined (what the model could read)."""
+    messages' texts; text: every string of the request joined (what the model could read); context:
+    the same without the tool definitions (the conversation itself)."""
 
     def __init__(self, body, tools, calls, system, user):
         self.body = body
@@ -44,6 +45,7 @@ class Turn:
         self.system = system
         self.user = user
         self.text = "\n".join(strings(body))
+        self.context = "\n".join(strings({k: v for k, v in body.items() if k != "tools"}))
 
     def results(self, name_part):
         """The texts of the results of calls whose tool name contains name_part."""

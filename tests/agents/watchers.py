@@ -86,10 +86,23 @@ class McpTap(_Server):
             self.exchanges.append({"method": method, "path": path, "headers": headers, "request": decode(raw),
                                    "status": status, "response": decode(data)})
 
+    def recording(self, since=0):
+        with self._lock:
+            return Recording(self.exchanges[since:])
+
+
+class Recording:
+    """A stretch of a tap's exchanges, read as MCP messages and HTTP hooks."""
+
+    def __init__(self, exchanges):
+        self.exchanges = exchanges
+
     def messages(self):
         """(request, response) pairs of JSON-RPC messages, batches unrolled, in order."""
         out = []
         for ex in self.exchanges:
+            if not ex["path"].startswith("/mcp"):
+                continue
             req, resp = ex["request"], ex["response"]
             reqs = req if isinstance(req, list) else [req]
             resps = resp if isinstance(resp, list) else [resp]
