@@ -6,11 +6,16 @@
   every install.sh option and every tool's permission line is written down in README.md or docs/;
 - docs/reference.md's "where each rule lives" table names every module of kg/ and only modules that
   exist (so a newcomer finds each rule in one place);
-- every relative link and #anchor in README.md and docs/ leads somewhere.
+- every relative link and #anchor in README.md and docs/ leads somewhere;
+- code, tests and benchmarks cite the contract's sections, never an issue number (a reader who
+  clones the repository has the contract, not the issue tracker).
 """
 
+import ast
+import io
 import os
 import re
+import tokenize
 
 import pytest
 
@@ -192,3 +197,48 @@ def test_the_slug_rule():
     assert _slug("One file: kgd.pyz") == "one-file-kgdpyz"
     assert _slug("5. Compaction (per graph, after every write)") == "5-compaction-per-graph-after-every-write"
     assert _slug("Codex CLI, Gemini CLI, Copilot CLI") == "codex-cli-gemini-cli-copilot-cli"
+
+
+# ---------------------------------------------------------------- citations
+
+def _python_files():
+    for top in ("kg", "tests", "bench"):
+        for folder, dirs, files in os.walk(os.path.join(REPO, top)):
+            dirs[:] = [d for d in dirs if d not in ("node_modules", "__pycache__")]
+            for f in files:
+                if f.endswith(".py"):
+                    yield os.path.join(folder, f)
+    yield os.path.join(REPO, "kgd.py")
+
+
+def _comments_and_docstrings(source):
+    for tok in tokenize.generate_tokens(io.StringIO(source).readline):
+        if tok.type == tokenize.COMMENT:
+            yield tok.start[0], tok.string
+    for node in ast.walk(ast.parse(source)):
+        if isinstance(node, (ast.Module, ast.ClassDef, ast.FunctionDef, ast.AsyncFunctionDef)):
+            doc = ast.get_docstring(node, clean=False)
+            if doc:
+                yield node.body[0].lineno, doc
+
+
+ISSUE = re.compile(r"\bissues?[ -]\d", re.I)
+
+
+def test_no_issue_numbers_in_comments_or_docstrings():
+    found = []
+    for path in _python_files():
+        with open(path, encoding="utf-8") as f:
+            source = f.read()
+        if not ISSUE.search(source):  # most files: no need to parse
+            continue
+        for line, text in _comments_and_docstrings(source):
+            if ISSUE.search(text):
+                found.append("%s:%d" % (os.path.relpath(path, REPO), line))
+    assert not found, "say the reason (or the contract section) instead of an issue number: %s" % found
+
+
+def test_the_citation_check_sees_comments_and_docstrings():
+    src = '"""Module (issue 7)."""\n\ndef f():\n    """Doc."""\n    return "issue 12"  # see issue 13\n'
+    hits = [line for line, text in _comments_and_docstrings(src) if ISSUE.search(text)]
+    assert sorted(hits) == [1, 5]
