@@ -9,6 +9,7 @@ import re
 import socket
 import subprocess
 import sys
+from collections import namedtuple
 
 from . import __version__, hookconf, userconf
 from .client import LOG_NAME, connect_host, find_daemon, python_executable, root_lock
@@ -238,53 +239,92 @@ def _run(argv, timeout=5):
     return r.stdout.decode("utf-8", "replace").strip()
 
 
+McpEntry = namedtuple("McpEntry", "where conf")  # kgd's entry in a client file: "file (scope)", its object
+
+
 def _check_clients(rep, port):
+    """Claude Code's entries for kgd point at this daemon; Claude Desktop's runs programs that exist."""
     url = "http://127.0.0.1:%d/" % port
-    home = os.path.expanduser("~")
-    found = []
-    for path in (os.path.join(home, ".claude.json"), os.path.join(os.getcwd(), ".mcp.json")):
-        obj, _ = _quiet_parse(path) if os.path.exists(path) else (None, None)
-        if not obj:
-            continue
-        scopes = [("user", obj.get("mcpServers"))]
-        for proj, pconf in (obj.get("projects") or {}).items() if isinstance(obj.get("projects"), dict) else ():
-            if isinstance(pconf, dict):
-                scopes.append(("project " + proj, pconf.get("mcpServers")))
-        for scope, servers in scopes:
-            entry = servers.get(SERVER_NAME) if isinstance(servers, dict) else None
-            if isinstance(entry, dict):
-                found.append(("%s (%s)" % (path, scope), entry))
+    found = _claude_code_entries()
     if not found:
         rep.warn("Claude Code has no %r MCP server in ~/.claude.json or ./.mcp.json" % SERVER_NAME,
                  "claude mcp add --transport http --scope user %s %s" % (SERVER_NAME, url))
-    for where, entry in found:
-        eurl = entry.get("url") or ""
-        if entry.get("command") and not eurl:
-            rep.ok("Claude Code entry %r in %s runs %s" % (SERVER_NAME, where, " ".join(
-                [str(entry["command"])] + [str(a) for a in entry.get("args") or []])))
-        elif "localhost" in eurl:
-            rep.fail("%s: the %r entry uses localhost (%s), which can resolve to ::1 while kgd listens on "
-                     "127.0.0.1" % (where, SERVER_NAME, eurl), "use %s" % url)
-        elif entry.get("type") not in ("http", "streamable-http", None) or not eurl:
-            rep.warn("%s: the %r entry is %s" % (where, SERVER_NAME, entry),
-                     "claude mcp add --transport http --scope user %s %s" % (SERVER_NAME, url))
-        elif eurl and eurl.rstrip("/").replace("/mcp", "") != url.rstrip("/"):
-            rep.fail("%s: the %r entry points at %s, not this daemon (%s)" % (where, SERVER_NAME, eurl, url),
-                     "claude mcp remove --scope user %s && claude mcp add --transport http --scope user %s %s"
-                     % (SERVER_NAME, SERVER_NAME, url))
-        else:
-            rep.ok("Claude Code entry %r in %s -> %s" % (SERVER_NAME, where, eurl or entry.get("command")))
+    for entry in found:
+        _tell(rep, *_claude_code_verdict(entry, url))
+    _check_desktop(rep)
+
+
+def _tell(rep, level, what, fix=None):
+    """One finding (level "ok", "warn" or "fail") on the report."""
+    if level == "ok":
+        rep.ok(what)
+    else:
+        getattr(rep, level)(what, fix)
+
+
+def _parsed(path):
+    """The JSON object in path, or None (missing, unreadable or not an object: kgd reads nothing there)."""
+    return _quiet_parse(path)[0] if os.path.exists(path) else None
+
+
+def _server_entry(servers):
+    """kgd's entry in an `mcpServers` object, when both are objects."""
+    entry = servers.get(SERVER_NAME) if isinstance(servers, dict) else None
+    return entry if isinstance(entry, dict) else None
+
+
+def _claude_code_scopes(obj):
+    """(scope, mcpServers) of a Claude Code file: the user scope, then each project's."""
+    yield "user", obj.get("mcpServers")
+    projects = obj.get("projects")
+    for proj, pconf in projects.items() if isinstance(projects, dict) else ():
+        if isinstance(pconf, dict):
+            yield "project " + proj, pconf.get("mcpServers")
+
+
+def _claude_code_entries():
+    """Every kgd entry in ~/.claude.json (user and project scopes) and ./.mcp.json."""
+    found = []
+    for path in (os.path.join(os.path.expanduser("~"), ".claude.json"), os.path.join(os.getcwd(), ".mcp.json")):
+        for scope, servers in _claude_code_scopes(_parsed(path) or {}):
+            conf = _server_entry(servers)
+            if conf is not None:
+                found.append(McpEntry("%s (%s)" % (path, scope), conf))
+    return found
+
+
+def _claude_code_verdict(entry, url):
+    """(level, what, fix) for one Claude Code entry: the first rule that matches decides."""
+    where, conf = entry
+    eurl = conf.get("url") or ""
+    add = "claude mcp add --transport http --scope user %s %s" % (SERVER_NAME, url)
+    if conf.get("command") and not eurl:
+        argv = [str(conf["command"])] + [str(a) for a in conf.get("args") or []]
+        return "ok", "Claude Code entry %r in %s runs %s" % (SERVER_NAME, where, " ".join(argv)), None
+    if "localhost" in eurl:
+        return ("fail", "%s: the %r entry uses localhost (%s), which can resolve to ::1 while kgd listens on "
+                "127.0.0.1" % (where, SERVER_NAME, eurl), "use %s" % url)
+    if conf.get("type") not in ("http", "streamable-http", None) or not eurl:
+        return "warn", "%s: the %r entry is %s" % (where, SERVER_NAME, conf), add
+    if eurl.rstrip("/").replace("/mcp", "") != url.rstrip("/"):
+        return ("fail", "%s: the %r entry points at %s, not this daemon (%s)" % (where, SERVER_NAME, eurl, url),
+                "claude mcp remove --scope user %s && %s" % (SERVER_NAME, add))
+    return "ok", "Claude Code entry %r in %s -> %s" % (SERVER_NAME, where, eurl), None
+
+
+def _check_desktop(rep):
+    """Claude Desktop runs kgd by absolute paths: each must still exist (a moved install breaks it)."""
     dpath = desktop_config_path()
-    obj, _ = _quiet_parse(dpath) if os.path.exists(dpath) else (None, None)
-    entry = ((obj or {}).get("mcpServers") or {}).get(SERVER_NAME) if isinstance(obj, dict) else None
-    if isinstance(entry, dict):
-        paths = [entry.get("command")] + list(entry.get("args") or [])[:1]
-        missing = [p for p in paths if isinstance(p, str) and os.path.isabs(p) and not os.path.exists(p)]
-        if missing:
-            rep.fail("Claude Desktop's %r entry runs %s, which does not exist" % (SERVER_NAME, missing[0]),
-                     "kgd desktop (or ./install.sh --desktop) rewrites it")
-        else:
-            rep.ok("Claude Desktop entry %r in %s" % (SERVER_NAME, dpath))
+    entry = _server_entry((_parsed(dpath) or {}).get("mcpServers"))
+    if entry is None:
+        return
+    paths = [entry.get("command")] + list(entry.get("args") or [])[:1]
+    missing = [p for p in paths if isinstance(p, str) and os.path.isabs(p) and not os.path.exists(p)]
+    if missing:
+        rep.fail("Claude Desktop's %r entry runs %s, which does not exist" % (SERVER_NAME, missing[0]),
+                 "kgd desktop (or ./install.sh --desktop) rewrites it")
+    else:
+        rep.ok("Claude Desktop entry %r in %s" % (SERVER_NAME, dpath))
 
 
 def _check_hooks(rep, port):
@@ -314,7 +354,7 @@ def _check_agents(rep, port):
         if not agentconf.present(name):
             continue
         for level, what, fix in agentconf.check(name, port):
-            {"ok": lambda w, f: rep.ok(w), "warn": rep.warn, "fail": rep.fail}[level](what, fix)
+            _tell(rep, level, what, fix)
 
 
 def _check_credentials(rep, root):
