@@ -15,6 +15,7 @@ Rules owned here:
   graphs not shared only; the daemon then keeps them hidden from agents (contract section 10).
 """
 
+import contextlib
 import http.client
 import json
 import os
@@ -251,51 +252,82 @@ def _write_graph(path, g):
 
 
 def _import_files(doc, cfg, dry_run):
+    """Merge doc into the graph files themselves (no daemon holds the root). -> a Tally per graph."""
     layout = Layout(cfg["root"])
-    scan = cfg.get("secret_scan", True)  # KG_SECRET_SCAN=0: off for graphs not shared
-    lock = None
-    if not dry_run:
-        ensure_dir(layout.root)
-        os.chmod(layout.root, DIR_MODE)
-        lock = RootLock(layout)
-        lock.acquire("import")  # KgError (Conflict) when a daemon got there first
-    try:
-        tallies = []
+    with _root_held(layout, dry_run):
+        imp = _FileImport(layout, cfg.get("secret_scan", True), dry_run)  # KG_SECRET_SCAN=0: graphs not shared
         if doc.get("user") is not None:
-            t = Tally("user graph")
-            g = snapshot_graph(layout.user_file, "user")
-            merge_graph(g, _clean_graph(doc["user"], "user", "user graph", t, scan or g.shared), t)
-            if t.changed() and not dry_run:
-                _write_graph(layout.user_file, g)
-            tallies.append(t)
-        owners = {}
-        for slug in layout.project_slugs(with_journals=True):
-            owners[slug] = snapshot_graph(layout.graph_file(slug), "project", slug=slug).project_path
+            imp.merge(layout.user_file, snapshot_graph(layout.user_file, "user"), doc["user"], "user graph")
         for p in doc.get("projects") or []:
-            pp = p.get("project_path") or (p["graph"].get("_meta") or {}).get("project_path")
-            wanted = p.get("slug") if isinstance(p.get("slug"), str) and _SLUG_OK.match(p["slug"]) else None
-            wanted = wanted or (base_slug(pp) if pp else None)
-            if wanted is None:
-                warn("skipping a project graph with neither a usable slug nor a project_path")
-                continue
-            slug = next((s for s, owner in owners.items() if pp and owner == pp), None)
-            if slug is None:
-                if wanted not in owners or (pp is None and owners.get(wanted) is None):
-                    slug = wanted
-                else:
-                    slug = layout.slug_for(pp, owners) if pp else wanted + "-imported"
-            owners[slug] = pp
-            t = Tally("project %s (%s)" % (pp or "?", slug))
-            g = snapshot_graph(layout.graph_file(slug), "project", pp, slug)
-            g.project_path = pp
-            merge_graph(g, _clean_graph(p["graph"], "project", t.label, t, scan or g.shared), t)
-            if t.changed() and not dry_run:
-                _write_graph(layout.graph_file(slug), g)
-            tallies.append(t)
+            imp.project(p)
+    return imp.tallies
+
+
+@contextlib.contextmanager
+def _root_held(layout, dry_run):
+    """The root made (mode 0700) and locked while the import writes; a dry run writes nothing and takes
+    no lock. Raises KgError (Conflict) when a daemon got there first."""
+    if dry_run:
+        yield
+        return
+    ensure_dir(layout.root)
+    os.chmod(layout.root, DIR_MODE)
+    lock = RootLock(layout)
+    lock.acquire("import")
+    try:
+        yield
     finally:
-        if lock is not None:
-            lock.release()
-    return tallies
+        lock.release()
+
+
+class _FileImport:
+    """One import into the files: each graph merged into its file's current state and written back
+    only when something changed (never on a dry run); `owners` (slug -> project_path) is read once,
+    under the lock, and grows as imported projects take slugs."""
+
+    def __init__(self, layout, scan, dry_run):
+        self.layout, self.scan, self.dry_run = layout, scan, dry_run
+        self.tallies = []
+        self.owners = {slug: snapshot_graph(layout.graph_file(slug), "project", slug=slug).project_path
+                       for slug in layout.project_slugs(with_journals=True)}
+
+    def merge(self, path, g, obj, label):
+        t = Tally(label)
+        merge_graph(g, _clean_graph(obj, g.level, label, t, self.scan or g.shared), t)
+        if t.changed() and not self.dry_run:
+            _write_graph(path, g)
+        self.tallies.append(t)
+
+    def project(self, p):
+        pp = p.get("project_path") or (p["graph"].get("_meta") or {}).get("project_path")
+        wanted = _wanted_slug(p.get("slug"), pp)
+        if wanted is None:
+            warn("skipping a project graph with neither a usable slug nor a project_path")
+            return
+        slug = _slug_for_import(self.layout, self.owners, wanted, pp)
+        self.owners[slug] = pp
+        path = self.layout.graph_file(slug)
+        g = snapshot_graph(path, "project", pp, slug)
+        g.project_path = pp
+        self.merge(path, g, p["graph"], "project %s (%s)" % (pp or "?", slug))
+
+
+def _wanted_slug(slug, pp):
+    """The slug an exported project graph asks for: its own when usable, else its folder's, else None."""
+    if isinstance(slug, str) and _SLUG_OK.match(slug):
+        return slug
+    return base_slug(pp) if pp else None
+
+
+def _slug_for_import(layout, owners, wanted, pp):
+    """The slug already holding project path pp; else `wanted` when free (or held by a graph with no
+    path, for a graph with none); else a new one, as the daemon picks for a second folder."""
+    held = next((s for s, owner in owners.items() if pp and owner == pp), None)
+    if held is not None:
+        return held
+    if wanted not in owners or (pp is None and owners.get(wanted) is None):
+        return wanted
+    return layout.slug_for(pp, owners) if pp else wanted + "-imported"
 
 
 def _public(node):
