@@ -12,7 +12,7 @@ import subprocess
 import sys
 
 import pytest
-from helpers import clean_env, free_port
+from helpers import clean_env, free_port, run_kgd
 
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 KGD = os.path.join(REPO, "kgd.py")
@@ -289,6 +289,30 @@ def test_doctor(make_daemon, tmp_path):
                            home=home)
     assert "taken by another program" in out
 
+
+
+@pytest.mark.e2e
+def test_doctor_judges_each_client_entry_and_skips_odd_files(tmp_path):
+    """Every Claude Code scope is read and each entry judged by its first matching rule; a client
+    file whose mcpServers is not an object is passed over (doctor used to stop with a traceback)."""
+    home, work, port = tmp_path / "home", tmp_path / "work", free_port()
+    desktop = home / ".config" / "Claude" / "claude_desktop_config.json"
+    desktop.parent.mkdir(parents=True)
+    work.mkdir()
+    desktop.write_text(json.dumps({"mcpServers": ["kg"]}))
+    (home / ".claude.json").write_text(json.dumps({"mcpServers": [], "projects": {
+        "/p/a": {"mcpServers": {"kg": {"type": "http", "url": "http://127.0.0.1:1/mcp"}}},
+        "/p/b": {"mcpServers": {"kg": {"command": "kgd", "args": ["stdio"]}}},
+        "/p/c": ["not an object"]}}))
+    (work / ".mcp.json").write_text(json.dumps({"mcpServers": {"kg": {"type": "sse", "url": "http://x/"}}}))
+    code, out, err, _ = run_kgd("doctor", "--root", tmp_path / "r", "--port", port, "--skip-service",
+                                home=home, cwd=work)
+    assert "Traceback" not in err and code == 1, (out, err)
+    claude = str(home / ".claude.json")
+    assert "FAIL  %s (project /p/a): the 'kg' entry points at http://127.0.0.1:1/mcp, not this daemon" % claude in out
+    assert "ok    Claude Code entry 'kg' in %s (project /p/b) runs kgd stdio" % claude in out
+    assert "warn  %s (user): the 'kg' entry is" % (work / ".mcp.json") in out
+    assert "Claude Desktop" not in out and "/p/c" not in out
 
 # ---------------------------------------------------------------- Claude Desktop
 
