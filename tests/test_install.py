@@ -463,7 +463,7 @@ def test_uninstall_stops_the_daemon_serving_the_installed_root(home, tmp_path):
         assert "stopped; root %s is flushed" % root in out, out
     finally:
         subprocess.run([sys.executable, INSTALL[:-len("install.sh")] + "kgd.py", "stop", "--root", str(root)],
-                       stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, timeout=30)
+                       stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, timeout=30, env=clean_env())
 
 
 def test_without_a_service_the_last_line_says_what_starts_kgd(home, tmp_path):
