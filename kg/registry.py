@@ -29,6 +29,7 @@ class Registry:
         self.clock = clock
         self.user = None  # Durable of the user graph
         self.projects = {}  # project_path -> Durable
+        self.on_load = None  # called with a project's Durable once it is loaded (lock held)
 
     def durables(self):
         """Every loaded Durable, the user graph's first."""
@@ -85,6 +86,8 @@ class Registry:
             except KgError:
                 del self.projects[project_path]
                 raise
+        if self.on_load is not None:
+            self.on_load(durable)
         return durable
 
     def _adopt(self, stray, project_path):
