@@ -3,7 +3,7 @@
 Each command lives in a module of its own, imported only when that command runs, so that a
 short-lived command such as `kgd hook` loads no more than it needs:
 status/start/stop (lifecycle), stdio, export/import (backup), bundle, doctor, desktop,
-show/search (browse), hook (hookcmd), hooks (hookconf).
+show/search (browse), hook (hookcmd), hooks (hookconf), share (sharecmd).
 """
 
 import argparse
@@ -14,7 +14,8 @@ from .console import CommandError, warn
 COMMANDS = {"status": "lifecycle:status", "start": "lifecycle:start", "stop": "lifecycle:stop",
             "stdio": "stdio:command", "export": "backup:export", "import": "backup:import_",
             "bundle": "bundle:bundle", "doctor": "doctor:doctor", "desktop": "desktop:desktop",
-            "show": "browse:show", "search": "browse:search", "hook": "hookcmd:hook", "hooks": "hookconf:hooks"}
+            "show": "browse:show", "search": "browse:search", "hook": "hookcmd:hook", "hooks": "hookconf:hooks",
+            "share": "sharecmd:share"}
 
 
 def _common(p, add_common):
@@ -71,6 +72,9 @@ def register(sub, add_common):
     p.add_argument("action", choices=("install", "remove", "print"), help="what to do")
     p.add_argument("--dry-run", action="store_true", help="show the change, write nothing")
     p.add_argument("--settings", help="the settings file (default: ~/.claude/settings.json)")
+    p = command("share", "share this project's memory with the team through its git repository (.kg/)")
+    p.add_argument("path", nargs="?", metavar="PATH", help="a folder of the repository (default: the current one)")
+    p.add_argument("--off", action="store_true", help="stop reading and writing .kg/ for you (the graph keeps what it had)")
 
 
 def run(command, args, cfg):

@@ -130,13 +130,17 @@ class Shared:
         self.durable = durable
         self.root = durable.project_path
         self.dir = kg_dir(self.root)
-        self.paths = {kind: os.path.join(self.dir, name) for kind, name in FILES.items()}
+        self.paths = self.paths_of(self.root)
         self.seen = {kind: None for kind in FILES}  # file states as kgd last read or wrote them
         self.problems = []  # what the last read could not load
         self._reported = {}  # kind -> file state whose problems were logged
         self.lock = threading.Lock()  # one sync at a time per project
         self.syncs = self.pickups = 0
         self.last_error = None
+
+    @staticmethod
+    def paths_of(root):
+        return {kind: os.path.join(kg_dir(root), name) for kind, name in FILES.items()}
 
     # ---- polling
 
