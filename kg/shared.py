@@ -135,6 +135,8 @@ class Shared:
         self.problems = []  # what the last read could not load
         self._reported = {}  # kind -> file state whose problems were logged
         self.lock = threading.Lock()  # one sync at a time per project
+        self.readers = {kind: kgdir.Reader(kind) for kind in FILES}  # re-read only changed lines
+        self.held = {kind: {} for kind in FILES}  # key -> (object, _write_ts, record, stamp) from memory
         self.syncs = self.pickups = 0
         self.last_error = None
 
@@ -186,16 +188,16 @@ class Shared:
         states, datas, read_problems = self._read()
         if states != self.seen:
             self.pickups += 1
-        parsed = {}
+        parsed, disk_stamps = {}, {}
         problems = list(read_problems)
         for kind, data in datas.items():
-            parsed[kind], found = kgdir.parse(data, kind)
+            parsed[kind], found, disk_stamps[kind] = self.readers[kind].parse(data)
             problems.extend(found)
         self._report(states, problems)
         now = store.clock()
         with store.writes.writing(None, lenient=(logging.ERROR, "changes from %s not saved" % self.dir)) as w:
             g = self.durable.graph
-            results, snap = self._reconcile(g, parsed, now)
+            results, snap = self._reconcile(g, parsed, disk_stamps, now)
             self._apply(store, w, results, snap)
         outs = {kind: written(parsed[kind], results[kind], datas[kind], now, force) for kind in FILES}
         if not any(results[kind].disk for kind in FILES) and not any(o is not None for o in outs.values()):
@@ -227,17 +229,31 @@ class Shared:
             self._reported["files"] = states
             log.warning("%s: %d problem(s), skipped: %s", self.dir, len(problems), "; ".join(problems[:5]))
 
-    def _reconcile(self, g, parsed, now):
+    def _records(self, kind, items, to_record):
+        """The shared records of what memory holds, and their stamps; a node or edge object
+        seen before (same object, same write time) costs a lookup."""
+        held, fresh, live, stamps = self.held[kind], {}, {}, {}
+        for key, obj in items:
+            hit = held.get(key)
+            if hit is None or hit[0] is not obj or hit[1] != obj.get("_write_ts"):
+                rec = to_record(obj)
+                hit = (obj, obj.get("_write_ts"), rec, kgdir.stamp(rec))
+            fresh[key] = hit
+            live[key], stamps[key] = hit[2], hit[3]
+        self.held[kind] = fresh
+        return live, stamps
+
+    def _reconcile(self, g, parsed, disk_stamps, now):
         """Per kind the reconcile Result, and the snapshot of the sync state it started from."""
         s = sharedmeta.state(g.meta)
-        live = {"node": {nid: kgdir.node_record(n) for nid, n in g.nodes.items()},
-                "edge": {k: kgdir.edge_record(e) for k, e in g.edges.items()}}
         results, snap = {}, {}
-        for kind in FILES:
+        for kind, items, to_record in (("node", g.nodes.items(), kgdir.node_record),
+                                       ("edge", g.edges.items(), kgdir.edge_record)):
+            live, mem_stamps = self._records(kind, items, to_record)
             base0, dropped0, deleted0 = (dict(s[sec][kind]) for sec in ("base", "dropped", "deleted"))
-            memory, base, dropped = memory_view(live[kind], deleted0, base0, dropped0)
-            frozen = _credential_keys(live[kind])
-            results[kind] = reconcile(memory, parsed[kind], base, now, dropped, frozen)
+            memory, base, dropped = memory_view(live, deleted0, base0, dropped0)
+            frozen = _credential_keys(live)
+            results[kind] = reconcile(memory, parsed[kind], base, now, dropped, frozen, mem_stamps, disk_stamps[kind])
             snap[kind] = (base0, dropped0, deleted0)
         return results, snap
 
@@ -257,6 +273,7 @@ class Shared:
             node = dict(old) if old is not None else {"_read_ts": None}
             node.update(kgdir.node_fields(r))
             rec["nodes"].append(node)
+            self.held["node"][nid] = (node, node["_write_ts"], r, results["node"].base[nid])
             events.append(("node_put", {"node": model.public_node(node)}))
         for key, r in sorted(results["edge"].memory.items()):
             old = g.edges.get(key)
@@ -268,6 +285,7 @@ class Shared:
             edge = dict(old) if old is not None else {}
             edge.update(kgdir.edge_fields(r))
             rec["edges"].append(edge)
+            self.held["edge"][key] = (edge, edge["_write_ts"], r, results["edge"].base[key])
             events.append(("edge_put", {"edge": model.public_edge(edge)}))
         for kind in FILES:
             r, (base0, dropped0, deleted0) = results[kind], snap[kind]
