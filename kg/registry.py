@@ -58,7 +58,11 @@ class Registry:
         """The Durable of a project root, loading (or creating) it."""
         with self.lock:
             durable = self.projects.get(project_path)
-            return durable if durable is not None else self._claim(project_path, self._slug(project_path))
+            if durable is None:
+                return self._claim(project_path, self._slug(project_path))
+            if not durable.opened and self.on_load is not None:
+                self.on_load(durable)  # loaded earlier for a search: now a session opens it
+            return durable
 
     def existing(self, project_path):
         """The project's Durable if it is loaded or on disk, else None: creates nothing."""

@@ -339,6 +339,7 @@ def attach(store, durable):
     """At a project's load (lock held): its repository holds `.kg/` -> it is shared and loaded
     from there, unless this person turned sharing off for it. Never fails the load."""
     g = durable.graph
+    durable.opened = True
     if durable.shared is not None or g.level != "project" or not g.path_known:
         return
     if sharedmeta.is_off(g.meta) or not holds_kg(durable.project_path):

@@ -282,3 +282,15 @@ def test_a_linked_worktree_holding_kg_is_its_own_project(tmp_path):
     assert resolve_project_root(str(wt)) == os.path.realpath(str(main))
     (wt / ".kg").mkdir()
     assert resolve_project_root(str(wt)) == os.path.realpath(str(wt))
+
+
+def test_a_project_loaded_first_by_a_search_is_shared_when_a_session_opens_it(env):
+    root = env.project()
+    s = env.open()
+    s.start_session(root)
+    env.close(s)
+    write_kg(root, [N("from-the-repo")])
+    s = env.open()
+    s.search("anything")  # loads every project graph on disk, no session
+    sess = s.start_session(root)
+    assert [n["id"] for n in s.read_graphs(sess)["project"]["nodes"]] == ["from-the-repo"]
