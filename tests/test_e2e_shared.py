@@ -172,7 +172,9 @@ def test_branch_switch_shows_that_branchs_knowledge(make_daemon, team, tmp_path)
     repo.git("checkout", "-q", "main")
     assert wait_for(lambda: read_ids(d, sid, ["feature-only"])["missing"] == ["feature-only"])
     assert d.call_tool("kg_sync", {"session_id": sid})["deleted_nodes"] == [{"level": "project", "id": "feature-only"}]
-    put(d, sid, "more-main", "written on main after the switch")
+    status, _ = d.json("PUT", "/api/nodes/project/more-main", {"gist": "written on main after the switch (REST)",
+                                                                 "project_path": str(repo.path)})
+    assert status == 200
     assert wait_for(lambda: "more-main" in repo.nodes()[0])
     nodes, _ = repo.nodes()
     assert set(nodes) == {"on-main", "more-main"}  # the other branch's node is not written back
