@@ -8,8 +8,8 @@ Rules owned here:
 - Through the daemon that holds the root when one answers (REST: GET /api/graph, /api/nodes,
   /api/search; no session is started, and a node shown by id counts as read, as kg_read id=).
   Otherwise from the files, read-only: no root lock taken, nothing written, nothing promoted.
-- `show` first says whether the project's knowledge is shared in its repository's `.kg/`
-  (contract 9) or personal; what a person read or archived is personal either way.
+- `show` also says, on stderr (stdout stays exactly what the agent reads), whether the project's
+  knowledge is shared in its repository's `.kg/` (contract 9) or personal.
 """
 
 import os
@@ -17,7 +17,7 @@ from urllib.parse import quote
 
 from . import model, render, search as ranking, sharedmeta
 from .client import Api, connect_host, find_daemon, get_json
-from .console import CommandError, say
+from .console import CommandError, say, warn
 from .diskview import project_graphs, snapshot_graph
 from .errors import KgError
 from .graph import graph_from_obj
@@ -147,7 +147,7 @@ def show(args, cfg):
         if api is not None:
             api.close()
     result = {"session_id": NO_SESSION, "project_path": root, "user": _read_view(user), "project": _read_view(project)}
-    say(sharing_line(project, root))
+    warn(sharing_line(project, root))
     say(render.render_read(result, max_tokens))
     return 0
 

@@ -274,10 +274,10 @@ def test_share_off_and_show_say_what_is_shared(make_daemon, team, tmp_path):
     d = make_daemon(tmp_path / "root")
     sid = start(d, repo.path)["session_id"]
     put(d, sid, "x", "a node")
-    code, out, _, _ = run_kgd("show", "--cwd", str(repo.path), "--root", d.root, "--port", str(d.port))
+    code, _, out, _ = run_kgd("show", "--cwd", str(repo.path), "--root", d.root, "--port", str(d.port))
     assert "project graph: personal" in out
     share(d, repo)
-    code, out, _, _ = run_kgd("show", "--cwd", str(repo.path), "--root", d.root, "--port", str(d.port))
+    code, _, out, _ = run_kgd("show", "--cwd", str(repo.path), "--root", d.root, "--port", str(d.port))
     assert "project graph: shared in %s (1 nodes)" % os.path.join(real(repo.path), ".kg") in out
     code, out, _, _ = run_kgd("share", "--off", str(repo.path), "--root", d.root, "--port", str(d.port))
     assert code == 0 and "no longer reads or writes" in out
@@ -289,6 +289,6 @@ def test_share_off_and_show_say_what_is_shared(make_daemon, team, tmp_path):
     status, view = d.json("POST", "/api/share", {"project_path": str(tmp_path)})
     assert status == 400 and "git" in view["error"]
     d.stop()
-    code, out, _, _ = run_kgd("show", "--cwd", str(repo.path), "--root", d.root, "--port", "1")
+    code, _, out, _ = run_kgd("show", "--cwd", str(repo.path), "--root", d.root, "--port", "1")
     assert "sharing turned off" in out
     json.dumps(view)
