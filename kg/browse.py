@@ -63,8 +63,10 @@ def sharing_line(project, root):
     info = getattr(project, "sharing", None)
     if info is None:  # from the files: the daemon is not running
         meta = project.meta if project is not None else {}
+        nodes = len(project.nodes) if getattr(project, "shared", False) else len(
+            sharedmeta.state(dict(meta))["base"]["node"])
         info = {"shared": not sharedmeta.is_off(meta) and holds_kg(root), "off": sharedmeta.is_off(meta),
-                "kg_dir": kg_dir(root), "nodes": len(sharedmeta.state(dict(meta))["base"]["node"])}
+                "kg_dir": kg_dir(root), "nodes": nodes}
     if info.get("shared"):
         return ("project graph: shared in %s (%s); what you read and archive stays personal"
                 % (info.get("kg_dir") or kg_dir(root), "%d nodes" % info.get("nodes", 0)))
@@ -84,6 +86,11 @@ def _graphs(cfg, api, root):
     layout = Layout(cfg["root"])
     user = snapshot_graph(layout.user_file, "user")
     project = next((g for _, g in project_graphs(layout) if g.project_path == root), None)
+    if project is None:
+        from .shared import holds_kg, snapshot
+
+        if holds_kg(root):  # a clone whose .kg/ no session has opened yet: what the first one will read
+            project = snapshot(root)
     return user, project, cfg["max_tokens"]
 
 

@@ -71,6 +71,8 @@ def graph(store, m, q, body):
     root = resolve_project_root(pp) if pp else None  # walks the file system: before taking the store's lock
     with store.lock:
         durable = store.registry.existing(root) if root else None
+        if durable is None and root and shared.holds_kg(root):
+            durable = store.registry.project(root)  # the repository shares its knowledge: load it
         shown = _full_graph(store, durable.graph) if durable else (
             {"nodes": [], "edges": [], "tokens": 0, "max_tokens": store.settings.max_tokens} if root else None)
         if durable is not None:

@@ -388,6 +388,22 @@ def delete_record(durable, rec, now):
     return rec
 
 
+def snapshot(root):
+    """A read-only Graph of what a repository's `.kg/` holds (`kgd show` with no daemon and no
+    graph of that project yet)."""
+    from .graph import graph_from_obj
+
+    obj = {"nodes": {}, "edges": {}}
+    for kind, path in Shared.paths_of(root).items():
+        records, _ = kgdir.parse(read_file(path)[0], kind)
+        for key, r in records.items():
+            if not kgdir.is_tombstone(r):
+                obj[kind + "s"][key] = kgdir.node_fields(r) if kind == "node" else kgdir.edge_fields(r)
+    g = graph_from_obj(obj, "project", root)
+    g.shared = True
+    return g
+
+
 def describe(durable):
     """What `kgd show`, the viewer and /api/graph say about sharing."""
     g = durable.graph

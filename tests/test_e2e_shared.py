@@ -292,3 +292,20 @@ def test_share_off_and_show_say_what_is_shared(make_daemon, team, tmp_path):
     code, _, out, _ = run_kgd("show", "--cwd", str(repo.path), "--root", d.root, "--port", "1")
     assert "sharing turned off" in out
     json.dumps(view)
+
+
+def test_show_on_a_fresh_clone_reads_the_repositorys_knowledge(make_daemon, team, tmp_path):
+    a_repo, b_repo = team
+    a = make_daemon(tmp_path / "root-a")
+    put(a, start(a, a_repo.path)["session_id"], "from-alice", "written by alice's agent")
+    share(a, a_repo)
+    a_repo.commit_all("share")
+    a_repo.git("push", "-q")
+    b_repo.git("pull", "-q")
+    root_b = tmp_path / "root-b"
+    code, out, err, _ = run_kgd("show", "--cwd", str(b_repo.path), "--root", root_b, "--port", "1")
+    assert code == 0 and "from-alice" in out and "shared in" in err and "(1 nodes)" in err
+    assert not root_b.exists() or not any(root_b.iterdir())  # read-only
+    b = make_daemon(root_b)
+    code, out, err, _ = run_kgd("show", "--cwd", str(b_repo.path), "--root", root_b, "--port", str(b.port))
+    assert code == 0 and "from-alice" in out and "(1 nodes)" in err
