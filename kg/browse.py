@@ -17,7 +17,7 @@ from urllib.parse import quote
 
 from . import model, render, search as ranking, sharedmeta
 from .client import Api, connect_host, find_daemon, get_json
-from .console import CommandError, say, warn
+from .console import CommandError, plural, say, warn
 from .diskview import project_graphs, snapshot_graph
 from .errors import KgError
 from .graph import graph_from_obj
@@ -69,7 +69,7 @@ def sharing_line(project, root):
                 "kg_dir": kg_dir(root), "nodes": nodes}
     if info.get("shared"):
         return ("project graph: shared in %s (%s); what you read and archive stays personal"
-                % (info.get("kg_dir") or kg_dir(root), "%d nodes" % info.get("nodes", 0)))
+                % (info.get("kg_dir") or kg_dir(root), plural(info.get("nodes", 0), "node")))
     if info.get("off"):
         return "project graph: personal (sharing turned off here with `kgd share --off`)"
     return "project graph: personal (`kgd share` shares it with the team through the repository)"

@@ -278,7 +278,7 @@ def test_share_off_and_show_say_what_is_shared(make_daemon, team, tmp_path):
     assert "project graph: personal" in out
     share(d, repo)
     code, _, out, _ = run_kgd("show", "--cwd", str(repo.path), "--root", d.root, "--port", str(d.port))
-    assert "project graph: shared in %s (1 nodes)" % os.path.join(real(repo.path), ".kg") in out
+    assert "project graph: shared in %s (1 node)" % os.path.join(real(repo.path), ".kg") in out
     code, out, _, _ = run_kgd("share", "--off", str(repo.path), "--root", d.root, "--port", str(d.port))
     assert code == 0 and "no longer reads or writes" in out
     put(d, sid, "y", "private from now on")
@@ -304,8 +304,8 @@ def test_show_on_a_fresh_clone_reads_the_repositorys_knowledge(make_daemon, team
     b_repo.git("pull", "-q")
     root_b = tmp_path / "root-b"
     code, out, err, _ = run_kgd("show", "--cwd", str(b_repo.path), "--root", root_b, "--port", "1")
-    assert code == 0 and "from-alice" in out and "shared in" in err and "(1 nodes)" in err
+    assert code == 0 and "from-alice" in out and "shared in" in err and "(1 node)" in err
     assert not root_b.exists() or not any(root_b.iterdir())  # read-only
     b = make_daemon(root_b)
     code, out, err, _ = run_kgd("show", "--cwd", str(b_repo.path), "--root", root_b, "--port", str(b.port))
-    assert code == 0 and "from-alice" in out and "(1 nodes)" in err
+    assert code == 0 and "from-alice" in out and "(1 node)" in err
