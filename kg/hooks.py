@@ -209,8 +209,9 @@ def _session_start(mem, payload, targets, env):
 
 def _usage(session_id):
     return ["Session: %s" % session_id,
-            "kg memory (kgd): what earlier sessions learned is below. kg_read id=... gives a node's notes and "
-            "edges, kg_search query=... finds more (archived too); pass session_id=%s to every kg_* call." % session_id,
+            "kg memory (kgd) is loaded: what earlier sessions learned is below, so do not call kg_read with cwd; "
+            "pass session_id=%s to every kg_* call. kg_read id=... gives a node's notes and edges, kg_search "
+            "query=... finds more (archived too)." % session_id,
             "Save what a future session would need as nodes with kg_put_node (level project = this codebase, "
             "user = across projects): decisions, gotchas, how things work; link them with kg_put_edge."]
 

@@ -52,8 +52,10 @@ TTL_MS = 3600 * 1000
 INSTRUCTIONS = """\
 kgd is your long-term memory: a knowledge graph of distilled insights that persists across sessions \
 and is shared with the user's other agent sessions.
-1. At the start of every session call kg_read with cwd = your working directory (absolute path). It \
-returns the active memory of two levels, user (cross-project wisdom) and project (this codebase), and a \
+1. If your context already holds kg memory (a line `Session: <id>` from kgd's session-start hook), it \
+is loaded: pass that id as session_id to every kg_* call and do not call kg_read with cwd. Otherwise, \
+at the start of the session call kg_read with cwd = your working directory (absolute path). It returns \
+the active memory of two levels, user (cross-project wisdom) and project (this codebase), and a \
 session_id on its first line (Session: <id>): pass it to every other kg_* call.
 2. Whenever you learn something a future session would need (a decision and its reason, a pitfall, a \
 convention, how parts of the code fit together, a user preference) save it with kg_put_node: a short \

@@ -20,6 +20,7 @@ from . import model
 from .durable import Durable
 from .errors import BadInput, KgError
 from .projects import resolve_project_root
+from .storage import exists_or_prev
 
 
 class Registry:
@@ -72,7 +73,7 @@ class Registry:
                 return durable
             slug = self._slug(project_path)
             path = self.layout.graph_file(slug)
-            if not (os.path.exists(path) or os.path.exists(path + ".prev")):
+            if not exists_or_prev(path):
                 return None
             return self._claim(project_path, slug)
 

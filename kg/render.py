@@ -15,14 +15,11 @@ saying so.
 
 import json
 
+from .text import clip
+
 READ_LIMIT = 40000
 SEARCH_LIMIT = 10000
 NODE_TEXT_LIMIT = 40000
-
-
-def _clip(s, n):
-    s = " ".join(s.split())
-    return s if len(s) <= n else s[: max(0, n - 1)] + "…"
 
 
 def _edge_line(e):
@@ -186,7 +183,7 @@ def render_nodes(result, limit=NODE_TEXT_LIMIT):
                         cut_notes += 1
                     continue
                 if kind == "head" and used + len(line) + 1 > budget - 200:
-                    line = _clip(line, max(40, budget - 200 - used))
+                    line = clip(line, max(40, budget - 200 - used))
                 kept.append(line)
                 used += len(line) + 1
         if cut_edges or cut_notes:
@@ -221,7 +218,7 @@ def _counts(r):
 def render_put_node(r):
     verb = "Created" if r["created"] else "Updated"
     n = r["node"]
-    return "%s %s node %s (%s; %s): %s" % (verb, r["level"], n["id"], n["state"], _counts(n), _clip(n["gist"], 200))
+    return "%s %s node %s (%s; %s): %s" % (verb, r["level"], n["id"], n["state"], _counts(n), clip(n["gist"], 200))
 
 
 def render_put_edge(r):
@@ -242,8 +239,8 @@ def render_search(result, query, limit=SEARCH_LIMIT, project_path=None, asked=No
     """project_path: the session's project; results from other projects name theirs."""
     rows = result["results"]
     if not rows:
-        return "No node matches %r." % _clip(query, 200)
-    head = "%d result(s) for %r, best first" % (len(rows), _clip(query, 200))
+        return "No node matches %r." % clip(query, 200)
+    head = "%d result(s) for %r, best first" % (len(rows), clip(query, 200))
     if asked is not None and len(rows) >= asked:
         head += " (limit %d reached; a higher limit= gives more)" % asked
     out = [head + ":"]
@@ -254,7 +251,7 @@ def render_search(result, query, limit=SEARCH_LIMIT, project_path=None, asked=No
             where = "project %s" % r["project_path"]
         flag = "" if r["state"] == "active" else " [%s%s]" % (
             r["state"], ": kg_read id recalls it" if r["state"] == "orphaned" else "")
-        line = "- %s (%s)%s: %s" % (r["id"], where, flag, _clip(r["gist"], 300))
+        line = "- %s (%s)%s: %s" % (r["id"], where, flag, clip(r["gist"], 300))
         if used + len(line) + 1 > limit - 100:
             out.append("… %d more not shown to fit the context; narrow the query." % (len(rows) - i))
             break
@@ -271,7 +268,7 @@ def render_sync(r, limit=READ_LIMIT):
         out.append("The change log did not reach back to your last sync (daemon restarted): this is the whole current graph.")
     used = sum(len(x) + 1 for x in out)
     groups = [
-        ("nodes", r["nodes"], lambda n: "node %s (%s, %s): %s" % (n["id"], n["level"], n["state"], _clip(n["gist"], 300))),
+        ("nodes", r["nodes"], lambda n: "node %s (%s, %s): %s" % (n["id"], n["level"], n["state"], clip(n["gist"], 300))),
         ("edges", r["edges"], lambda e: "edge (%s): %s" % (e["level"], _edge_line(e))),
         ("deleted nodes", r["deleted_nodes"], lambda d: "deleted node %s (%s)" % (d["id"], d["level"])),
         ("deleted edges", r["deleted_edges"], lambda d: "deleted edge (%s): %s" % (d["level"], _edge_line(d)))]
@@ -293,4 +290,4 @@ def render_progress(r):
     if r["state"] is None:
         return "No progress stored for task %s (%s level)." % (r["task_id"], r["level"])
     body = json.dumps(r["state"], ensure_ascii=False, separators=(", ", ": "))
-    return "Progress of task %s (%s level): %s" % (r["task_id"], r["level"], _clip(body, 20000))
+    return "Progress of task %s (%s level): %s" % (r["task_id"], r["level"], clip(body, 20000))

@@ -20,6 +20,7 @@ import sys
 
 from . import client
 from .console import CommandError
+from .text import compact_json
 
 log = logging.getLogger("kgd.stdio")
 
@@ -79,14 +80,14 @@ def _error_line(ids, code, message, batch=False):
     if not errors:
         return None
     obj = errors if batch else errors[0]
-    return json.dumps(obj, ensure_ascii=False, separators=(",", ":")).encode("utf-8")
+    return compact_json(obj).encode("utf-8")
 
 
 def _one_line(body):
     """A JSON-RPC body as exactly one line (the daemon's compact JSON has no raw newline anyway)."""
     body = body.strip()
     if b"\n" in body or b"\r" in body:
-        body = json.dumps(json.loads(body.decode("utf-8")), ensure_ascii=False, separators=(",", ":")).encode("utf-8")
+        body = compact_json(json.loads(body.decode("utf-8"))).encode("utf-8")
     return body
 
 

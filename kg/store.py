@@ -150,10 +150,16 @@ class Store:
 
     # ------------------------------------------------------------ sessions
 
-    def start_session(self, cwd=None):
+    def start_session(self, cwd=None, adopt=False):
+        """A new session for cwd's project; with adopt (a kg_read(cwd) without a usable session id)
+        the hook-bound session whose preload for this project is fresh and unused, if any."""
         project_path = resolve_project_root(cwd) if cwd is not None else None
         with self.lock:
-            return self._start(project_path)
+            s = self._sessions.adoptable(project_path, self.clock()) if adopt else None
+            if s is None:
+                return self._start(project_path)
+            self._sessions.claim(s, self.clock())
+            return s
 
     def _start(self, project_path, client_id=None):
         if project_path is not None:
@@ -309,16 +315,13 @@ class Store:
                                lambda _: [("edge_put", {"edge": model.public_edge(edge)})])
             return {"level": durable.level, "created": old is None, "edge": model.public_edge(edge)}
 
-    def _find_level(self, session, node_id, level, project_path, what="node"):
+    def _find_level(self, session, node_id, level, project_path):
         """The Durable holding node_id: the given level, else the one level that has it."""
-        if level is not None:
-            d = self.registry.durable_for(level, session, project_path)
-            if node_id not in d.graph.nodes:
-                raise NotFound("no %s %r in the %s graph; kg_search finds ids." % (what, node_id[:200], d.level))
-            return d
-        found = [d for d in self.registry.durables_for(session, project_path) if node_id in d.graph.nodes]
+        durables = self._addressed(session, level, project_path)
+        found = [d for d in durables if node_id in d.graph.nodes]
         if not found:
-            raise NotFound("no node %r in the user or project graph; kg_search finds ids." % node_id[:200])
+            where = "the %s graph" % durables[0].level if level is not None else "the user or project graph"
+            raise NotFound("no node %r in %s; kg_search finds ids." % (node_id[:200], where))
         if len(found) > 1:
             raise Conflict("node %r exists in both the user and the project graph: say which with level." % node_id[:200])
         return found[0]
@@ -402,12 +405,7 @@ class Store:
             log.warning("read of %r not recorded (%s)", nid[:100], exc.message)
 
     def search(self, query, session=None, limit=20, project_path=None):
-        if not isinstance(query, str) or not query.strip():
-            raise BadInput("query must be a non-empty string of words to look for.")
-        if len(query) > 1000:
-            raise BadInput("query is over 1000 characters; use a few words.")
-        if not isinstance(limit, int) or isinstance(limit, bool) or not 1 <= limit <= 200:
-            raise BadInput("limit must be an integer from 1 to 200.")
+        search.check_query(query, limit)
         with self.lock:
             if session is not None or project_path:
                 graphs = self.graphs_for(session, project_path)

@@ -78,10 +78,12 @@ TOOLS = [
         "name": "kg_read",
         "title": "Read memory",
         "description": (
-            "Load your long-term memory. Call it FIRST in every session with cwd = your working directory: "
-            "it returns the whole active knowledge graph of both levels (user: cross-project wisdom; project: "
-            "this codebase) and a session_id (first line: Session: <id>) to pass to the other kg_* tools. Later, call it with id or ids to "
-            "read a node's full notes and edges (this also recalls archived nodes into the active graph)."),
+            "Load your long-term memory. If your context already shows it (a `Session: <id>` line from kgd's "
+            "session-start hook), it is loaded: pass that session_id and do not call this with cwd. Otherwise call "
+            "it FIRST with cwd = your working directory: it returns the whole active knowledge graph of both "
+            "levels (user: cross-project wisdom; project: this codebase) and a session_id (first line: "
+            "Session: <id>) to pass to the other kg_* tools. Later, call it with id or ids to read a node's full "
+            "notes and edges (this also recalls archived nodes into the active graph)."),
         "inputSchema": _in([], cwd={"type": "string", "description": "absolute path of your working directory"},
                            session_id=_SESSION,
                            id={"type": "string", "description": "read one node in full"},
@@ -268,7 +270,7 @@ def _read(store, a):
         if a.get("cwd") is None:
             raise BadInput("kg_read needs cwd (your working directory's absolute path) to start a session, "
                            "or the session_id it gave you before.")
-        session = store.start_session(a["cwd"])
+        session = store.start_session(a["cwd"], adopt=True)
     ids = a.get("ids")
     if a.get("id") is not None:
         ids = [a["id"]] + [i for i in (ids or []) if i != a["id"]]

@@ -19,7 +19,7 @@ import sys
 import time
 
 import pytest
-from helpers import free_port
+from helpers import clean_env, free_port
 
 pytestmark = pytest.mark.e2e
 
@@ -66,10 +66,8 @@ def home(tmp_path):
 
 
 def env_for(home, **extra):
-    env = {k: v for k, v in os.environ.items() if not k.startswith(("KG_", "KGD_", "XDG_"))}
-    env.update(HOME=str(home), KGD_PYTHON=sys.executable, KG_STORAGE_ROOT=str(home / ".knowledge-graph"))
-    env.update({k: str(v) for k, v in extra.items()})
-    return env
+    return clean_env(home, **dict({"KGD_PYTHON": sys.executable, "KG_STORAGE_ROOT": home / ".knowledge-graph"},
+                                  **extra))
 
 
 def run_install(home, *args, env=None, shell=None, check=True):
@@ -149,7 +147,8 @@ def test_systemd_unit(home):
     if tool is None:
         pytest.skip("systemd-analyze is not installed")
     # System mode: it parses and checks the unit without a user session (none is touched).
-    r = subprocess.run([tool, "verify", str(unit)], stdout=subprocess.PIPE, stderr=subprocess.PIPE, timeout=30)
+    r = subprocess.run([tool, "verify", str(unit)], stdout=subprocess.PIPE, stderr=subprocess.PIPE, timeout=30,
+                       env=clean_env())
     assert r.returncode == 0, r.stderr.decode()
     assert "kgd.service" not in r.stderr.decode(), r.stderr.decode()  # no warning about our unit
 
@@ -300,14 +299,14 @@ def test_service_is_enabled_started_and_stopped(home, tmp_path):
         assert health(port) is None
     finally:
         subprocess.run([sys.executable, INSTALL[:-len("install.sh")] + "kgd.py", "stop", "--root", str(root)],
-                       stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, timeout=30)
+                       stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, timeout=30, env=clean_env())
 
 
 def test_install_from_a_pyz(home, tmp_path, snapshot):
     pyz = tmp_path / "dist" / "kgd.pyz"
     pyz.parent.mkdir()
     subprocess.run([sys.executable, str(snapshot / "kgd.py"), "bundle", "-o", str(pyz)], check=True,
-                   stdout=subprocess.DEVNULL)
+                   stdout=subprocess.DEVNULL, env=clean_env())
     port = free_port()
     run_install(home, "--no-service", "--no-client", "--from", pyz, "--port", port)
     assert sorted(os.listdir(prefix(home))) == [".kgd-install-manifest", "kgd.pyz"]
