@@ -111,16 +111,14 @@ def ensure_layout(root):
             write_repo_file(path, text.encode("utf-8"))
 
 
-def _credential_keys(records):
-    """Keys of records holding a credential (kg/secrets.py, when this build has it)."""
-    try:
-        from . import secrets
-    except ImportError:
-        return set()
-    check = getattr(secrets, "record_has_secret", None)
-    if check is None:
-        return set()
-    return {k for k, rec in records.items() if check(rec)}
+def held_back(g):
+    """Keys never written to `.kg/`: nodes and edges holding a credential (the graph's scan,
+    kg/secrets.py, flags them) and the edges touching such a node (its id may be the secret)."""
+    nodes = set(getattr(g, "flagged", ()))
+    edges = set(getattr(g, "flagged_edges", ()))
+    for nid in nodes:
+        edges.update(g.adj.get(nid, ()))
+    return {"node": nodes, "edge": edges}
 
 
 class Shared:
@@ -137,6 +135,7 @@ class Shared:
         self.lock = threading.Lock()  # one sync at a time per project
         self.readers = {kind: kgdir.Reader(kind) for kind in FILES}  # re-read only changed lines
         self.held = {kind: {} for kind in FILES}  # key -> (object, _write_ts, record, stamp) from memory
+        self._held_logged = {kind: set() for kind in FILES}  # keys held back for a credential, logged
         self.syncs = self.pickups = 0
         self.last_error = None
 
@@ -247,13 +246,19 @@ class Shared:
         """Per kind the reconcile Result, and the snapshot of the sync state it started from."""
         s = sharedmeta.state(g.meta)
         results, snap = {}, {}
+        frozen = held_back(g)
         for kind, items, to_record in (("node", g.nodes.items(), kgdir.node_record),
                                        ("edge", g.edges.items(), kgdir.edge_record)):
             live, mem_stamps = self._records(kind, items, to_record)
             base0, dropped0, deleted0 = (dict(s[sec][kind]) for sec in ("base", "dropped", "deleted"))
             memory, base, dropped = memory_view(live, deleted0, base0, dropped0)
-            frozen = _credential_keys(live)
-            results[kind] = reconcile(memory, parsed[kind], base, now, dropped, frozen, mem_stamps, disk_stamps[kind])
+            results[kind] = reconcile(memory, parsed[kind], base, now, dropped, frozen[kind], mem_stamps,
+                                      disk_stamps[kind])
+            fresh = {k for k in frozen[kind] if k in live} - self._held_logged[kind]
+            if fresh:  # counted, not named: an id may itself be the secret
+                self._held_logged[kind] |= fresh
+                log.warning("%s: %d %s(s) holding a credential are never written there (kgd doctor lists them)",
+                            self.dir, len(fresh), kind)
             snap[kind] = (base0, dropped0, deleted0)
         return results, snap
 
