@@ -87,10 +87,11 @@ def tombstone(rec_or_key, deleted, edge=None):
 
 def node_record(node):
     """The shared half of a node held in memory (personal fields stay behind)."""
-    created = node.get("_created_ts") or node.get("_write_ts") or 0
+    created, changed = node.get("_created_ts"), node.get("_write_ts")
+    created = created if created is not None else (changed or 0)
     return {"id": node["id"], "gist": node.get("gist", ""), "notes": list(node.get("notes", [])),
             "touches": list(node.get("touches", [])), "created": ts(created),
-            "changed": ts(node.get("_write_ts") or created)}
+            "changed": ts(changed if changed is not None else created)}
 
 
 def edge_record(edge):

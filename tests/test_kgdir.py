@@ -362,3 +362,11 @@ def test_reader_rereads_only_changed_lines_and_agrees_with_parse():
     assert out["n001"]["gist"] == "other" and "n001" not in stamps  # merged: no cached stamp
     assert all(stamps[k] == S(out[k]) for k in stamps)
     assert len(reader.lines) == 51  # only the lines of the last parse are kept
+
+
+@pytest.mark.parametrize("rec", [N("a", created=0, changed=0), N("a", created=0, changed=5), N("a", created=3.25)])
+def test_a_record_taken_into_memory_gives_back_the_same_record(rec):
+    node = dict(kgdir.node_fields(rec), _read_ts=None)
+    assert kgdir.node_record(node) == rec
+    e = E("a", "src/x.py", changed=0)
+    assert kgdir.edge_record(kgdir.edge_fields(e)) == e
