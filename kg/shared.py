@@ -307,6 +307,10 @@ class Shared:
             del rec[k]
         store.writes.change(w, self.durable, [rec], lambda g: sharedmeta.apply(g, rec), lambda _: events,
                             counted=False, compact=content)
+        if content:
+            log.info("%s: took %d node(s) and %d edge(s), %d node(s) and %d edge(s) left this view", self.dir,
+                     len(rec.get("nodes", ())), len(rec.get("edges", ())), len(rec.get("drop_nodes", ())),
+                     len(rec.get("drop_edges", ())))
 
     def _written(self, store, results, snap):
         """Phase 2, once the files hold what memory brought: the base of the written keys, and
