@@ -3,7 +3,7 @@
 Data only; kg/rest.py owns the routes it describes, and tests/test_openapi.py keeps the two in step.
 """
 
-from . import __version__, model
+from . import __version__, agents, model
 
 
 def _ref(name):
@@ -104,7 +104,7 @@ OPENAPI = {
                         "type": "object", "additionalProperties": False, "properties": {
                             "gist": {"type": "string"}, "notes": _STRS, "touches": _STRS,
                             "session_id": {"type": ["string", "null"]}, "project_path": {"type": ["string", "null"]}}})},
-                    "responses": dict({"200": _ok(_ref("PutNodeResult"))}, **_errors(400, 404, 415, 507))},
+                    "responses": dict({"200": _ok(_ref("PutNodeResult"))}, **_errors(400, 404, 415, 422, 507))},
             "delete": {"summary": "delete a node and its edges", "operationId": "deleteNode",
                        "parameters": [_LEVEL_P, _param("id", "path", True), _PP, _SID],
                        "responses": dict({"200": _ok({"type": "object", "required": ["level", "id", "edges_removed"],
@@ -118,7 +118,7 @@ OPENAPI = {
                         "properties": {"from": {"type": "string"}, "to": {"type": "string"}, "rel": {"type": "string"},
                                        "notes": _STRS, "session_id": {"type": ["string", "null"]},
                                        "project_path": {"type": ["string", "null"]}}})},
-                    "responses": dict({"200": _ok(_ref("PutEdgeResult"))}, **_errors(400, 404, 415, 507))},
+                    "responses": dict({"200": _ok(_ref("PutEdgeResult"))}, **_errors(400, 404, 415, 422, 507))},
             "delete": {"summary": "delete an edge", "operationId": "deleteEdge",
                        "parameters": [_LEVEL_P, _param("from", required=True), _param("to", required=True),
                                       _param("rel", required=True), _PP, _SID],
@@ -164,13 +164,17 @@ OPENAPI = {
             "responses": dict({"200": _ok({"type": "object", "required": ["shared", "project_path"], "properties": {
                 "shared": {"type": "boolean"}, "project_path": {"type": "string"}}})}, **_errors(400, 415))}},
         "/api/hooks": {"post": {
-            "summary": "Claude Code hooks: hook input in, hook output (or nothing) out", "operationId": "hooks",
+            "summary": "agent hooks: hook input in, hook output (or nothing) out", "operationId": "hooks",
+            "parameters": [_param("agent", schema={"type": "string", "enum": list(agents.NAMES)},
+                                  description="the agent whose hook calls (default claude)"),
+                           _param("event", description="the agent's event name, when its input does not carry it")],
             "requestBody": {"required": True, "content": _json({
                 "type": "object", "additionalProperties": True,
-                "description": "Claude Code's hook input, unchanged (session_id, transcript_path, cwd, "
-                               "hook_event_name and the event's own fields)"})},
-            "responses": dict({"200": {"description": "Claude Code's hook output as JSON (hookSpecificOutput, "
-                                                      "decision, systemMessage), or an empty body when there is "
+                "description": "the agent's hook input, unchanged (for Claude Code: session_id, transcript_path, "
+                               "cwd, hook_event_name and the event's own fields)"})},
+            "responses": dict({"200": {"description": "the agent's hook output as JSON (for Claude Code: "
+                                                      "hookSpecificOutput, decision, systemMessage; for Copilot "
+                                                      "a top-level additionalContext), or an empty body when there is "
                                                       "nothing worth saying"}}, **_errors(400, 415))}},
         "/api/openapi.json": {"get": {"summary": "this document", "operationId": "openapi",
                                       "responses": {"200": _ok({"type": "object"})}}},

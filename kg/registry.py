@@ -14,6 +14,7 @@ Rules owned here:
   project_path given.
 """
 
+import logging
 import os
 
 from . import model
@@ -21,6 +22,8 @@ from .durable import Durable
 from .errors import BadInput, KgError
 from .projects import resolve_project_root
 from .storage import exists_or_prev
+
+log = logging.getLogger(__name__)
 
 
 class Registry:
@@ -42,7 +45,9 @@ class Registry:
         _fold_replayed(self.user)
 
     def _load(self, path, level, project_path=None, slug=None):
-        return Durable.load(path, level, project_path, slug, self.clock)
+        durable = Durable.load(path, level, project_path, slug, self.clock)
+        _report_credentials(durable)
+        return durable
 
     def _register(self, project_path, durable):
         self.projects[project_path] = durable
@@ -141,6 +146,19 @@ class Registry:
         elif project_path:
             out.append(self.project(resolve_project_root(project_path)))
         return out
+
+
+def _report_credentials(durable):
+    """A graph loaded holding nodes that look like credentials (contract section 10): a warning
+    naming their ids (never the secret); they stay, hidden, until deleted."""
+    g = durable.graph
+    if not g.flagged and not g.flagged_edges:
+        return
+    named, count = g.withheld()
+    log.warning("%s holds %d node(s) and %d edge(s) that look like credentials; kgd never shows them to an "
+                "agent; delete them (kg_delete_node / kg_delete_edge; kgd doctor lists them): %s%s",
+                durable.path, count, len(g.flagged_edges), ", ".join(named[:50]) or "-",
+                " (%d more whose id itself looks like one)" % (count - len(named)) if count > len(named) else "")
 
 
 def _fold_replayed(durable):

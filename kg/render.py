@@ -3,8 +3,9 @@
 By default this text is all a client gets (no structuredContent), so it carries everything an
 agent needs from a result: created or updated, the level and state of each node, every active id
 of a full read, and counts of whatever it leaves out. Compact lines, no JSON dumps.
-A full kg_read and a kg_sync are at most READ_LIMIT characters, a search at most SEARCH_LIMIT and
-a read of ids at most NODE_TEXT_LIMIT, whatever the graph holds. When a full read would be
+A full kg_read and a kg_sync are at most READ_LIMIT characters (or the smaller bound of the agent
+that asks, kg/agents.py), a search at most SEARCH_LIMIT and a read of ids at most NODE_TEXT_LIMIT,
+whatever the graph holds. When a full read would be
 longer, the least valuable parts go first and the text says what was left out and how to get
 it: notes and touches are never shown there, edge lines go first (counted), then archived ids
 are cut to a count (they are the crumbs that lead back to archived knowledge, so they outlive the
@@ -35,7 +36,8 @@ def _plural(n, word):
 # count the archived ids.
 _MODES = [(None, None, None), (None, None, None), (None, None, None), (160, None, None),
           (120, 400, 15000), (100, 350, 14000), (100, 300, 13000), (100, 250, 12000), (80, 200, 10000),
-          (80, 150, 9000), (60, 120, 8000), (60, 90, 7000), (60, 60, 6000), (40, 40, 4000), (40, 20, 2000)]
+          (80, 150, 9000), (60, 120, 8000), (60, 90, 7000), (60, 60, 6000), (40, 40, 4000), (40, 20, 2000),
+          (40, 10, 1000), (30, 5, 400)]  # the last two for the smaller bounds of some agents (kg/agents.py)
 
 
 def _id_list(ids, budget):
@@ -73,6 +75,7 @@ def _graph_lines(title, g, prepared, max_tokens, mode):
         " (over: recent nodes stay active for a grace period)" if tokens > max_tokens else "")]
     if not nodes and not again and not g["archived"]:
         lines.append("(empty)")
+    lines.extend(_withheld_lines(g.get("withheld")))
     if again:
         lines.append("Already in your context (kgd's hooks showed them in this session), gists not repeated: " + ", ".join(again))
     gist_len, full, id_budget = _MODES[mode]
@@ -102,6 +105,21 @@ def _graph_lines(title, g, prepared, max_tokens, mode):
             lines.append("%d edges not listed to fit the context; kg_read id=... shows a node's edges."
                          % len(g["edges"]))
     return lines
+
+
+def _withheld_lines(withheld):
+    """Contract section 10: nodes holding a credential are never shown, and the read says so."""
+    named, count = withheld or ((), 0)
+    if not count:
+        return []
+    line = "%s withheld because %s; delete %s with kg_delete_node" % (
+        _plural(count, "node"), "it looks like a credential" if count == 1 else "they look like credentials",
+        "it" if count == 1 else "them")
+    if named:
+        line += ": " + ", ".join(_id_list(named, 1000))
+    if count > len(named):
+        line += " (%d whose id itself looks like one: kgd doctor lists where)" % (count - len(named))
+    return [line]
 
 
 def _node_lines_estimate(prepared, mode):
@@ -198,11 +216,14 @@ def render_nodes(result, limit=NODE_TEXT_LIMIT):
         named = _id_list(not_shown, 2000)
         out.append("%s read but not shown to fit the context (read fewer ids at once): %s%s" % (
             _plural(len(not_shown), "more node"), ", ".join(named), " …" if len(named) < len(not_shown) else ""))
+    if result.get("withheld"):
+        out.append("Withheld, %s looks like a credential (kgd never shows one; kg_delete_node removes it): %s" % (
+            "this node" if len(result["withheld"]) == 1 else "these nodes", ", ".join(_id_list(result["withheld"], 2000))))
     if result["missing"]:
         named = _id_list(result["missing"], 2000)
         out.append("Not found: %s%s (kg_search finds ids)." % (
             ", ".join(named), " and %d more" % (len(result["missing"]) - len(named)) if len(named) < len(result["missing"]) else ""))
-    if not result["nodes"] and not result["missing"]:
+    if not result["nodes"] and not result["missing"] and not result.get("withheld"):
         out.append("Nothing found.")
     text = "\n".join(out).strip()
     if len(text) > limit:

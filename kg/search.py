@@ -114,7 +114,7 @@ def rank_graphs(query, graphs, limit=20):
                 if t is None:
                     t = cache[n["id"]] = node_text(n)
                 return t
-            g.corpus = Corpus(((g, n) for n in g.nodes.values()), text_of)
+            g.corpus = Corpus(((g, n) for n in g.visible_nodes().values()), text_of)  # no credential
         corpora.append(g.corpus)
     return rank_corpora(query, corpora, limit)
 

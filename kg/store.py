@@ -12,15 +12,19 @@ Rules owned here:
 - An edge end that is not a node of its graph must look like a path (holds / . or \\), be a
   node of the other level, name an existing entry under the project root, or already be in
   some node's touches.
+- A put whose node or edge holds a credential (kg/secrets.py) is refused before anything is
+  written, unless KG_SECRET_SCAN=0 and the graph is not shared (contract section 10). A node
+  holding one that arrived otherwise (an old file, a scan-off write) is never read, searched
+  nor synced; it is named as withheld and can be deleted.
 """
 
 import logging
 import threading
 import time
 
-from . import compaction, model, projects, search, shared
+from . import compaction, model, projects, search, secrets, shared
 from .changelog import ChangeLog
-from .errors import BadInput, Conflict, KgError, NotFound, StorageError
+from .errors import BadInput, Conflict, KgError, NotFound, SecretRefused, StorageError
 from .graph import apply_record
 from .projects import resolve_project_root
 from .registry import Registry
@@ -36,8 +40,9 @@ CHANGE_LOG_MAX = 200000
 class Settings:
     def __init__(self, max_tokens=model.DEFAULT_MAX_TOKENS, grace_days=model.DEFAULT_GRACE_DAYS,
                  orphan_grace_days=model.DEFAULT_ORPHAN_GRACE_DAYS, save_interval=model.DEFAULT_SAVE_INTERVAL,
-                 session_ttl=model.DEFAULT_SESSION_TTL, fold_delay=1.0, fold_records=20000):
+                 session_ttl=model.DEFAULT_SESSION_TTL, fold_delay=1.0, fold_records=20000, secret_scan=True):
         self.max_tokens = int(max_tokens)
+        self.secret_scan = bool(secret_scan)  # KG_SECRET_SCAN=0: off, for graphs not shared only
         self.grace_s = float(grace_days) * 86400
         self.orphan_grace_s = float(orphan_grace_days) * 86400
         self.save_interval = float(save_interval)
@@ -279,6 +284,7 @@ class Store:
             durable = self.registry.durable_for(level, session, project_path)
             old = durable.graph.nodes.get(node_id)
             node = model.check_node_text(model.put_result(old, node_id, gist, notes, touches, self.clock()))
+            self._refuse_secret(durable.graph, secrets.scan_node, node)
             if old is not None and compaction.revive_on_put(node):
                 durable.graph.compact_idle_until = 0.0
             self.writes.change(w, durable, [{"op": "node", "node": node}], lambda g: g.put_node(node),
@@ -311,9 +317,19 @@ class Store:
             if old is not None:
                 edge = dict(old, **edge)
             edge["_write_ts"] = self.clock()  # when it changed: the merge rule of a shared graph needs it
+            self._refuse_secret(g, secrets.scan_edge, edge)
             self.writes.change(w, durable, [{"op": "edge", "edge": edge}], lambda g: g.put_edge(edge),
                                lambda _: [("edge_put", {"edge": model.public_edge(edge)})])
             return {"level": durable.level, "created": old is None, "edge": model.public_edge(edge)}
+
+    def _refuse_secret(self, g, scan, item):
+        """SecretRefused naming the field and the kind when `scan(item)` finds a credential in
+        the node or edge about to be written; no scan when it is off (KG_SECRET_SCAN=0) and the
+        graph is private."""
+        if self.settings.secret_scan or g.shared:
+            found = scan(item)
+            if found is not None:
+                raise SecretRefused(secrets.refusal(*found))
 
     def _find_level(self, session, node_id, level, project_path):
         """The Durable holding node_id: the given level, else the one level that has it."""
@@ -365,18 +381,23 @@ class Store:
             for g in self.graphs_for(session):
                 out[g.level] = g.active_view()
             if "project" not in out:
-                out["project"] = {"nodes": [], "archived": [], "edges": [], "tokens": 0}
+                out["project"] = {"nodes": [], "archived": [], "edges": [], "tokens": 0, "withheld": ([], 0)}
             return out
 
     def read_nodes(self, session, ids, level=None, project_path=None):
         """Full content of each node; promotes archived / orphaned ones (contract 3)."""
         ids = model.check_ids(ids)
-        out, missing = [], []
+        out, missing, withheld = [], [], []
         with self.writes.writing(session, lenient=(logging.WARNING, "a read's recency was not saved")) as w:
             durables = self._addressed(session, level, project_path)
             now = self.clock()
             for nid in dict.fromkeys(ids):
                 holding = [d for d in durables if nid in d.graph.nodes]
+                if any(not d.graph.shown(nid) for d in holding):
+                    withheld.append(nid)  # it holds a credential: neither shown nor promoted
+                    holding = [d for d in holding if d.graph.shown(nid)]
+                    if not holding:
+                        continue
                 for durable in holding:
                     self._promote(w, durable, nid, now)
                     out.append(durable.graph.node_in_full(nid))
@@ -386,7 +407,10 @@ class Store:
             # archive again the node the agent just recalled. The next write or pass does it.
             if session:
                 session.reads += 1
-        return {"session_id": w.sid, "nodes": out, "missing": missing}
+        result = {"session_id": w.sid, "nodes": out, "missing": missing}
+        if withheld:
+            result["withheld"] = withheld
+        return result
 
     def _promote(self, w, durable, nid, now):
         """A read of nid: refresh its recency and promote it (and rescued neighbours), through
