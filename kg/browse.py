@@ -72,6 +72,8 @@ def sharing_line(project, root):
                 % (info.get("kg_dir") or kg_dir(root), plural(info.get("nodes", 0), "node")))
     if info.get("off"):
         return "project graph: personal (sharing turned off here with `kgd share --off`)"
+    if not os.path.exists(os.path.join(root, ".git")):
+        return None  # not a repository: nothing to share through
     return "project graph: personal (`kgd share` shares it with the team through the repository)"
 
 
@@ -154,7 +156,9 @@ def show(args, cfg):
         if api is not None:
             api.close()
     result = {"session_id": NO_SESSION, "project_path": root, "user": _read_view(user), "project": _read_view(project)}
-    warn(sharing_line(project, root))
+    line = sharing_line(project, root)
+    if line:
+        warn(line)
     say(render.render_read(result, max_tokens))
     return 0
 
