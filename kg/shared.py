@@ -11,7 +11,9 @@ Rules owned here:
   runs); then, outside the lock, re-stat the files (changed since read: reconcile again) and
   write what memory brought, atomically; then record the new base. Reading changes no file.
 - Pickup: a cheap stat (mtime_ns, size, inode) of both files on the maintenance beat; a change
-  by anything but kgd (pull, merge, checkout, an editor) is synced at the next beat.
+  by anything but kgd (pull, merge, checkout, an editor) is synced at the next beat. A background
+  sync waits while git works in the checkout (its index.lock exists) or a file changed in the last
+  SETTLE_S seconds: a file half-written by a checkout must not empty the view.
 - The files are untrusted: only regular files inside a real `.kg/` folder are read (no symlink,
   no FIFO), up to kgdir.MAX_FILE bytes; bad lines are logged once per file state, kept for
   `kgd doctor`, and skipped. Nothing in them is run. A `.kg/` folder that is gone (a branch
@@ -25,6 +27,7 @@ import logging
 import os
 import stat
 import threading
+import time
 
 from . import kgdir, model, sharedmeta
 from .reconcile import memory_view, reconcile, written
@@ -38,6 +41,7 @@ REPO_DIR_MODE = 0o755
 FILES = {"node": kgdir.NODES_FILE, "edge": kgdir.EDGES_FILE}
 EXTRA_FILES = {".gitattributes": kgdir.GITATTRIBUTES, "README.md": kgdir.README, ".gitignore": kgdir.GITIGNORE}
 RETRIES = 3  # reconciles in a row when the files keep changing under a sync
+SETTLE_S = 0.1
 
 
 def kg_dir(root):
@@ -55,6 +59,19 @@ def real_dir(path):
 def holds_kg(root):
     d = kg_dir(root)
     return real_dir(d) and any(os.path.isfile(os.path.join(d, f)) for f in FILES.values())
+
+
+def git_dir(root):
+    """The checkout's git folder: .git, or where a linked worktree's .git file points."""
+    dot = os.path.join(root, ".git")
+    try:
+        with open(dot, "r", encoding="utf-8") as f:
+            first = f.readline().strip()
+    except (OSError, ValueError):
+        return dot
+    if first.startswith("gitdir:"):
+        return os.path.join(root, first[len("gitdir:"):].strip())
+    return dot
 
 
 def file_state(path):
@@ -129,6 +146,7 @@ class Shared:
         self.root = durable.project_path
         self.dir = kg_dir(self.root)
         self.paths = self.paths_of(self.root)
+        self.index_lock = os.path.join(git_dir(self.root), "index.lock")
         self.seen = {kind: None for kind in FILES}  # file states as kgd last read or wrote them
         self.problems = []  # what the last read could not load
         self._reported = {}  # kind -> file state whose problems were logged
@@ -151,12 +169,22 @@ class Shared:
     def changed_on_disk(self):
         return self.states() != self.seen
 
+    def busy(self, now):
+        """Git is updating the checkout, or a file was changed by someone else a moment ago (maybe
+        still being written): a background sync waits for the next beat."""
+        if os.path.exists(self.index_lock):
+            return True
+        return any(st is not None and st != self.seen[kind] and now - st[0] / 1e9 < SETTLE_S
+                   for kind, st in self.states().items())
+
     # ---- one sync
 
     def sync(self, store, force=False, blocking=True):
         """Reconcile the graph with the files (see the module docstring). `force` writes the
-        files clean even when nothing changed (`kgd share`). Returns False when another sync of
-        this project is running and blocking is False."""
+        files clean even when nothing changed (`kgd share`). A background sync (blocking False)
+        returns False at once when another sync of this project runs or the checkout is busy."""
+        if not blocking and self.busy(time.time()):
+            return False
         if not self.lock.acquire(blocking):
             return False
         try:

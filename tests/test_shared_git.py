@@ -7,6 +7,7 @@ import os
 import random
 import shutil
 import subprocess
+import time
 
 import pytest
 
@@ -59,6 +60,7 @@ class Person:
 
     def pull(self):
         self.git("pull", "-q", "--no-rebase", "--no-edit", "origin", "main")
+        time.sleep(0.15)  # the next beat comes after git has settled (kg/shared.py waits SETTLE_S)
         self.store.poll_shared()
         self.pause()
         self.commit()

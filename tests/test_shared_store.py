@@ -4,6 +4,7 @@ personal state, deletes and tombstones, compaction staying personal, hostile fil
 import json
 import os
 import stat
+import time
 
 import pytest
 from helpers import StoreEnv
@@ -33,6 +34,10 @@ def write_kg(root, nodes=(), edges=()):
         f.write(kgdir.render({n["id"]: n for n in nodes}))
     with open(os.path.join(d, "edges.jsonl"), "wb") as f:
         f.write(kgdir.render({"%s->%s:%s" % (e["from"], e["to"], e["rel"]): e for e in edges}))
+    # A write that ended a moment ago (a pickup waits for files still being written).
+    past = time.time_ns() - 10**9
+    for name in ("nodes.jsonl", "edges.jsonl"):
+        os.utime(os.path.join(d, name), ns=(past, past))
 
 
 def N(nid, gist="g", notes=(), changed=1_600_000_000.0):
@@ -331,3 +336,24 @@ def test_kgd_never_writes_a_credential_to_kg(env, caplog):
     assert [e["to"] for e in kg_lines(root, "edges.jsonl")] == ["src/x.py"]
     assert _credential().encode() not in data and b"leak" not in data
     assert "holding a credential are never written" in caplog.text
+
+
+def test_a_pickup_waits_while_git_works_in_the_checkout(env):
+    root = env.project()
+    write_kg(root, [N("a")])
+    s = env.open()
+    s.start_session(root)
+    g = s.project_graph(os.path.realpath(root))
+    lock = os.path.join(root, ".git", "index.lock")
+    open(lock, "w").close()
+    with open(os.path.join(root, ".kg", "nodes.jsonl"), "wb") as f:
+        f.write(b"")  # what a checkout may leave for a moment: the file half-written
+    old = os.stat(os.path.join(root, ".kg", "nodes.jsonl")).st_mtime_ns - 10**9
+    os.utime(os.path.join(root, ".kg", "nodes.jsonl"), ns=(old, old))
+    s.poll_shared()
+    assert "a" in g.nodes  # not emptied while git holds its lock
+    os.unlink(lock)
+    write_kg(root, [N("a"), N("b")])
+    os.utime(os.path.join(root, ".kg", "nodes.jsonl"), ns=(old, old))
+    s.poll_shared()
+    assert set(g.nodes) == {"a", "b"}
