@@ -287,7 +287,7 @@ class Shared:
                 self._held_logged[kind] |= fresh
                 log.warning("%s: %d %s(s) holding a credential are never written there (kgd doctor lists them)",
                             self.dir, len(fresh), kind)
-            snap[kind] = (base0, dropped0, deleted0)
+            snap[kind] = (base0, dropped0, deleted0, frozen[kind])
         return results, snap
 
     def _apply(self, store, w, results, snap):
@@ -306,7 +306,8 @@ class Shared:
             node = dict(old) if old is not None else {"_read_ts": None}
             node.update(kgdir.node_fields(r))
             rec["nodes"].append(node)
-            self.held["node"][nid] = (node, node["_write_ts"], r, results["node"].base[nid])
+            self.held["node"][nid] = (node, node["_write_ts"], r,
+                                      _stamp_of(results["node"], nid, r, snap["node"][3]))
             events.append(("node_put", {"node": model.public_node(node)}))
         for key, r in sorted(results["edge"].memory.items()):
             old = g.edges.get(key)
@@ -318,10 +319,11 @@ class Shared:
             edge = dict(old) if old is not None else {}
             edge.update(kgdir.edge_fields(r))
             rec["edges"].append(edge)
-            self.held["edge"][key] = (edge, edge["_write_ts"], r, results["edge"].base[key])
+            self.held["edge"][key] = (edge, edge["_write_ts"], r,
+                                      _stamp_of(results["edge"], key, r, snap["edge"][3]))
             events.append(("edge_put", {"edge": model.public_edge(edge)}))
         for kind in FILES:
-            r, (base0, dropped0, deleted0) = results[kind], snap[kind]
+            r, (base0, dropped0, deleted0, _) = results[kind], snap[kind]
             base = {k: r.base.get(k) for k in set(base0) | set(r.base) if k not in r.disk}
             _diff_into(rec["meta"], "base", kind, base0, base)
             _diff_into(rec["meta"], "dropped", kind, dropped0, r.dropped, full=True)
@@ -359,6 +361,13 @@ class Shared:
             rec = {"op": "shared", "meta": meta}
             store.writes.change(w, self.durable, [rec], lambda g: sharedmeta.apply(g, rec), counted=False,
                                 compact=False)
+
+
+def _stamp_of(result, key, rec, frozen):
+    """The stamp of a record taken into memory: the new base's, unless the key is held back
+    (its base stays the old one)."""
+    stamp = result.base.get(key)
+    return stamp if stamp is not None and key not in frozen else kgdir.stamp(rec)
 
 
 def _diff_into(meta, section, kind, old, new, full=False):

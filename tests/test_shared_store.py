@@ -357,3 +357,20 @@ def test_a_pickup_waits_while_git_works_in_the_checkout(env):
     os.utime(os.path.join(root, ".kg", "nodes.jsonl"), ns=(old, old))
     s.poll_shared()
     assert set(g.nodes) == {"a", "b"}
+
+
+def test_a_credential_changed_on_both_sides_is_merged_in_memory_and_never_written(env):
+    root = env.project()
+    write_kg(root, [N("ok")])
+    s = env.open(secret_scan=False)
+    sess = s.start_session(root)
+    g = s.project_graph(os.path.realpath(root))
+    g.shared = False  # the scan is off for private graphs only: let one in, as an older kgd might have
+    s.put_node(sess, "project", "leak", "token", notes=[_credential()])
+    g.shared = True
+    write_kg(root, [N("ok"), N("leak", "a teammate's version", ["theirs"], changed=env.T0 + 50)])
+    s.poll_shared()
+    assert g.nodes["leak"]["gist"] == "a teammate's version" and _credential() in g.nodes["leak"]["notes"]
+    pause(env, s)
+    data = open(os.path.join(root, ".kg", "nodes.jsonl"), "rb").read()
+    assert _credential().encode() not in data
