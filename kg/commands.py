@@ -82,7 +82,8 @@ def register(sub, add_common):
                    help="do not add permissions.allow entries for kgd's tools (Claude Code then asks before each call)")
     p = command("share", "share this project's memory with the team through its git repository (.kg/)")
     p.add_argument("path", nargs="?", metavar="PATH", help="a folder of the repository (default: the current one)")
-    p.add_argument("--off", action="store_true", help="stop reading and writing .kg/ for you (the graph keeps what it had)")
+    p.add_argument("--off", action="store_true",
+                   help="stop reading and writing .kg/ for you (the graph keeps what it had)")
 
 
 def run(command, args, cfg):

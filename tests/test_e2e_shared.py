@@ -252,8 +252,10 @@ def test_a_hostile_kg_loads_the_rest_and_the_daemon_keeps_serving(make_daemon, t
                                "changed": float(i)}) for i in range(10000)]
     lines += ["{not json", "x" * (kgdir.MAX_LINE + 1), "<<<<<<< HEAD", "=======", ">>>>>>> theirs",
               '{"id":"bad->id","gist":"g","notes":[],"touches":[],"created":1,"changed":1}',
-              kgdir.canonical({"id": "Case", "gist": "upper", "notes": [], "touches": [], "created": 1.0, "changed": 1.0}),
-              kgdir.canonical({"id": "case", "gist": "lower", "notes": [], "touches": [], "created": 1.0, "changed": 1.0})]
+              kgdir.canonical({"id": "Case", "gist": "upper", "notes": [], "touches": [], "created": 1.0,
+                               "changed": 1.0}),
+              kgdir.canonical({"id": "case", "gist": "lower", "notes": [], "touches": [], "created": 1.0,
+                               "changed": 1.0})]
     (kg / "nodes.jsonl").write_text("\n".join(lines) + "\n")
     (kg / "edges.jsonl").write_bytes(b"\x00\xff garbage\n")
     root = tmp_path / "root"

@@ -99,7 +99,8 @@ def random_ops(rnd, p, clock, puts, deletes):
         elif roll < 0.35 and len(g.nodes) >= 2:
             a, b = rnd.sample(sorted(g.nodes), 2)
             try:
-                p.store.put_edge(p.session, "project", a, b, "uses", notes=["by %s" % os.path.basename(p.store.layout.root)])
+                who = os.path.basename(os.path.dirname(p.store.layout.root))
+                p.store.put_edge(p.session, "project", a, b, "uses", notes=["by %s" % who])
             except KgError:
                 pass
         else:
