@@ -170,12 +170,13 @@ class Shared:
         return self.states() != self.seen
 
     def busy(self, now):
-        """Git is updating the checkout, or a file was changed by someone else a moment ago (maybe
-        still being written): a background sync waits for the next beat."""
+        """Seconds a background sync should wait: 0 when free, a moment while a file changed by
+        someone else is under SETTLE_S old (maybe still being written), None while git is
+        updating the checkout (its index.lock exists: try at the next beat)."""
         if os.path.exists(self.index_lock):
-            return True
-        return any(st is not None and st != self.seen[kind] and now - st[0] / 1e9 < SETTLE_S
-                   for kind, st in self.states().items())
+            return None
+        ages = [now - st[0] / 1e9 for kind, st in self.states().items() if st is not None and st != self.seen[kind]]
+        return max([0.0] + [SETTLE_S - age for age in ages if 0 <= age < SETTLE_S])  # a future mtime: settled
 
     # ---- one sync
 
@@ -183,8 +184,13 @@ class Shared:
         """Reconcile the graph with the files (see the module docstring). `force` writes the
         files clean even when nothing changed (`kgd share`). A background sync (blocking False)
         returns False at once when another sync of this project runs or the checkout is busy."""
-        if not blocking and self.busy(time.time()):
-            return False
+        if not blocking:
+            wait = self.busy(time.time())
+            if wait:  # a moment: wait here (the beat's thread), then look again
+                time.sleep(wait)
+                wait = self.busy(time.time())
+            if wait is None or wait:
+                return False
         if not self.lock.acquire(blocking):
             return False
         try:

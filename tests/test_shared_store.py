@@ -374,3 +374,27 @@ def test_a_credential_changed_on_both_sides_is_merged_in_memory_and_never_writte
     pause(env, s)
     data = open(os.path.join(root, ".kg", "nodes.jsonl"), "rb").read()
     assert _credential().encode() not in data
+
+
+def test_a_file_from_the_future_does_not_stall_the_beat(env):
+    root = env.project()
+    write_kg(root, [N("a")])
+    s = env.open()
+    s.start_session(root)
+    write_kg(root, [N("a"), N("b")])
+    future = time.time_ns() + 3600 * 10**9
+    os.utime(os.path.join(root, ".kg", "nodes.jsonl"), ns=(future, future))
+    t = time.monotonic()
+    s.poll_shared()
+    assert time.monotonic() - t < 1 and "b" in s.project_graph(os.path.realpath(root)).nodes
+
+
+def test_a_file_written_a_moment_ago_is_picked_up_after_it_settles(env):
+    root = env.project()
+    write_kg(root, [N("a")])
+    s = env.open()
+    s.start_session(root)
+    with open(os.path.join(root, ".kg", "nodes.jsonl"), "ab") as f:
+        f.write(kgdir.render({"b": N("b")}))
+    s.poll_shared()  # the same beat waits the moment out, then picks it up
+    assert "b" in s.project_graph(os.path.realpath(root)).nodes
