@@ -421,12 +421,15 @@ def poll(store):
             log.exception("sync of %s failed; retrying at the next beat", d.project_path)
 
 
-def export(store, force=False):
+def export(store):
     """Write every shared project's pending changes (at shutdown)."""
     with store.lock:
         durables = [d for d in store.registry.projects.values() if d.shared is not None]
     for d in durables:
         try:
+            if d.shared.busy(time.time()) is None:  # git is working there: the next start writes it
+                log.info("%s not written at shutdown: git is busy in that checkout", d.shared.dir)
+                continue
             d.shared.sync(store)
         except Exception:
             log.exception("could not write %s at shutdown; kgd's own copy keeps every change", d.shared.dir)

@@ -115,7 +115,7 @@ class Store:
         """Flush everything: fold every journal into its graph file, save sessions. On a bad
         disk the journals still hold every acknowledged change; the lock is released anyway."""
         try:
-            shared.export(self, force=True)  # before the lock: a sync takes it itself
+            shared.export(self)  # before the lock: a sync takes it itself
             with self.lock:
                 self.writes.closed = True  # a request still running past shutdown must not write
                 for d in self.registry.durables():

@@ -398,3 +398,19 @@ def test_a_file_written_a_moment_ago_is_picked_up_after_it_settles(env):
         f.write(kgdir.render({"b": N("b")}))
     s.poll_shared()  # the same beat waits the moment out, then picks it up
     assert "b" in s.project_graph(os.path.realpath(root)).nodes
+
+
+def test_shutdown_while_git_works_leaves_kg_alone_and_the_next_start_writes_it(env):
+    root = env.project()
+    write_kg(root, [N("a")])
+    s = env.open()
+    sess = s.start_session(root)
+    s.put_node(sess, "project", "late", "written just before shutdown")
+    lock = os.path.join(root, ".git", "index.lock")
+    open(lock, "w").close()
+    env.close(s)
+    assert [n["id"] for n in kg_lines(root)] == ["a"]
+    os.unlink(lock)
+    s = env.open()
+    s.start_session(root)
+    assert [n["id"] for n in kg_lines(root)] == ["a", "late"]
