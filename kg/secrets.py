@@ -16,6 +16,12 @@ Rules this file owns:
   `<token>`, `${TOKEN}`, `changeme`, `***`), environment variable names, paths, URLs without a
   password, ordinary code and prose.
 - A refusal names the field and the kind in words, never the secret.
+- A text is read as its reader sees it: when nothing is found, it is scanned once more with
+  invisible format characters (zero-width, BOM, soft hyphen) dropped and escaped quotes
+  unescaped, and once more percent-decoded.
+- Refused on purpose: Stripe test keys (sk_test_, rk_test_) and webhook secrets (whsec_): a test
+  key still reads and writes the account's test data. Passed on purpose: AWS's documented example
+  key id (AKIA...EXAMPLE) and other ids holding EXAMPLE.
 """
 
 import base64
@@ -26,6 +32,7 @@ import math
 import re
 import string
 from collections import Counter, namedtuple
+from urllib.parse import unquote
 
 Hit = namedtuple("Hit", "kind label start end")
 Kind = namedtuple("Kind", "kind label regex check lower")
@@ -173,7 +180,10 @@ _DEFAULT_PASSWORDS = frozenset((
 
 def _check_url(text, m):
     """user:pass@ in a URL, unless the password is a documentation default or a reference."""
-    user, pw = m.group("user"), m.group("pw")
+    return _check_url_parts(m.group("user"), m.group("pw"))
+
+
+def _check_url_parts(user, pw):
     if pw.lower() in _DEFAULT_PASSWORDS or pw == user or set(pw) <= set("*xX.") or _placeholder(pw):
         return False
     return not (pw.startswith("$") or _ENV_NAME.match(pw) and ("_" in pw or pw.isalpha()))
@@ -256,6 +266,43 @@ def _label_assignment(text, m):
     return "assigned-secret", "a secret value assigned to a secret-like name"
 
 
+def _check_basic(text, m):
+    """Basic base64(user:pass): refused when it decodes to user:password, or looks random."""
+    value = _group(text, m, "value")
+    try:
+        user, sep, pw = base64.b64decode(value + "=" * (-len(value) % 4), validate=True).decode("utf-8").partition(":")
+    except (ValueError, binascii.Error, UnicodeDecodeError):
+        return _secret_value(value, False)
+    return bool(sep) and bool(pw) and not _placeholder(pw) and pw.lower() not in _DEFAULT_PASSWORDS
+
+
+# A password given on a command line: (flag, whether a space may follow it, commands that mean it).
+_COMMAND_FLAGS = {"p": (("mysql", "mariadb"), ("sshpass",)), "a": ((), ("redis-cli",)),
+                  "u": ((), ("curl", "wget", "http ")), "-user": ((), ("curl", "wget"))}
+
+
+def _line_before(text, start, n=160):
+    return text[max(text.rfind("\n", max(start - n, 0), start) + 1, start - n, 0):start].lower()
+
+
+def _check_command(text, m):
+    """mysql -pPASS, sshpass -p PASS, redis-cli -a PASS, curl -u user:PASS: the command is on the line."""
+    glued, spaced = _COMMAND_FLAGS[m.group("flag")]
+    line = _line_before(text, m.start())
+    if not any(c in line for c in (spaced if m.group("space") else glued + spaced)):
+        return False
+    value = _group(text, m, "value")
+    if m.group("flag") in ("u", "-user"):
+        user, sep, pw = value.partition(":")
+        pw = pw.rstrip(".,;:)")  # prose: "curl -u user:pass."
+        return bool(sep) and _check_url_parts(user, pw) and _secret_value(pw, True)
+    return _secret_value(value, True)
+
+
+def _check_slack_webhook(text, m):
+    return _random_body(m.group("body"), 12)
+
+
 # ---- the kinds ----
 
 def _token(kind, label, prefix, body):
@@ -270,7 +317,7 @@ def _assignment(keyword):
     # (?=(?P<tail>...))(?P=tail) takes the rest of the name atomically: no backtracking into it.
     return Kind("assigned-secret", None, re.compile(
         r"(?P<kw>%s)(?=(?P<tail>[a-z0-9_.\-]{0,30}))(?P=tail)"
-        r"(?P<sep>[\"']?[ \t]{0,4}(?::=|=>|==|[:=])[ \t]{0,4}[\"'`]?)"
+        r"(?P<sep>[\"']?\]?[ \t]{0,4}(?::=|=>|==|[:=])[ \t]{0,4}[\"'`]?)"
         r"(?P<value>[^\s\"'`,;<>(){}\[\]]{8,200})" % keyword), _check_assignment, True)
 
 
@@ -289,6 +336,12 @@ KINDS = (
         r"xox[abeoprs]-(?<![A-Za-z0-9_\-]xox.-)(?P<body>[A-Za-z0-9\-]{20,255})"), _check_slack, False),
     Kind("stripe", "a Stripe secret key", re.compile(  # sk_live_ rk_live_
         r"k_live_(?<![A-Za-z0-9_\-][rs]k_live_)(?<=[rs]k_live_)(?P<body>[A-Za-z0-9]{20,255})"), _check_token, False),
+    Kind("stripe", "a Stripe secret key", re.compile(  # sk_test_ rk_test_: a test key still reads test data
+        r"k_test_(?<![A-Za-z0-9_\-][rs]k_test_)(?<=[rs]k_test_)(?P<body>[A-Za-z0-9]{20,255})"), _check_token, False),
+    _token("stripe", "a Stripe secret key", "whsec_", "[A-Za-z0-9]{24,255}"),
+    Kind("slack-webhook", "a Slack webhook URL", re.compile(
+        r"hooks\.slack\.com/(?:services|workflows|triggers)/(?P<body>T[A-Z0-9]{6,12}/[A-Z0-9]{6,14}/[A-Za-z0-9]{16,64})"),
+        _check_slack_webhook, False),
     _token("google", "a Google API key", "AIza", "[A-Za-z0-9_\\-]{35,255}"),
     _token("anthropic", "an Anthropic API key", "sk-ant-", "[A-Za-z0-9_\\-]{30,255}"),
     Kind("openai", "an OpenAI API key", re.compile(
@@ -302,6 +355,13 @@ KINDS = (
         r"://(?P<user>[^\s/?#@:\"'<>\[\]]{0,128}):(?P<pw>[^\s/?#@\"'<>]{1,256})@(?=[A-Za-z0-9\[_])"), _check_url, False),
     Kind("bearer", "a bearer token", re.compile(
         r"bearer[ \t]{1,4}(?P<value>[a-z0-9._~+/=\-]{16,2000})"), _check_bearer, True),
+    Kind("bearer", "a token in an Authorization header", re.compile(
+        r"authorization[\"']?\]?[ \t]{0,4}[:=][ \t]{0,4}[\"'`]?(?:token|apikey|api-key|key|sso-key)[ \t]{1,4}"
+        r"(?P<value>[a-z0-9._~+/=\-]{16,2000})"), _check_bearer, True),
+    Kind("basic-auth", "HTTP basic credentials", re.compile(
+        r"basic[ \t]{1,4}(?<![a-z0-9_]basic[ \t])(?P<value>[a-z0-9+/]{8,2000}={0,2})(?![a-z0-9+/=])"), _check_basic, True),
+    Kind("password", "a password", re.compile(
+        r" -(?P<flag>[pau]|-user)(?P<space>[ \t=]{1,4})?[\"']?(?P<value>[^\s\"'`]{4,200})"), _check_command, True),
 ) + tuple(_assignment(kw) for kw in (
     r"pass(?:word|wd|phrase)?", r"pwd", r"secret", r"token", r"api[_\-]?key", r"access[_\-]?key",
     r"private[_\-]?key", r"auth", r"credentials?",
@@ -330,8 +390,41 @@ MAX_JUDGED = 4096
 TOO_MANY = "a text with more secret-shaped values than kgd checks"
 
 
+# Invisible format characters (zero-width space and joiners, word joiner, BOM, soft hyphen, bidi
+# controls, variation selectors, tags) split a token for a regex but not for whoever copies it.
+_INVISIBLE = re.compile("[\u00ad\u034f\u061c\u115f\u1160\u17b4\u17b5\u180b-\u180f\u200b-\u200f\u202a-\u202e"
+                        "\u2060-\u206f\u3164\ufe00-\ufe0f\ufeff\uffa0\U000e0000-\U000e007f]")
+_ESCAPED_QUOTE = re.compile(r"\\+([\"'])")
+_PERCENT = re.compile(r"%[0-9A-Fa-f]{2}")
+
+
+def _variants(text):
+    """The text as its reader sees it, when it differs: invisible characters dropped and
+    escaped quotes (\\") unescaped; then percent-decoded. Each is scanned once more (linear)."""
+    plain = _ESCAPED_QUOTE.sub(r"\1", _INVISIBLE.sub("", text))
+    if plain != text:
+        yield plain
+    if _PERCENT.search(plain):
+        decoded = unquote(plain)
+        if decoded != plain:
+            yield decoded
+
+
 def find(text):
-    """The first credential in `text` as Hit(kind, label, start, end), or None (kinds in table order)."""
+    """The first credential in `text` as Hit(kind, label, start, end), or None (kinds in table
+    order). A hit found only in a variant (zero-width characters dropped, quotes unescaped,
+    percent-decoded) spans the whole text: its offsets there do not map back."""
+    hit = _find(text)
+    if hit is not None or not text:
+        return hit
+    for variant in _variants(text):
+        hit = _find(variant)
+        if hit is not None:
+            return Hit(hit.kind, hit.label, 0, len(text))
+    return None
+
+
+def _find(text):
     if not text:
         return None
     low = None

@@ -34,8 +34,7 @@ def _forms(g):
         "-----BEGIN PGP PRIVATE KEY BLOCK-----\n\n%s\n=%s\n-----END PGP PRIVATE KEY BLOCK-----" % (pem_b64, g.s(4, B64)),
         "-----BEGIN RSA PRIVATE KEY-----\nProc-Type: 4,ENCRYPTED\nDEK-Info: AES-128-CBC,%s\n\n%s" % (g.s(32, HEX.upper()), pem_b64),
         "-----BEGIN OPENSSH PRIVATE KEY-----\r\n%s\r\n" % g.s(70, B64),
-        "-----BEGIN PRIVATE KEY-----   %s" % g.s(64, B64),
-        "-----BEGIN EC PRIVATE KEY-----")  # a header alone: the body may be in the next note
+        "-----BEGIN PRIVATE KEY-----   %s" % g.s(64, B64))
     for p in ("AK" + "IA", "AS" + "IA"):
         kid = p + g.s(16, UPPER_DIGITS)
         add("aws-access-key-id", kid, "aws_access_key_id=" + kid, '"aws_access_key_id": "%s"' % kid,
@@ -53,7 +52,7 @@ def _forms(g):
     add("gitlab", "gl" + "pat-" + g.s(20, B64URL), "PRIVATE-TOKEN: gl" + "pat-" + g.s(20, ALNUM))
     for t in ("b", "p", "a", "r", "s"):
         add("slack", "xo" + "x" + t + "-" + g.s(12, string.digits) + "-" + g.s(12, string.digits) + "-" + g.s(24))
-    add("slack", "https://hooks.slack.com/services/T%s/B%s/%s" % (g.s(8, UPPER_DIGITS), g.s(10, UPPER_DIGITS), g.s(24)),
+    add("slack-webhook", "https://hooks.slack.com/services/T%s/B%s/%s" % (g.s(8, UPPER_DIGITS), g.s(10, UPPER_DIGITS), g.s(24)),
         "SLACK_WEBHOOK_URL=https://hooks.slack.com/services/T%s/B%s/%s" % (g.s(10, UPPER_DIGITS), g.s(11, UPPER_DIGITS), g.s(24)))
     for p in ("sk" + "_live_", "rk" + "_live_", "sk" + "_test_"):
         add("stripe", p + g.s(24), "STRIPE_KEY=%s%s" % (p, g.s(99)))
@@ -88,7 +87,8 @@ def _forms(g):
                  "x-api-key: %s", "os.environ[\"SERVICE_TOKEN\"] = \"%s\"", "[default]\ntoken = \"%s\"",
                  "token=\"%s\"", "-H 'X-Auth-Token: %s'", "private_key = \"%s\"", "APP_SECRET_KEY: '%s'",
                  "headers['Authorization'] = 'Token %s'", "Authorization: Basic %s"):
-        add("assigned-secret" if "Basic" not in form else "basic-auth", form % R())
+        kind = "basic-auth" if "Basic" in form else "bearer" if "'Token" in form else "assigned-secret"
+        add(kind, form % R())
     add("basic-auth", "Authorization: Basic " + __import__("base64").b64encode(("admin:" + P()).encode()).decode())
     add("bearer", "Authorization: Bearer " + R(40), "authorization: bearer " + R(40))
     return out
@@ -261,5 +261,29 @@ def hostile_near_misses(seed=5019):
         "\u200bzero width in prose is fine\u200b",
         "caf\u00e9 r\u00e9sum\u00e9 na\u00efve \u2014 \u00bfqu\u00e9? \u2714",
         "`sha512-%s`" % g.s(86, B64),
+        # the command-line and header kinds' near misses
+        "mkdir -p build/dist && cp -a assets build/",
+        "ssh -p 2222 deploy@bastion.example.com",
+        "git push -u origin feature/token-refresh",
+        "docker run -u 1000:1000 -p 8080:8080 acme/api",
+        "mysql -u app -p app_production < dump.sql",
+        "redis-cli -h cache -p 6379 info",
+        "redis-cli -a $REDIS_PASSWORD ping",
+        "curl -u admin https://ci.example.com/api (prompts for the password)",
+        "curl -fsSL -u \"${NEXUS_USER}:${NEXUS_PASS}\" https://nexus/repo",
+        "Basic authentication is disabled; use Basic auth only behind the VPN.",
+        "Basic usage: kgd serve --port 7777",
+        "The basic flow: Authorization header, then a token exchange.",
+        "Authorization: Basic dXNlcjpwYXNzd29yZA==",
+        "Authorization: Token <token>",
+        "See hooks.slack.com/services/... for the webhook (kept in Vault).",
+        "SLACK_WEBHOOK_URL=https://hooks.slack.com/services/T00000000/B00000000/XXXXXXXXXXXXXXXXXXXXXXXX",
+        "STRIPE_WEBHOOK_SECRET=whsec_...",
+        "sk_test_ keys are fine in CI fixtures? No: they still read test data.",
+        "tar -xzpf release.tar.gz -C /opt/kgd",
+        "python -m pip install -U pip setuptools wheel",
+        "headers['Authorization'] = f'Token {api_token}'",
+        "os.environ[\"DB_PASSWORD\"] = getpass.getpass()",
+        "pg_dump -U postgres -h localhost -p 5432 appdb",
     ]
     return lines
