@@ -9,11 +9,18 @@ from a seeded generator; no credential-shaped literal lives in the repository.
 - hostile_near_misses(seed): ordinary engineering lines that must pass.
 """
 
-import json
 import string
 from urllib.parse import quote
 
-from secrets_corpus import ALNUM, B64, B64URL, HEX, UPPER_DIGITS, URL_PASSWORD_CHARS, _Gen
+from secrets_corpus import (
+    ALNUM,
+    B64,
+    B64URL,
+    HEX,
+    UPPER_DIGITS,
+    URL_PASSWORD_CHARS,
+    _Gen,
+)
 
 ZW = "\u200b"  # zero width space
 
@@ -73,7 +80,7 @@ def _forms(g):
         add("url-password" if "password=" not in url else "password", url % pw)
     add("url-password", "https://x-access-token:%s@github.com/o/r" % g.s(40, HEX))
     P = g.password
-    R = lambda n=32: g.s(n, ALNUM)  # noqa: E731
+    R = lambda n=32: g.s(n, ALNUM)
     for form in ("DB_PASSWORD=%s", "export DB_PASSWORD=%s", "export DB_PASSWORD='%s'", "db_password: %s",
                  "  password: \"%s\"", '{"password":"%s"}', "password = \"%s\"", "os.environ[\"DB_PASSWORD\"] = \"%s\"",
                  "mysql -u root -p%s -h db", "mysql --password=%s", "PGPASSWORD='%s' psql", "--password=%s",
@@ -129,7 +136,7 @@ def hostile_near_misses(seed=5019):
     gh = "g" + "h"
     sk = "s" + "k"
     sha1, sha256, sha512 = g.s(40, HEX), g.s(64, HEX), g.s(128, HEX)
-    uuid = lambda: "%s-%s-4%s-a%s-%s" % (g.s(8, HEX), g.s(4, HEX), g.s(3, HEX), g.s(3, HEX), g.s(12, HEX))  # noqa: E731
+    uuid = lambda: "%s-%s-4%s-a%s-%s" % (g.s(8, HEX), g.s(4, HEX), g.s(3, HEX), g.s(3, HEX), g.s(12, HEX))
     b64 = __import__("base64").b64encode(b"The quick brown fox jumps over the lazy dog, twice over.").decode()
     lines = [
         "HEAD is now at %s Merge pull request #1234 from acme/fix-login" % sha1[:7],

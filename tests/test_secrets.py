@@ -7,11 +7,11 @@ lives in the repository.
 import time
 
 import pytest
+import secrets_corpus as corpus
+import secrets_hostile as hostile
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-import secrets_corpus as corpus
-import secrets_hostile as hostile
 from kg import secrets
 
 CREDENTIALS = corpus.credentials()
