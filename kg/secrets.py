@@ -270,7 +270,7 @@ def _check_basic(text, m):
     """Basic base64(user:pass): refused when it decodes to user:password, or looks random."""
     value = _group(text, m, "value")
     try:
-        user, sep, pw = base64.b64decode(value + "=" * (-len(value) % 4), validate=True).decode("utf-8").partition(":")
+        _, sep, pw = base64.b64decode(value + "=" * (-len(value) % 4), validate=True).decode("utf-8").partition(":")
     except (ValueError, binascii.Error, UnicodeDecodeError):
         return _secret_value(value, False)
     return bool(sep) and bool(pw) and not _placeholder(pw) and pw.lower() not in _DEFAULT_PASSWORDS
@@ -450,7 +450,7 @@ def _find(text):
 
 # ---- nodes and edges ----
 
-_JOIN = "\n"  # no value, token or name class spans a line break, so no match crosses two fields
+_JOIN = "\n"  # no value, token or name class spans a line break: only a key block crosses two fields
 
 
 def _fields_of_node(node):
@@ -472,13 +472,74 @@ def _fields_of_edge(edge):
 
 def _scan(fields):
     texts = [(name, t) for name, t in fields if isinstance(t, str) and t]
-    if find(_JOIN.join(t for _, t in texts)) is None:  # one pass over the whole: the common case
+    whole = find(_JOIN.join(t for _, t in texts))  # one pass over the whole: the common case
+    if whole is None:
         return None
     for name, t in texts:
         hit = find(t)
         if hit is not None:
             return name, hit
+    # Found only across fields: a private key pasted one line per note. Named by where it starts.
+    at = 0
+    for name, t in texts:
+        if whole.start < at + len(t) + 1:
+            return name, Hit(whole.kind, whole.label, max(whole.start - at, 0), len(t))
+        at += len(t) + 1
+    return texts[-1][0], whole
+
+
+def scan_state(state):
+    """("state.a.b[2]", Hit) for the first string of a kg_progress state holding a credential,
+    or None. Keys are scanned, and each `"key": "value"` pair as written, so a password under
+    a name ({"db_password": "..."}) is caught like one in a note. No recursion: a state may nest deep."""
+    stack = [("state", state)]
+    while stack:
+        path, value = stack.pop()
+        texts = ()
+        if isinstance(value, str):
+            texts = ((path, value),)
+        elif isinstance(value, dict):
+            pairs = [(k, v) for k, v in value.items() if isinstance(k, str)]
+            texts = [(path, k) for k, _ in pairs] + [
+                ("%s.%s" % (path, k), '"%s": "%s"' % (k, v)) for k, v in pairs if isinstance(v, (str, int, float))]
+            stack.extend(("%s.%s" % (path, k), v) for k, v in reversed(pairs))
+        elif isinstance(value, list):
+            stack.extend(("%s[%d]" % (path, i), v) for i, v in reversed(list(enumerate(value))))
+        for where, t in texts:
+            hit = find(t)
+            if hit is not None:
+                return where, hit
     return None
+
+
+WITHHELD = "[withheld: %s]"
+
+
+def redact(text, limit=64):
+    """The text with each credential found replaced by WITHHELD and its kind, for a person's
+    own view of a flagged node (so it can be found and deleted without showing the secret)."""
+    out = []
+    for _ in range(limit):
+        hit = find(text)
+        if hit is None:
+            break
+        out.append(text[:hit.start] + WITHHELD % hit.kind)
+        text = text[hit.end:]
+    else:
+        return WITHHELD % "text"
+    return "".join(out) + text
+
+
+def redact_item(item):
+    """A public node or edge (a dict) with every text field redacted; lists copied."""
+    out = dict(item)
+    for key in ("id", "gist", "from", "to", "rel"):
+        if isinstance(out.get(key), str):
+            out[key] = redact(out[key])
+    for key in ("notes", "touches"):
+        if isinstance(out.get(key), list):
+            out[key] = [redact(t) if isinstance(t, str) else t for t in out[key]]
+    return out
 
 
 def scan_node(node):
