@@ -31,6 +31,7 @@ import json
 import math
 import re
 import string
+import unicodedata
 from collections import Counter, namedtuple
 from urllib.parse import unquote
 
@@ -48,6 +49,7 @@ _PLACEHOLDER_WORDS = re.compile(
 _ENV_NAME = re.compile(r"\$?\{?[A-Z][A-Z0-9_]*\}?\Z")
 _WORDS = re.compile(r"[A-Z]?[a-z]+|[A-Z]+(?![a-z])|[0-9]+")
 _UUID = re.compile(r"[0-9a-fA-F]{8}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{12}\Z")
+_DATE = re.compile(r"[0-9]{4}-[0-9]{2}-[0-9]{2}(?:[T ][0-9:.]{5,15}(?:Z|[+-][0-9:]{4,5})?)?\Z")
 _REFERENCES = ("$", "arn:", "env:", "vault:", "op:", "ref+", "file:", "http")
 _PATH_STARTS = ("/", "./", "../", "~/")
 
@@ -135,7 +137,7 @@ def _secret_value(value, password_like):
         return False
     if _ENV_NAME.match(value) and ("_" in value or value.isalpha()):
         return False  # an environment variable's NAME
-    if _UUID.match(value) or value.replace(".", "").replace("-", "").replace(":", "").isdigit():
+    if _UUID.match(value) or _DATE.match(value) or value.replace(".", "").replace("-", "").replace(":", "").isdigit():
         return False  # an id, a version, a date, a time
     return not _word_like(value) if not password_like else digit or not _word_like(value)
 
@@ -203,6 +205,7 @@ _NOT_SECRET_END = frozenset((
     "file", "path", "url", "uri", "endpoint", "env", "var", "count", "size", "max", "min", "limit",
     "budget", "header", "prefix", "format", "policy", "version", "usage", "cost", "rate", "timeout",
     "dir", "mode", "field", "param", "location", "store", "manager", "provider", "source", "ref",
+    "at", "ts", "date", "time", "timestamp",
 ))
 _KEYWORD = re.compile(r"pass(?:word|wd|phrase)?|pwd|secret|token|api[_\-]?key|access[_\-]?key|"
                       r"private[_\-]?key|auth|credentials?")
@@ -245,9 +248,16 @@ def _check_assignment(text, m):
     value = _group(text, m, "value")
     if len(value) < 8 or len(set(value)) < 5:  # the cheap test first: most candidates end here
         return False
+    if text[m.end("value"):m.end("value") + 1] == "(":
+        return False  # code: password = hashlib.sha256(...), token = os.environ.get(...)
     # A flag's name starts after its "--"; an assignment's name may start before its keyword.
     start = m.start("kw") if m.group("kw") == "" else _name_start(text, m.start("kw"))
-    password_like, secret_like = _secret_name(text[start:m.end("tail")])
+    name, sep = text[start:m.end("tail")], m.groupdict().get("sep") or "="
+    if sep == ">" and text[start - 1:start] != "<":
+        return False  # only an XML element, <password>...</password>
+    if sep.strip(" \t\"'`") in ("", "is", ">") and not (name.islower() or name.isupper() or name.istitle()):
+        return False  # `password VALUE`: a name written as a word, not noise (pwD_ tl...)
+    password_like, secret_like = _secret_name(name)
     return secret_like and _secret_value(value, password_like)
 
 
@@ -317,7 +327,7 @@ def _assignment(keyword):
     # (?=(?P<tail>...))(?P=tail) takes the rest of the name atomically: no backtracking into it.
     return Kind("assigned-secret", None, re.compile(
         r"(?P<kw>%s)(?=(?P<tail>[a-z0-9_.\-]{0,30}))(?P=tail)"
-        r"(?P<sep>[\"']?\]?[ \t]{0,4}(?::=|=>|==|[:=])[ \t]{0,4}[\"'`]?)"
+        r"(?P<sep>[\"']?\]?(?:[ \t]{0,4}(?::=|=>|==|[:=])[ \t]{0,4}[\"'`]?|>|[ \t]{1,2}(?:is[ \t]{1,2})?[\"'`]?))"
         r"(?P<value>[^\s\"'`,;<>(){}\[\]]{8,200})" % keyword), _check_assignment, True)
 
 
@@ -325,6 +335,9 @@ KINDS = (
     Kind("private-key", "a private key", re.compile(
         r"-----BEGIN (?:RSA |DSA |EC |OPENSSH |ENCRYPTED |PGP |SSH2 ENCRYPTED )?PRIVATE KEY(?: BLOCK)?-----"
         r"(?:\\n|[ \t\r\n]){0,8}(?:[A-Za-z0-9+/=]{32}|Proc-Type:|Version:|Comment:)"), _check_private_key, False),
+    Kind("private-key", "a private key", re.compile(  # PuTTY .ppk: its private half follows this line
+        r"Private-Lines:[ \t]{0,4}[0-9]{1,4}(?:\\r|\\n|[ \t\r\n]){1,8}[A-Za-z0-9+/=]{32}"), _check_private_key, False),
+    _token("private-key", "a private key", "AGE-SECRET-KEY-1", "[0-9A-Z]{50,70}"),
     Kind("aws-access-key-id", "an AWS access key id", re.compile(
         r"(?:AKIA|ASIA|AGPA|AIDA|AROA|AIPA|ANPA|ANVA|ABIA|ACCA)(?<![A-Za-z0-9]....)(?P<body>[A-Z0-9]{16})(?![A-Za-z0-9])"),
         _check_aws_id, False),
@@ -343,6 +356,10 @@ KINDS = (
         r"hooks\.slack\.com/(?:services|workflows|triggers)/(?P<body>T[A-Z0-9]{6,12}/[A-Z0-9]{6,14}/[A-Za-z0-9]{16,64})"),
         _check_slack_webhook, False),
     _token("google", "a Google API key", "AIza", "[A-Za-z0-9_\\-]{35,255}"),
+    Kind("sendgrid", "a SendGrid API key", re.compile(
+        r"SG\.(?<![A-Za-z0-9_\-]SG\.)(?P<body>[A-Za-z0-9_\-]{22}\.[A-Za-z0-9_\-]{43})(?![A-Za-z0-9_\-])"), _check_token, False),
+    Kind("discord-webhook", "a Discord webhook URL", re.compile(
+        r"/api/webhooks/[0-9]{17,20}/(?P<body>[A-Za-z0-9_\-]{60,68})"), _check_token, False),
     _token("anthropic", "an Anthropic API key", "sk-ant-", "[A-Za-z0-9_\\-]{30,255}"),
     Kind("openai", "an OpenAI API key", re.compile(
         r"sk-(?<![A-Za-z0-9_\-]sk-)(?!ant-)(?P<body>[A-Za-z0-9_\-]{20,255})"), _check_token, False),
@@ -400,8 +417,10 @@ _PERCENT = re.compile(r"%[0-9A-Fa-f]{2}")
 
 def _variants(text):
     """The text as its reader sees it, when it differs: invisible characters dropped and
-    escaped quotes (\\") unescaped; then percent-decoded. Each is scanned once more (linear)."""
+    escaped quotes (\\") unescaped, compatibility forms folded (NFKC); then percent-decoded. Each is scanned once more (linear)."""
     plain = _ESCAPED_QUOTE.sub(r"\1", _INVISIBLE.sub("", text))
+    if not plain.isascii():
+        plain = unicodedata.normalize("NFKC", plain)  # fullwidth and compatibility letters
     if plain != text:
         yield plain
     if _PERCENT.search(plain):
