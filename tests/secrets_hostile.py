@@ -41,7 +41,12 @@ def _forms(g):
         "-----BEGIN PGP PRIVATE KEY BLOCK-----\n\n%s\n=%s\n-----END PGP PRIVATE KEY BLOCK-----" % (pem_b64, g.s(4, B64)),
         "-----BEGIN RSA PRIVATE KEY-----\nProc-Type: 4,ENCRYPTED\nDEK-Info: AES-128-CBC,%s\n\n%s" % (g.s(32, HEX.upper()), pem_b64),
         "-----BEGIN OPENSSH PRIVATE KEY-----\r\n%s\r\n" % g.s(70, B64),
-        "-----BEGIN PRIVATE KEY-----   %s" % g.s(64, B64))
+        "-----BEGIN PRIVATE KEY-----   %s" % g.s(64, B64),
+        "PuTTY-User-Key-File-3: ssh-ed25519\nEncryption: none\nPublic-Lines: 2\n%s\nPrivate-Lines: 1\n%s"
+        % (g.s(64, B64), g.s(44, B64)),
+        "AGE-" + "SECRET-KEY-1" + g.s(58, UPPER_DIGITS))
+    add("sendgrid", "S" + "G." + g.s(22, B64URL) + "." + g.s(43, B64URL))
+    add("discord-webhook", "https://discord.com/api/webhooks/%s/%s" % (g.s(18, string.digits), g.s(68, B64URL)))
     for p in ("AK" + "IA", "AS" + "IA"):
         kid = p + g.s(16, UPPER_DIGITS)
         add("aws-access-key-id", kid, "aws_access_key_id=" + kid, '"aws_access_key_id": "%s"' % kid,
@@ -96,6 +101,10 @@ def _forms(g):
                  "headers['Authorization'] = 'Token %s'", "Authorization: Basic %s"):
         kind = "basic-auth" if "Basic" in form else "bearer" if "'Token" in form else "assigned-secret"
         add(kind, form % R())
+    add("password", "<password>%s</password>" % P(), "machine api.example.com login bot password " + P(),
+        "The password is " + P(), "passwd " + P())
+    add("assigned-secret", "token " + R(40), "x-api-key " + R())
+    add("aws-secret", "secret_access_key " + R(40))
     add("basic-auth", "Authorization: Basic " + __import__("base64").b64encode(("admin:" + P()).encode()).decode())
     add("bearer", "Authorization: Bearer " + R(40), "authorization: bearer " + R(40))
     return out
@@ -109,6 +118,7 @@ def _wrap(g, text):
     yield "unicode", "\u00e9t\u00e9 \u2014 %s \u2192 \u2705" % text
     yield "crlf", "note:\r\n%s\r\n" % text.replace("\n", "\r\n")
     yield "nbsp", "\u00a0%s\u00a0" % text
+    yield "fullwidth", "".join(chr(ord(c) + 0xFEE0) if "!" <= c <= "~" else c for c in text)
 
 
 def _zero_width(g, text):
@@ -292,5 +302,68 @@ def hostile_near_misses(seed=5019):
         "headers['Authorization'] = f'Token {api_token}'",
         "os.environ[\"DB_PASSWORD\"] = getpass.getpass()",
         "pg_dump -U postgres -h localhost -p 5432 appdb",
+        # code and config that name a secret without holding one
+        'password = hashlib.sha256(salt + pw).hexdigest()',
+        'self.password = password',
+        'token_endpoint_auth_method: client_secret_basic',
+        'secretName: my-tls-secret',
+        'password = bcrypt.hash(raw, 12)',
+        'token = jwt.encode(payload, key, algorithm="HS256")',
+        'token = secrets.token_urlsafe(32)',
+        'api_key = cfg.get("api_key")',
+        'const token = req.headers.authorization?.split(" ")[1];',
+        'auth = HTTPBasicAuth(user, password)',
+        "password=os.environ.get('DB_PASS','')",
+        'export PGPASSWORD=$(aws ssm get-parameter --name /prod/db --with-decryption --query Parameter.Value --output text)',
+        'DATABASE_URL=postgres://app:$DB_PASS@db:5432/app',
+        'mysql -uroot -p"$MYSQL_PWD" app',
+        'mysql -u root -ppassword',
+        'The token is base64url(header) + "." + base64url(payload)',
+        'passwordless login via WebAuthn (passkeys) shipped in v2.3.0',
+        'token_expires_at=2026-12-01T10:00:00Z',
+        'GITHUB_TOKEN: ${{ github.token }}',
+        'secret_key_ref: projects/123456789012/secrets/stripe/versions/latest',
+        '"password": "{{ .Values.db.password }}"',
+        'password: !vault |',
+        'token = "Bearer " + access_token',
+        'auth_header = f"Bearer {self._token}"',
+        'apikey=process.env.APIKEY',
+        'access_key = boto3.Session().get_credentials().access_key',
+        'private_key_path: ~/.ssh/id_rsa',
+        'private_key = open("key.pem").read()',
+        'password_regex = r"^(?=.*[A-Z])(?=.*\\d).{12,}$"',
+        'token_pattern = r"[A-Za-z0-9_]{36}"',
+        'Basic realm="Restricted"',
+        'curl -u "${USER}:${TOKEN}" https://example.com',
+        'curl -u user:password https://httpbin.org/basic-auth/user/password',
+        'sshpass -p "$SSH_PASS" ssh host',
+        'redis-cli -a "$(cat /run/secrets/redis)" ping',
+        'authorization: Bearer {{token}}',
+        'Authorization: Token token="abc", nonce="def"',
+        'the password is stored as argon2id$v=19$m=65536,t=3,p=4$c29tZXNhbHQ$RdescudvJCsgt3ub+b+dWRWJTmaaJObG',
+        'pwd=/home/dev/src/kgd',
+        'PWD=/Users/jane/work',
+        'cd $(pwd)/build && make -j8',
+        'secret-santa-2026.md',
+        'auth0|5f8a9b2c3d4e5f6a7b8c9d0e',
+        'auth_provider_x509_cert_url: https://www.googleapis.com/oauth2/v1/certs',
+        'token_uri: https://oauth2.googleapis.com/token',
+        '"client_id": "1234567890-abcdefghijklmnopqrstuvwxyz012345.apps.googleusercontent.com"',
+        'password: Password1',
+        'secret: ${SECRET:-default}',
+        'api_key: "{{ api_key }}"',
+        'authToken := os.Getenv("AUTH_TOKEN")',
+        'tokenizer.encode("hello world")',
+        'passphrase: ""',
+        'SECRET_KEY_BASE=$(rails secret)',
+        'git config --global credential.helper store',
+        'const accessKeyId = process.env.AWS_ACCESS_KEY_ID!;',
+        'ssh-keygen -t ed25519 -C "dev@example.com" -f ~/.ssh/id_ed25519',
+        'openssl rand -base64 32 > secret.key',
+        'kubectl create secret generic db --from-literal=password="$DB_PASSWORD"',
+        'password_changed_at: 2026-11-30T09:12:44.120Z',
+        'token_ids = [101, 2023, 2003, 1037, 3231, 102]',
+        'docker login -u _json_key -p "$(cat key.json)" gcr.io',
+        'npm config set //registry.npmjs.org/:_authToken=${NPM_TOKEN}',
     ]
     return lines

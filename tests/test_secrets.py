@@ -18,7 +18,7 @@ CREDENTIALS = corpus.credentials()
 NEAR_MISSES = corpus.near_misses()
 EVERY_KIND = {"private-key", "aws-access-key-id", "aws-secret", "github", "gitlab", "slack", "stripe",
               "google", "openai", "anthropic", "npm", "pypi", "jwt", "url-password", "bearer", "password",
-              "assigned-secret", "slack-webhook", "basic-auth"}
+              "assigned-secret", "slack-webhook", "basic-auth", "sendgrid", "discord-webhook"}
 HOSTILE = hostile.hostile_credentials()
 HOSTILE_NEAR = hostile.hostile_near_misses()
 

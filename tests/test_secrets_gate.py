@@ -341,7 +341,7 @@ def test_a_private_key_pasted_one_line_per_note_is_refused(senv):
 
 
 @pytest.mark.parametrize("state, path", [
-    ({"step": 2, "env": {"db_password": "Tr0ub4dor&3xq" + "Zk"}}, "state.env.db_password"),
+    ({"step": 2, "env": {"db_password": corpus._Gen(3).password()}}, "state.env.db_password"),
     ({"log": ["ok", "retrying", "export GITHUB_TOKEN=" + GITHUB]}, "state.log[2]"),
     ({"headers": {"Authorization": "Bearer " + JWT}}, "state.headers.Authorization"),
     ({GITHUB: "a token as a key"}, "state"),
@@ -408,7 +408,7 @@ def test_the_viewers_graph_marks_a_flagged_node_and_withholds_its_text(senv):
 
 
 @pytest.mark.parametrize("text", [
-    "password=" + "Tr0ub4dor&3xqZk",
+    "password=" + corpus._Gen(4).password(),
     "one " + GITHUB + " two " + JWT + " three",
     "%67hp_" + GITHUB[4:],  # found only percent-decoded: the whole text is withheld
 ])
