@@ -270,6 +270,9 @@ class Store:
         notes, touches = model.check_notes(notes), model.check_touches(touches)
         with self.writes.writing(session) as w:
             durable = self.registry.durable_for(level, session, project_path)
+            # what was sent, first: no later error message may quote a secret sent as the id
+            self._refuse_secret(durable.graph, secrets.scan_node,
+                                {"id": node_id, "gist": gist, "notes": notes, "touches": touches})
             old = durable.graph.nodes.get(node_id)
             node = model.check_node_text(model.put_result(old, node_id, gist, notes, touches, self.clock()))
             self._refuse_secret(durable.graph, secrets.scan_node, node)
@@ -296,6 +299,7 @@ class Store:
         with self.writes.writing(session) as w:
             durable = self.registry.durable_for(level, session, project_path)
             g = durable.graph
+            self._refuse_secret(g, secrets.scan_edge, {"from": frm, "to": to, "rel": rel, "notes": notes})
             for name, end in (("from", frm), ("to", to)):
                 if not self._edge_end_ok(g, end):
                     raise NotFound("%s %r is neither a node of the %s graph nor a file path: put the node first "
@@ -449,8 +453,10 @@ class Store:
         with self.writes.writing(session) as w:
             durable = self.registry.durable_for(level, session, project_path)
             if has_state:
-                if state is not None and (self.settings.secret_scan or durable.graph.shared):
-                    found = secrets.scan_state(state)
+                if self.settings.secret_scan or durable.graph.shared:
+                    found = secrets.scan_state(state) if state is not None else None
+                    hit = secrets.find(task_id)
+                    found = ("task_id", hit) if hit is not None else found
                     if found is not None:
                         raise SecretRefused(secrets.refusal(*found))
                 record = {"op": "progress", "task_id": task_id, "state": state}

@@ -449,3 +449,16 @@ def test_import_refuses_a_task_progress_holding_a_credential(tmp_path):
     assert "task progress refused: state.token looks like a GitHub token" in err and GITHUB not in out + err
     with open(tmp_path / "root" / "user.json") as f:
         assert sorted(json.load(f)["_meta"]["progress"]) == ["tidy"]
+
+
+def test_no_error_quotes_a_secret_sent_as_an_id(senv):
+    """A new node without a gist, an edge to an unknown end, a task named by a token: the
+    refusal comes first, so no other message quotes what was sent."""
+    store = senv.open()
+    for call in (lambda: store.put_node(None, "user", GITHUB),
+                 lambda: store.put_edge(None, "user", GITHUB, "nowhere", "r"),
+                 lambda: store.progress(None, GITHUB, {"step": 1}, has_state=True)):
+        with pytest.raises(SecretRefused) as exc:
+            call()
+        assert GITHUB not in exc.value.message
+    assert store.progress(None, "t", {"step": 1}, has_state=True)["state"] == {"step": 1}
