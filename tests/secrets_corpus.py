@@ -263,6 +263,11 @@ def adversarial(size=1 << 20, seed=3019):
         "test keys": fill("s" + "k_test_ r" + "k_test_ whsec_ "),
         "nested quotes": fill("\"'`\"'`password=\"'"),
         "= storm": fill("="),
+        "space-separated names": fill("password token secret_access_key passwd is "),
+        "xml elements": fill("<password><token><secret>"),
+        "putty private lines": fill("Private-Lines: 9\n"),
+        "sendgrid and webhook prefixes": fill("S" + "G." + "a" * 22 + "." + " /api/webhooks/" + "1" * 18 + "/"),
+        "fullwidth run": fill("\uff53\uff4b-\uff41"),
         "one long line of words": fill("token secret password key auth basic bearer "),
         "distinct assignments": "".join("password=aaaaaaaaaaaaaaaabcd%07d " % i for i in range(size // 36 + 1))[:size],
     }
