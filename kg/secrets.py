@@ -195,7 +195,8 @@ def _check_private_key(text, m):
     return True
 
 
-_LOOK_BACK = 42  # a check reads at most this many characters before its match (a name, then "--")
+_LOOK_BACK = 42  # a name is at most this long (with its "--")
+_KEY_BACK = 160  # a check reads at most this many characters before its match (a command's line)
 _NAME_CHARS = frozenset(string.ascii_letters + string.digits + "_.-")
 _NAME_WORDS = re.compile(r"[A-Z]?[a-z0-9]+|[A-Z0-9]+(?![a-z])")
 # Names that hold a secret-like word but not a secret: token_count, secret_hash, public_key_id.
@@ -309,6 +310,18 @@ def _check_command(text, m):
     return _secret_value(value, True)
 
 
+_NAMED = re.compile(r"name[\"']?[ \t]{0,4}[:=][ \t]{0,4}[\"']?(?P<name>[A-Za-z0-9_.\-]{1,60})", re.I)
+
+
+def _check_named_value(text, m):
+    """Kubernetes and ECS environment lists: `- name: DB_PASSWORD` then `value: ...`."""
+    names = list(_NAMED.finditer(text[max(m.start() - _KEY_BACK, 0):m.start()]))
+    if not names:
+        return False
+    password_like, secret_like = _secret_name(names[-1].group("name"))
+    return secret_like and _secret_value(_group(text, m, "value"), password_like)
+
+
 def _check_slack_webhook(text, m):
     return _random_body(m.group("body"), 12)
 
@@ -333,10 +346,10 @@ def _assignment(keyword):
 
 KINDS = (
     Kind("private-key", "a private key", re.compile(
-        r"-----BEGIN (?:RSA |DSA |EC |OPENSSH |ENCRYPTED |PGP |SSH2 ENCRYPTED )?PRIVATE KEY(?: BLOCK)?-----"
-        r"(?:\\n|[ \t\r\n]){0,8}(?:[A-Za-z0-9+/=]{32}|Proc-Type:|Version:|Comment:)"), _check_private_key, False),
+        r"-----BEGIN (?:[A-Z0-9]{1,12} ){0,2}PRIVATE KEY(?: BLOCK)?-----"  # RSA, EC, OPENSSH, ENCRYPTED, PGP...
+        r"(?:\\[rn]|[ \t\r\n]){0,64}(?:[A-Za-z0-9+/=]{32}|Proc-Type:|Version:|Comment:)"), _check_private_key, False),
     Kind("private-key", "a private key", re.compile(  # PuTTY .ppk: its private half follows this line
-        r"Private-Lines:[ \t]{0,4}[0-9]{1,4}(?:\\r|\\n|[ \t\r\n]){1,8}[A-Za-z0-9+/=]{32}"), _check_private_key, False),
+        r"Private-Lines:[ \t]{0,4}[0-9]{1,4}(?:\\[rn]|[ \t\r\n]){1,64}[A-Za-z0-9+/=]{32}"), _check_private_key, False),
     _token("private-key", "a private key", "AGE-SECRET-KEY-1", "[0-9A-Z]{50,70}"),
     Kind("aws-access-key-id", "an AWS access key id", re.compile(
         r"(?:AKIA|ASIA|AGPA|AIDA|AROA|AIPA|ANPA|ANVA|ABIA|ACCA)(?<![A-Za-z0-9]....)(?P<body>[A-Z0-9]{16})(?![A-Za-z0-9])"),
@@ -375,6 +388,9 @@ KINDS = (
     Kind("bearer", "a token in an Authorization header", re.compile(
         r"authorization[\"']?\]?[ \t]{0,4}[:=][ \t]{0,4}[\"'`]?(?:token|apikey|api-key|key|sso-key)[ \t]{1,4}"
         r"(?P<value>[a-z0-9._~+/=\-]{16,2000})"), _check_bearer, True),
+    Kind("assigned-secret", "a secret value assigned to a secret-like name", re.compile(
+        r"value(?<![a-z0-9_]value)[\"']?[ \t]{0,4}[:=][ \t]{0,4}[\"'`]?(?P<value>[^\s\"'`,;<>(){}\[\]]{8,200})"),
+        _check_named_value, True),
     Kind("basic-auth", "HTTP basic credentials", re.compile(
         r"basic[ \t]{1,4}(?<![a-z0-9_]basic[ \t])(?P<value>[a-z0-9+/]{8,2000}={0,2})(?![a-z0-9+/=])"), _check_basic, True),
     Kind("password", "a password", re.compile(
@@ -454,7 +470,7 @@ def _find(text):
         rejected = set()  # a repeated near-miss is judged once
         for m in k.regex.finditer(low if k.lower else text):
             seen += 1
-            key = text[max(m.start() - _LOOK_BACK, 0):m.end()]  # all that its check reads
+            key = text[max(m.start() - _KEY_BACK, 0):m.end()]  # all that its check reads
             if key in rejected and seen <= MAX_CANDIDATES:
                 continue
             judged += 1

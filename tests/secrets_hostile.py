@@ -44,7 +44,9 @@ def _forms(g):
         "-----BEGIN PRIVATE KEY-----   %s" % g.s(64, B64),
         "PuTTY-User-Key-File-3: ssh-ed25519\nEncryption: none\nPublic-Lines: 2\n%s\nPrivate-Lines: 1\n%s"
         % (g.s(64, B64), g.s(44, B64)),
-        "AGE-" + "SECRET-KEY-1" + g.s(58, UPPER_DIGITS))
+        "AGE-" + "SECRET-KEY-1" + g.s(58, UPPER_DIGITS),
+        "tls.key: |\n            -----BEGIN RSA PRIVATE KEY-----\n            " + g.s(64, B64),
+        '"key": "-----BEGIN DH PRIVATE KEY-----\\r\\n%s"' % g.s(64, B64))
     add("sendgrid", "S" + "G." + g.s(22, B64URL) + "." + g.s(43, B64URL))
     add("discord-webhook", "https://discord.com/api/webhooks/%s/%s" % (g.s(18, string.digits), g.s(68, B64URL)))
     for p in ("AK" + "IA", "AS" + "IA"):
@@ -105,6 +107,8 @@ def _forms(g):
         "The password is " + P(), "passwd " + P())
     add("assigned-secret", "token " + R(40), "x-api-key " + R())
     add("aws-secret", "secret_access_key " + R(40))
+    add("assigned-secret", "env:\n  - name: DB_PASSWORD\n    value: \"%s\"" % P(),
+        '{"name": "STRIPE_API_KEY", "value": "%s"}' % R())
     add("basic-auth", "Authorization: Basic " + __import__("base64").b64encode(("admin:" + P()).encode()).decode())
     add("bearer", "Authorization: Bearer " + R(40), "authorization: bearer " + R(40))
     return out
@@ -303,6 +307,10 @@ def hostile_near_misses(seed=5019):
         "os.environ[\"DB_PASSWORD\"] = getpass.getpass()",
         "pg_dump -U postgres -h localhost -p 5432 appdb",
         # code and config that name a secret without holding one
+        "env:\n  - name: LOG_LEVEL\n    value: \"%s\"" % g.s(32, ALNUM),
+        "  - name: API_TOKEN\n    valueFrom:\n      secretKeyRef: {name: api, key: token}",
+        '{"name": "DB_PASSWORD", "valueFrom": "arn:aws:ssm:eu-west-1:123456789012:parameter/db"}',
+        '{"name": "API_KEY", "value": "${API_KEY}"}',
         'password = hashlib.sha256(salt + pw).hexdigest()',
         'self.password = password',
         'token_endpoint_auth_method: client_secret_basic',
