@@ -427,14 +427,17 @@ TOO_MANY = "a text with more secret-shaped values than kgd checks"
 # controls, variation selectors, tags) split a token for a regex but not for whoever copies it.
 _INVISIBLE = re.compile("[\u00ad\u034f\u061c\u115f\u1160\u17b4\u17b5\u180b-\u180f\u200b-\u200f\u202a-\u202e"
                         "\u2060-\u206f\u3164\ufe00-\ufe0f\ufeff\uffa0\U000e0000-\U000e007f]")
-_ESCAPED_QUOTE = re.compile(r"\\+([\"'])")
 _PERCENT = re.compile(r"%[0-9A-Fa-f]{2}")
 
 
 def _variants(text):
     """The text as its reader sees it, when it differs: invisible characters dropped and
     escaped quotes (\\") unescaped, compatibility forms folded (NFKC); then percent-decoded. Each is scanned once more (linear)."""
-    plain = _ESCAPED_QUOTE.sub(r"\1", _INVISIBLE.sub("", text))
+    plain = _INVISIBLE.sub("", text)
+    for _ in range(3):  # \" and \\\" (escaped twice): str.replace, far faster than a regex's sub
+        if "\\\"" not in plain and "\\'" not in plain:
+            break
+        plain = plain.replace("\\\"", "\"").replace("\\'", "'")
     if not plain.isascii():
         plain = unicodedata.normalize("NFKC", plain)  # fullwidth and compatibility letters
     if plain != text:
