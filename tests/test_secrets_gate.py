@@ -462,3 +462,17 @@ def test_no_error_quotes_a_secret_sent_as_an_id(senv):
             call()
         assert GITHUB not in exc.value.message
     assert store.progress(None, "t", {"step": 1}, has_state=True)["state"] == {"step": 1}
+
+
+@pytest.mark.e2e
+def test_progress_through_mcp_and_rest_is_refused_naming_the_key_path(make_daemon):
+    d = make_daemon(env={"KG_STRUCTURED_OUTPUT": "0"})
+    first = d.call("kg_read", {"cwd": d.root})["content"][0]["text"]
+    sid = first.split("Session: ", 1)[1].split()[0]
+    r = d.call("kg_progress", {"session_id": sid, "task_id": "deploy", "state": {"env": {"token": GITHUB}}})
+    assert r["isError"] is True and GITHUB not in json.dumps(r)
+    assert "state.env.token looks like a GitHub token" in r["content"][0]["text"]
+    code, body = d.json("PUT", "/api/progress/deploy", {"state": {"log": ["ok", JWT]}})
+    assert code == 422 and body["error"].startswith("state.log[1] looks like a JSON Web Token") and JWT not in body["error"]
+    code, body = d.json("GET", "/api/progress/deploy")
+    assert code == 200 and body["state"] is None
