@@ -107,13 +107,13 @@ def hooks_handler(store):
     loaded = []
     lock = threading.Lock()
 
-    def handle(payload):
+    def handle(payload, agent="claude", event=None):
         if not loaded:
             with lock:
                 if not loaded:
                     from . import hooks
                     loaded.append(hooks.handler(store))
-        return loaded[0](payload)
+        return loaded[0](payload, agent, event)
     return handle
 
 

@@ -349,7 +349,7 @@ class Handler(BaseHTTPRequestHandler):
         if body is None:
             return
         req = mcp.Request(self.h.get("mcp-protocol-version"), self.h.get("mcp-method"),
-                          self.h.get("mcp-name"))
+                          self.h.get("mcp-name"), self.h.get("user-agent"))
         payload, status = jsonrpc.handle(body, self.server.mcp.dispatch, req)
         if payload is None:
             return self.respond(202)

@@ -3,7 +3,7 @@
 Data only; kg/rest.py owns the routes it describes, and tests/test_openapi.py keeps the two in step.
 """
 
-from . import __version__, model
+from . import __version__, agents, model
 
 
 def _ref(name):
@@ -157,13 +157,17 @@ OPENAPI = {
                 "type": "array", "items": {"type": "object", "required": [
                     "slug", "project_path", "nodes", "edges", "active", "archived", "orphaned"]}}}})}}},
         "/api/hooks": {"post": {
-            "summary": "Claude Code hooks: hook input in, hook output (or nothing) out", "operationId": "hooks",
+            "summary": "agent hooks: hook input in, hook output (or nothing) out", "operationId": "hooks",
+            "parameters": [_param("agent", schema={"type": "string", "enum": list(agents.NAMES)},
+                                  description="the agent whose hook calls (default claude)"),
+                           _param("event", description="the agent's event name, when its input does not carry it")],
             "requestBody": {"required": True, "content": _json({
                 "type": "object", "additionalProperties": True,
-                "description": "Claude Code's hook input, unchanged (session_id, transcript_path, cwd, "
-                               "hook_event_name and the event's own fields)"})},
-            "responses": dict({"200": {"description": "Claude Code's hook output as JSON (hookSpecificOutput, "
-                                                      "decision, systemMessage), or an empty body when there is "
+                "description": "the agent's hook input, unchanged (for Claude Code: session_id, transcript_path, "
+                               "cwd, hook_event_name and the event's own fields)"})},
+            "responses": dict({"200": {"description": "the agent's hook output as JSON (for Claude Code: "
+                                                      "hookSpecificOutput, decision, systemMessage; for Copilot "
+                                                      "a top-level additionalContext), or an empty body when there is "
                                                       "nothing worth saying"}}, **_errors(400, 415))}},
         "/api/openapi.json": {"get": {"summary": "this document", "operationId": "openapi",
                                       "responses": {"200": _ok({"type": "object"})}}},

@@ -3,8 +3,9 @@
 By default this text is all a client gets (no structuredContent), so it carries everything an
 agent needs from a result: created or updated, the level and state of each node, every active id
 of a full read, and counts of whatever it leaves out. Compact lines, no JSON dumps.
-A full kg_read and a kg_sync are at most READ_LIMIT characters, a search at most SEARCH_LIMIT and
-a read of ids at most NODE_TEXT_LIMIT, whatever the graph holds. When a full read would be
+A full kg_read and a kg_sync are at most READ_LIMIT characters (or the smaller bound of the agent
+that asks, kg/agents.py), a search at most SEARCH_LIMIT and a read of ids at most NODE_TEXT_LIMIT,
+whatever the graph holds. When a full read would be
 longer, the least valuable parts go first and the text says what was left out and how to get
 it: notes and touches are never shown there, edge lines go first (counted), then archived ids
 are cut to a count (they are the crumbs that lead back to archived knowledge, so they outlive the
@@ -35,7 +36,8 @@ def _plural(n, word):
 # count the archived ids.
 _MODES = [(None, None, None), (None, None, None), (None, None, None), (160, None, None),
           (120, 400, 15000), (100, 350, 14000), (100, 300, 13000), (100, 250, 12000), (80, 200, 10000),
-          (80, 150, 9000), (60, 120, 8000), (60, 90, 7000), (60, 60, 6000), (40, 40, 4000), (40, 20, 2000)]
+          (80, 150, 9000), (60, 120, 8000), (60, 90, 7000), (60, 60, 6000), (40, 40, 4000), (40, 20, 2000),
+          (40, 10, 1000), (30, 5, 400)]  # the last two for the smaller bounds of some agents (kg/agents.py)
 
 
 def _id_list(ids, budget):

@@ -11,7 +11,7 @@ write).
 import re
 from urllib.parse import unquote
 
-from . import model, secrets
+from . import agents, model, secrets
 from .errors import BadInput, KgError, NotFound
 from .jsonrpc import strict_loads
 from .openapi import OPENAPI
@@ -214,11 +214,19 @@ def post_hooks(store, m, q, body):
     raise AssertionError("handled by handle()")
 
 
-def _hook_answer(answer_hook, body, content_type):
-    """Claude Code's hook input -> its hook output, or None for an empty 200 (nothing to say)."""
+def _hook_answer(answer_hook, body, content_type, query):
+    """An agent's hook input -> its hook output, or None for an empty 200 (nothing to say).
+    ?agent= names the agent (claude when absent), ?event= the event when the input does not."""
+    agent = _q(query, "agent") or agents.CLAUDE
+    if not agents.known(agent):
+        raise BadInput(agents.unknown_message(agent))
+    event = _q(query, "event")
+    if event is not None and len(event) > 64:
+        raise BadInput("event is over 64 characters.")
     if not body:
-        raise BadInput("the body must be a JSON object (Claude Code's hook input).")
-    answer = answer_hook(_json_body(body, content_type))
+        raise BadInput("the body must be a JSON object (the agent's hook input).")
+    payload = _json_body(body, content_type)
+    answer = answer_hook(payload, agent, event) if agent != agents.CLAUDE or event else answer_hook(payload)
     if answer is not None and not isinstance(answer, dict):
         raise TypeError("the hooks handler answered %s, not a dict or None" % type(answer).__name__)
     return answer
@@ -258,7 +266,7 @@ def handle(store, method, path, query, body, content_type=None, hooks=None):
             if "level" in args:
                 model.check_level(args["level"])
             if fn is post_hooks:
-                return 200, _hook_answer(hooks or (lambda payload: None), body, content_type), None
+                return 200, _hook_answer(hooks or (lambda payload, *a: None), body, content_type, query), None
             if method in ("PUT", "POST", "PATCH"):
                 body = _json_body(body, content_type)
             return 200, fn(store, args, query, body or {}), None

@@ -8,7 +8,7 @@ and the single mapping of KgError to a tool result with isError (contract sectio
 
 import logging
 
-from . import model, render, structured as bounds
+from . import agents, model, render, structured as bounds
 from .errors import BadInput, KgError
 
 log = logging.getLogger(__name__)
@@ -187,7 +187,7 @@ TOOLS = [
         "description": (
             "Keep the state of a long task across sessions: with state (a JSON object) it stores it under task_id, "
             "replacing what was there; without state (or with null) it returns what is stored (null if nothing). "
-            "Default level user."),
+            "Default level user (the answer says which level was used); level project keeps it with this project."),
         "inputSchema": _in(["session_id", "task_id"], session_id=_SESSION, task_id=_STR,
                            state={"type": ["object", "null"]}, level=_LEVEL),
         "outputSchema": _obj(["task_id", "level", "state"], task_id=_STR, level=_LEVEL, state={"type": ["object", "null"]}),
@@ -258,7 +258,7 @@ def _same(result):
     return result
 
 
-def _read(store, a):
+def _read(store, a, agent=None):
     session = None
     sid = a.get("session_id")
     if sid is not None:
@@ -275,9 +275,10 @@ def _read(store, a):
     ids = a.get("ids")
     if a.get("id") is not None:
         ids = [a["id"]] + [i for i in (ids or []) if i != a["id"]]
+    limit = agents.read_limit(agent or agents.session_agent(session))
     if ids is not None:
         result = store.read_nodes(session, ids, a.get("level"))
-        return result, render.render_nodes(result), bounds.bound_nodes
+        return result, render.render_nodes(result, limit=limit), lambda r: bounds.bound_nodes(r, limit=limit)
     graphs = store.read_graphs(session)
     result = {"session_id": session.id, "project_path": session.project_path,
               "user": graphs["user"], "project": graphs["project"],
@@ -285,7 +286,7 @@ def _read(store, a):
                          "project_tokens": graphs["project"]["tokens"]}}
     with store.lock:  # what kgd's hooks already put in this session's context
         shown = list(session.shown)
-    text = render.render_read(result, store.settings.max_tokens, preloaded=shown)
+    text = render.render_read(result, store.settings.max_tokens, limit=limit, preloaded=shown)
 
     def bound(result):
         recency = {}
@@ -294,7 +295,7 @@ def _read(store, a):
             recency[level] = g.pop("recency", None) or {}
             g.pop("tokens", None)
             g.pop("withheld", None)
-        return bounds.bound_read(result, recency)
+        return bounds.bound_read(result, recency, limit=limit)
     return result, text, bound
 
 
@@ -326,16 +327,21 @@ def _search(store, a):
     return r, text, bounds.bound_search
 
 
-def _sync(store, a):
-    r = store.sync(store.session(a["session_id"]))
-    return r, render.render_sync(r), bounds.bound_sync
+def _sync(store, a, agent=None):
+    session = store.session(a["session_id"])
+    limit = agents.read_limit(agent or agents.session_agent(session))
+    r = store.sync(session)
+    return r, render.render_sync(r, limit=limit), lambda r: bounds.bound_sync(r, limit=limit)
 
 
 def _progress(store, a):
     # A null state is "omitted" (as for every optional argument): it reads, never clears.
     r = store.progress(store.session(a["session_id"]), a["task_id"], a.get("state"), a.get("level"),
                        has_state=a.get("state") is not None)
-    return r, render.render_progress(r), _same
+    text = render.render_progress(r)
+    if a.get("level") is None:  # said, not silently chosen: the agent may have meant this project
+        text += " (No level given: kg_progress's default, user, was used; level=project keeps it with this project.)"
+    return r, text, _same
 
 
 HANDLERS = {"kg_read": _read, "kg_put_node": _put_node, "kg_put_edge": _put_edge, "kg_delete_node": _delete_node,
@@ -346,15 +352,23 @@ def error_result(message):
     return {"content": [{"type": "text", "text": message}], "isError": True}
 
 
-def call(store, name, args, structured=False):
+_PER_AGENT = frozenset(("kg_read", "kg_sync"))  # their text is bounded for the agent that asks
+
+
+def call(store, name, args, structured=False, agent=None):
     """tools/call -> CallToolResult: one text item, plus structuredContent only when structured.
-    KgError becomes isError; an unknown name raises UnknownTool."""
+    KgError becomes isError; an unknown name raises UnknownTool. `agent` (kg/agents.py), when
+    known, bounds kg_read and kg_sync for what that agent passes its model whole; else the agent
+    whose hooks bound the session does."""
     tool = TOOLS_BY_NAME.get(name) if isinstance(name, str) else None
     if tool is None:
         raise UnknownTool("unknown tool %r; tools/list names the eight kg_* tools." % (str(name)[:100],))
     try:
         check_arguments(tool, {} if args is None else args)
-        result, text, bound = HANDLERS[name](store, args or {})
+        if name in _PER_AGENT:
+            result, text, bound = HANDLERS[name](store, args or {}, agent)
+        else:
+            result, text, bound = HANDLERS[name](store, args or {})
     except KgError as exc:
         return error_result("%s failed: %s" % (name, exc.message))
     out = {"content": [{"type": "text", "text": text}], "isError": False}
