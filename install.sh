@@ -482,8 +482,9 @@ if [ "$SRC_KIND" = tree ]; then
     for f in README.md LICENSE; do
         [ -f "$SRC/$f" ] && put_file "$SRC/$f" "$PREFIX/$f" 644 quiet
     done
-    # every file of the kg package (modules and the viewer's kg/ui/ files), no caches
-    (cd "$SRC" && find kg -type f ! -name '*.pyc' ! -path '*/__pycache__/*' | LC_ALL=C sort) >"$TMPD/pkgfiles"
+    # every file of the kg package (modules and the viewer's kg/ui/ files), no caches, and the
+    # docs the README links to
+    (cd "$SRC" && find kg docs -type f ! -name '*.pyc' ! -path '*/__pycache__/*' 2>/dev/null | LC_ALL=C sort) >"$TMPD/pkgfiles"
     while IFS= read -r f; do
         make_dir "$PREFIX/$(dirname "$f")"
         put_file "$SRC/$f" "$PREFIX/$f" 644 quiet

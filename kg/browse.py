@@ -100,16 +100,17 @@ def _read_view(g):
     """One level as kg_read shows it: active nodes, their recency, archived ids, counted edges."""
     if g is None:
         return {"nodes": [], "recency": {}, "archived": [], "edges": [], "tokens": 0}
-    nodes = sorted((g.nodes[nid] for nid in g.by_state[model.ACTIVE]), key=lambda n: n["id"])
+    nodes = sorted((g.nodes[nid] for nid in g.visible(model.ACTIVE)), key=lambda n: n["id"])
     return {"nodes": [model.public_node(n) for n in nodes], "recency": {n["id"]: model.recency(n) for n in nodes},
             "archived": sorted(g.by_state[model.ARCHIVED]),
-            "edges": [model.public_edge(g.edges[k]) for k in sorted(g.counted_edges)], "tokens": g.tokens}
+            "edges": [model.public_edge(g.edges[k]) for k in sorted(g.counted_edges) if g.edge_shown(k, g.edges[k])],
+            "tokens": g.tokens}
 
 
 def _node_items(graphs, ids):
     out, missing = [], []
     for nid in dict.fromkeys(ids):
-        hits = [g for g in graphs if g is not None and nid in g.nodes]
+        hits = [g for g in graphs if g is not None and nid in g.nodes and g.shown(nid)]  # no credential
         out.extend(g.node_in_full(nid) for g in hits)
         if not hits:
             missing.append(nid)
@@ -180,7 +181,7 @@ def search(args, cfg):
     else:
         user, project, _ = _graphs(cfg, None, root)
         graphs = [g for g in (user, project) if g is not None]
-        corpora = [ranking.Corpus((g, n) for n in g.nodes.values()) for g in graphs]
+        corpora = [ranking.Corpus((g, n) for n in g.visible_nodes().values()) for g in graphs]  # no credential
         rows = []
         for score, g, node in ranking.rank_corpora(query, corpora, args.limit):
             item = model.public_node(node)

@@ -44,6 +44,8 @@ def register(sub, add_common):
     p.add_argument("--project", action="append", metavar="P", help="only this project (its folder or slug); repeatable")
     p.add_argument("--no-user", action="store_true", help="leave the user graph out")
     p.add_argument("-o", "--output", help="write to this file (mode 0600) instead of stdout")
+    p.add_argument("--with-flagged", action="store_true",
+                   help="keep what looks like a credential (left out by default, named on stderr)")
     p = command("import", "merge an export into the graphs")
     p.add_argument("file", help="a file written by `kgd export` (- for stdin)")
     p.add_argument("--dry-run", action="store_true", help="say what would change, change nothing")

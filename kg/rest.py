@@ -11,7 +11,7 @@ write).
 import re
 from urllib.parse import unquote
 
-from . import agents, model, shared
+from . import agents, model, secrets, shared
 from .errors import BadInput, KgError, NotFound
 from .jsonrpc import strict_loads
 from .openapi import OPENAPI
@@ -83,15 +83,25 @@ def graph(store, m, q, body):
 
 
 def _full_graph(store, g):
-    """Every node in every state, with its times (lock held)."""
+    """Every node in every state, with its times (lock held). A node or edge holding a
+    credential is shown so its owner can delete it, marked `flagged` (field, kind), its texts
+    withheld (contract section 10)."""
     nodes = []
     for n in g.nodes.values():
-        item = model.public_node(n)
+        item = _flag(model.public_node(n), g.flagged.get(n["id"]))
         item["created_ts"] = n.get("_created_ts")
         item["updated_ts"] = model.recency(n)
         nodes.append(item)
-    return {"nodes": nodes, "edges": [model.public_edge(e) for e in g.edges.values()],
-            "tokens": g.tokens, "max_tokens": store.settings.max_tokens}
+    edges = [_flag(model.public_edge(e), g.flagged_edges.get(k)) for k, e in g.edges.items()]
+    return {"nodes": nodes, "edges": edges, "tokens": g.tokens, "max_tokens": store.settings.max_tokens}
+
+
+def _flag(item, found):
+    if found is None:
+        return item
+    item = secrets.redact_item(item)
+    item["flagged"] = {"field": found[0], "kind": found[1].kind, "label": found[1].label}
+    return item
 
 
 def create_session(store, m, q, body):

@@ -282,13 +282,16 @@ class Store:
         notes, touches = model.check_notes(notes), model.check_touches(touches)
         with self.writes.writing(session) as w:
             durable = self.registry.durable_for(level, session, project_path)
+            # what was sent, first: no later error message may quote a secret sent as the id
+            self._refuse_secret(durable.graph, secrets.scan_node,
+                                {"id": node_id, "gist": gist, "notes": notes, "touches": touches})
             old = durable.graph.nodes.get(node_id)
             node = model.check_node_text(model.put_result(old, node_id, gist, notes, touches, self.clock()))
             self._refuse_secret(durable.graph, secrets.scan_node, node)
             if old is not None and compaction.revive_on_put(node):
                 durable.graph.compact_idle_until = 0.0
             self.writes.change(w, durable, [{"op": "node", "node": node}], lambda g: g.put_node(node),
-                               lambda _: [("node_put", {"node": model.public_node(node)})])
+                               lambda _: _node_event(durable.graph, node))
             return {"level": durable.level, "created": old is None,
                     "node": model.public_node(durable.graph.nodes.get(node_id, node))}
 
@@ -308,6 +311,7 @@ class Store:
         with self.writes.writing(session) as w:
             durable = self.registry.durable_for(level, session, project_path)
             g = durable.graph
+            self._refuse_secret(g, secrets.scan_edge, {"from": frm, "to": to, "rel": rel, "notes": notes})
             for name, end in (("from", frm), ("to", to)):
                 if not self._edge_end_ok(g, end):
                     raise NotFound("%s %r is neither a node of the %s graph nor a file path: put the node first "
@@ -319,7 +323,7 @@ class Store:
             edge["_write_ts"] = self.clock()  # when it changed: the merge rule of a shared graph needs it
             self._refuse_secret(g, secrets.scan_edge, edge)
             self.writes.change(w, durable, [{"op": "edge", "edge": edge}], lambda g: g.put_edge(edge),
-                               lambda _: [("edge_put", {"edge": model.public_edge(edge)})])
+                               lambda _: _edge_event(g, edge))
             return {"level": durable.level, "created": old is None, "edge": model.public_edge(edge)}
 
     def _refuse_secret(self, g, scan, item):
@@ -423,7 +427,7 @@ class Store:
         try:
             self.writes.change(w, durable, [{"op": "node", "node": view[c]} for c in touched],
                                lambda g: _promoted(g, view, touched, changed),
-                               lambda _: [("node_put", {"node": model.public_node(view[c])}) for c in sorted(changed)],
+                               lambda _: [ev for c in sorted(changed) for ev in _node_event(g, view[c])],
                                counted=False, compact=False)
         except StorageError as exc:
             log.warning("read of %r not recorded (%s)", nid[:100], exc.message)
@@ -464,6 +468,12 @@ class Store:
         with self.writes.writing(session) as w:
             durable = self.registry.durable_for(level, session, project_path)
             if has_state:
+                if self.settings.secret_scan or durable.graph.shared:
+                    found = secrets.scan_state(state) if state is not None else None
+                    hit = secrets.find(task_id)
+                    found = ("task_id", hit) if hit is not None else found
+                    if found is not None:
+                        raise SecretRefused(secrets.refusal(*found))
                 record = {"op": "progress", "task_id": task_id, "state": state}
                 self.writes.change(w, durable, [record], lambda g: apply_record(g, record),
                                    counted=False, compact=False)
@@ -475,6 +485,29 @@ class Store:
     def health(self):
         with self.lock:
             return {"sessions": len(self._sessions.by_id), "graphs_loaded": 1 + len(self.registry.projects)}
+
+
+def _node_event(g, node):
+    """The live feed's node_put: a node holding a credential (let in with the scan off) goes out
+    with its texts withheld and marked, or not at all when its id is the credential."""
+    found = g.flagged.get(node["id"])
+    if found is None:
+        return [("node_put", {"node": model.public_node(node)})]
+    if found[0] == "id":
+        return []
+    return [("node_put", {"node": secrets.redact_item(model.public_node(node)),
+                          "flagged": {"field": found[0], "kind": found[1].kind}})]
+
+
+def _edge_event(g, edge):
+    """The live feed's edge_put, likewise."""
+    found = g.flagged_edges.get(model.edge_key(edge["from"], edge["to"], edge["rel"]))
+    if found is None:
+        return [("edge_put", {"edge": model.public_edge(edge)})]
+    if found[0] in ("from", "to", "rel"):
+        return []
+    return [("edge_put", {"edge": secrets.redact_item(model.public_edge(edge)),
+                          "flagged": {"field": found[0], "kind": found[1].kind}})]
 
 
 def _promoted(g, view, touched, changed):
