@@ -414,3 +414,17 @@ def test_shutdown_while_git_works_leaves_kg_alone_and_the_next_start_writes_it(e
     s = env.open()
     s.start_session(root)
     assert [n["id"] for n in kg_lines(root)] == ["a", "late"]
+
+
+def test_a_pickup_reaches_the_live_feed_like_any_change(env):
+    root = env.project()
+    write_kg(root, [N("a")])
+    s = env.open()
+    s.start_session(root)
+    seen = []
+    s.add_listener(seen.append)
+    write_kg(root, [N("a", "changed by a pull", changed=1_600_000_050.0)])
+    s.poll_shared()
+    puts = [e for e in seen if e["type"] == "node_put"]
+    assert [e["node"]["gist"] for e in puts] == ["changed by a pull"]
+    assert puts[0]["level"] == "project" and puts[0]["project_path"] == os.path.realpath(root)
