@@ -25,6 +25,7 @@ import math
 
 from . import model
 from .errors import BadInput
+from .text import compact_json
 
 FORMAT = 1
 NODES_FILE = "nodes.jsonl"
@@ -57,7 +58,7 @@ def ts(value):
 
 
 def canonical(rec):
-    return json.dumps(rec, sort_keys=True, separators=(",", ":"), ensure_ascii=False)
+    return compact_json(rec, sort_keys=True)
 
 
 def stamp(rec):
@@ -164,7 +165,7 @@ def _union(lists):
     return out
 
 
-def _clip(rec):
+def _within_bounds(rec):
     """Keep a merged node within contract 3's bounds: the winner's notes come first, so the
     others' extra notes are the ones dropped."""
     notes = rec["notes"][:model.MAX_NOTES]
@@ -200,7 +201,7 @@ def merge_versions(records):
     if not is_edge(winner):
         out["touches"] = _union(r["touches"] for r in live)
         out["created"] = min(r["created"] for r in live)
-    return _clip(out)
+    return _within_bounds(out)
 
 
 # ---- files

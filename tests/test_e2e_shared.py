@@ -10,18 +10,11 @@ import subprocess
 import time
 
 import pytest
-from helpers import real, run_kgd, start
+from helpers import git_env, real, run_kgd, start
 
 from kg import kgdir
 
 pytestmark = [pytest.mark.e2e, pytest.mark.skipif(shutil.which("git") is None, reason="git is not installed")]
-
-
-def git_env(home):
-    env = {k: v for k, v in os.environ.items() if not k.startswith("GIT_")}
-    env.update(HOME=str(home), GIT_CONFIG_NOSYSTEM="1", GIT_AUTHOR_NAME="t", GIT_AUTHOR_EMAIL="t@localhost",
-               GIT_COMMITTER_NAME="t", GIT_COMMITTER_EMAIL="t@localhost", GIT_TERMINAL_PROMPT="0")
-    return env
 
 
 class Repo:

@@ -4,12 +4,13 @@ committed .gitattributes names) and pushing in random orders. Asserts that no ac
 lost unless a later delete removed it, that the latest put wins the gist, and that all clones end
 with identical bytes and identical memories."""
 
-import os
 import random
 import shutil
 import subprocess
 
 import pytest
+
+from helpers import git_env
 
 from kg import kgdir, model
 from kg.reconcile import plan
@@ -18,13 +19,6 @@ pytestmark = [pytest.mark.slow, pytest.mark.skipif(shutil.which("git") is None, 
 
 IDS = ["cache", "Cache", "db", "api", "auth", "é-unicode", "x:y", "queue"]
 RELS = ["uses", "about"]
-
-
-def git_env(home):
-    env = {k: v for k, v in os.environ.items() if not k.startswith("GIT_")}
-    env.update(HOME=str(home), GIT_CONFIG_NOSYSTEM="1", GIT_AUTHOR_NAME="t", GIT_AUTHOR_EMAIL="t@localhost",
-               GIT_COMMITTER_NAME="t", GIT_COMMITTER_EMAIL="t@localhost", GIT_TERMINAL_PROMPT="0")
-    return env
 
 
 def git(cwd, *args, env, check=True):

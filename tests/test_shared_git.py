@@ -11,6 +11,8 @@ import time
 
 import pytest
 
+from helpers import git_env
+
 from kg import kgdir
 from kg.errors import KgError
 from kg.store import Settings, Store
@@ -18,13 +20,6 @@ from kg.store import Settings, Store
 pytestmark = [pytest.mark.slow, pytest.mark.skipif(shutil.which("git") is None, reason="git is not installed")]
 
 IDS = ["cache", "Cache", "db", "api", "auth", "queue"]
-
-
-def git_env(home):
-    env = {k: v for k, v in os.environ.items() if not k.startswith("GIT_")}
-    env.update(HOME=str(home), GIT_CONFIG_NOSYSTEM="1", GIT_AUTHOR_NAME="t", GIT_AUTHOR_EMAIL="t@localhost",
-               GIT_COMMITTER_NAME="t", GIT_COMMITTER_EMAIL="t@localhost", GIT_TERMINAL_PROMPT="0")
-    return env
 
 
 class Person:
