@@ -14,7 +14,8 @@ from .console import CommandError, warn
 COMMANDS = {"status": "lifecycle:status", "start": "lifecycle:start", "stop": "lifecycle:stop",
             "stdio": "stdio:command", "export": "backup:export", "import": "backup:import_",
             "bundle": "bundle:bundle", "doctor": "doctor:doctor", "desktop": "desktop:desktop",
-            "show": "browse:show", "search": "browse:search", "hook": "hookcmd:hook", "hooks": "hookconf:hooks"}
+            "show": "browse:show", "search": "browse:search", "hook": "hookcmd:hook", "hooks": "hookconf:hooks",
+            "sync": "synccmd:sync"}
 
 
 def _common(p, add_common):
@@ -71,6 +72,13 @@ def register(sub, add_common):
     p.add_argument("action", choices=("install", "remove", "print"), help="what to do")
     p.add_argument("--dry-run", action="store_true", help="show the change, write nothing")
     p.add_argument("--settings", help="the settings file (default: ~/.claude/settings.json)")
+    p = command("sync", "keep this memory on your other machines through a private git remote")
+    g = p.add_mutually_exclusive_group()
+    g.add_argument("--remote", metavar="URL", help="set the remote (a git URL, or a path: a bare repository "
+                   "on a mounted disk, created if missing) and sync now")
+    g.add_argument("--off", action="store_true", help="stop syncing (ROOT/sync keeps its history)")
+    p.add_argument("--no-wait", dest="no_wait", action="store_true", help="start the round, do not wait for it")
+    p.add_argument("--json", action="store_true", help="the remote's status as one JSON object")
 
 
 def run(command, args, cfg):

@@ -10,7 +10,7 @@ import socket
 import subprocess
 import sys
 
-from . import __version__, hookconf, userconf
+from . import __version__, hookconf, synccmd, userconf
 from .client import LOG_NAME, connect_host, find_daemon, python_executable, root_lock
 from .config import DEFAULT_PORT
 from .console import CommandError, say
@@ -270,6 +270,7 @@ def doctor(args, cfg):
                      "find it with `lsof -i :%d` (or `ss -ltnp`); or run kgd on another port (--port / "
                      "KG_HTTP_PORT) and re-register the client with that port" % port)
     _check_storage(rep, cfg["root"])
+    synccmd.check(rep, cfg)
     if not args.skip_service:
         _check_service(rep, port or DEFAULT_PORT)
     if not args.skip_client:

@@ -80,7 +80,8 @@ def identity_args():
     return ["-c", "user.name=kgd", "-c", "user.email=kgd@%s" % host_name(), "-c", "commit.gpgsign=false",
             "-c", "tag.gpgsign=false", "-c", "core.hooksPath=%s" % os.devnull, "-c", "core.autocrlf=false",
             "-c", "core.safecrlf=false", "-c", "core.quotepath=off", "-c", "advice.detachedHead=false",
-            "-c", "init.defaultBranch=main", "-c", "gc.auto=0", "-c", "maintenance.auto=false"]
+            "-c", "init.defaultBranch=main", "-c", "gc.auto=0", "-c", "maintenance.auto=false",
+            "-c", "protocol.ext.allow=never", "-c", "credential.interactive=false"]
 
 
 def classify(stderr):
@@ -101,9 +102,10 @@ def summary(stderr):
     return (lines[-1] if lines else "no output")[:300]
 
 
-def run(args, cwd, timeout=DEFAULT_TIMEOUT, check=True, env=None):
+def run(args, cwd, timeout=DEFAULT_TIMEOUT, check=True, env=None, started=None):
     """Run `git ARGS` in cwd; (returncode, stdout, stderr) as text. check: a non-zero exit is a
-    GitError. A missing git program is GitError("missing"); a timeout kills git and its children."""
+    GitError. A missing git program is GitError("missing"); a timeout kills git and its children.
+    started(proc) is called once git runs (a caller that may cancel keeps it for `kill`)."""
     argv = ["git"] + identity_args() + list(args)
     try:
         proc = subprocess.Popen(argv, cwd=cwd, env=git_env(env), stdin=subprocess.DEVNULL,
@@ -114,6 +116,8 @@ def run(args, cwd, timeout=DEFAULT_TIMEOUT, check=True, env=None):
         raise GitError("missing", "git is not installed (kgd runs the `git` program to sync)") from exc
     except OSError as exc:
         raise GitError("failed", "could not run git: %s" % (exc.strerror or exc)) from exc
+    if started is not None:
+        started(proc)
     try:
         out, err = proc.communicate(timeout=timeout)
     except subprocess.TimeoutExpired:
@@ -131,6 +135,12 @@ def run(args, cwd, timeout=DEFAULT_TIMEOUT, check=True, env=None):
 def output(args, cwd, timeout=DEFAULT_TIMEOUT):
     """stdout of a git call that must succeed, stripped."""
     return run(args, cwd, timeout)[1].strip()
+
+
+def kill(proc):
+    """Stop a running git and whatever it started (a cancelled round, a daemon stopping)."""
+    if proc is not None and proc.poll() is None:
+        _kill_group(proc)
 
 
 def _kill_group(proc):

@@ -134,15 +134,18 @@ class Worker:
     """The one thread that runs `commit()` and `round()`; both return None or raise an exception
     carrying `kind` and `message` (gitrun.GitError)."""
 
-    def __init__(self, do_commit, do_round, schedule, status, clock=time.time, name="kgd-remote-sync"):
+    def __init__(self, do_commit, do_round, schedule, status, clock=time.time, name="kgd-remote-sync",
+                 after=None):
         self.do_commit = do_commit
         self.do_round = do_round
+        self.after = after  # called in the thread after each round, outside the condition
         self.schedule = schedule
         self.status = status
         self.clock = clock
         self.cond = threading.Condition()
         self.stopped = False
         self.busy = None
+        self.last_result = None
         self.asked = 0  # rounds asked for
         self.served = 0  # rounds asked for that a finished round covered
         self.thread = threading.Thread(target=self._loop, name=name, daemon=True)
@@ -175,10 +178,14 @@ class Worker:
                 self.cond.wait(left)
             return self.served >= ticket
 
-    def stop(self, timeout=30.0):
+    def stopping(self):
+        """Start no new action and release the waiters (the action under way still ends)."""
         with self.cond:
             self.stopped = True
             self.cond.notify_all()
+
+    def stop(self, timeout=30.0):
+        self.stopping()
         if self.thread.is_alive() and self.thread is not threading.current_thread():
             self.thread.join(timeout)
 
@@ -197,6 +204,11 @@ class Worker:
                 covering = self.asked
                 started = self.clock()
             self._run(action, started)
+            if action == "round" and self.after is not None:
+                try:
+                    self.after()
+                except Exception:
+                    log.exception("remote sync: recording a round's outcome failed")
             with self.cond:
                 self.busy = None
                 if action == "round":
@@ -210,10 +222,12 @@ class Worker:
                 with self.cond:
                     self.schedule.committed(started)
                 return
-            self.do_round()
+            self.last_result = self.do_round()
         except Exception as exc:  # a failure of one round never ends the thread
             kind = getattr(exc, "kind", None)
             message = getattr(exc, "message", None) or str(exc) or type(exc).__name__
+            if kind == "cancelled":
+                return
             if kind is None:
                 kind = "failed"
                 log.exception("remote sync %s raised", action)

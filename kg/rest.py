@@ -197,6 +197,28 @@ def projects(store, m, q, body):
                               "orphaned": g.state_counts[model.ORPHANED]} for g in graphs]}
 
 
+def get_remote(store, m, q, body):
+    """Placeholder in the table: handle() answers /api/remote through the daemon's RemoteSync."""
+    raise AssertionError("handled by handle()")
+
+
+def post_remote(store, m, q, body):
+    raise AssertionError("handled by handle()")
+
+
+def _remote_answer(remote, method, body):
+    """GET: the personal remote's status; POST {wait?}: re-read ROOT/sync.json, sync now, wait."""
+    if remote is None:
+        raise RestError(409, "this daemon has no personal remote support wired in.")
+    if method == "GET":
+        return remote.status()
+    _body_fields(body, ("wait",))
+    wait = body.get("wait", 60)
+    if isinstance(wait, bool) or not isinstance(wait, (int, float)) or not 0 <= wait <= 300:
+        raise BadInput("wait must be a number of seconds from 0 to 300.")
+    return remote.sync_now(wait)
+
+
 def openapi(store, m, q, body):
     return OPENAPI
 
@@ -228,11 +250,12 @@ ROUTES = [
     (r"/api/projects", {"GET": projects}),
     (r"/api/openapi.json", {"GET": openapi}),
     (r"/api/hooks", {"POST": post_hooks}),
+    (r"/api/remote", {"GET": get_remote, "POST": post_remote}),
 ]
 _COMPILED = [(re.compile(p + r"/?\Z"), methods) for p, methods in ROUTES]
 
 
-def handle(store, method, path, query, body, content_type=None, hooks=None):
+def handle(store, method, path, query, body, content_type=None, hooks=None, remote=None):
     """-> (status, json object or None for an empty body, extra headers). Every failure is a JSON
     {"error": ...}. `hooks` answers POST /api/hooks (the daemon's, set where it is wired)."""
     if method == "HEAD":
@@ -253,6 +276,8 @@ def handle(store, method, path, query, body, content_type=None, hooks=None):
                 return 200, _hook_answer(hooks or (lambda payload: None), body, content_type), None
             if method in ("PUT", "POST", "PATCH"):
                 body = _json_body(body, content_type)
+            if fn in (get_remote, post_remote):
+                return 200, _remote_answer(remote, method, body or {}), None
             return 200, fn(store, args, query, body or {}), None
         except UnicodeDecodeError:
             return 400, {"error": "the path is not valid percent-encoded UTF-8."}, None
@@ -326,6 +351,11 @@ OPENAPI = {
                 "level": {"type": "string"}, "created": {"type": "boolean"}, "edge": _ref("Edge")}},
             "Progress": {"type": "object", "required": ["task_id", "level", "state"], "properties": {
                 "task_id": {"type": "string"}, "level": {"type": "string"}, "state": {"type": ["object", "null"]}}},
+            "RemoteStatus": {"type": "object", "required": ["enabled", "remote", "last_ok", "last_error"],
+                             "properties": {"enabled": {"type": "boolean"}, "remote": {"type": ["string", "null"]},
+                                            "last_ok": {"type": ["number", "null"]},
+                                            "last_error": {"type": ["object", "null"]},
+                                            "syncing": {"type": "boolean"}, "completed": {"type": "boolean"}}},
             "Health": {"type": "object", "required": ["status", "version", "uptime_s", "sessions", "graphs_loaded"],
                        "properties": {"status": {"type": "string"}, "version": {"type": "string"},
                                       "uptime_s": {"type": "number"}, "sessions": {"type": "integer"},
@@ -424,6 +454,15 @@ OPENAPI = {
             "responses": dict({"200": {"description": "Claude Code's hook output as JSON (hookSpecificOutput, "
                                                       "decision, systemMessage), or an empty body when there is "
                                                       "nothing worth saying"}}, **_errors(400, 415))}},
+        "/api/remote": {
+            "get": {"summary": "the personal remote (kgd sync): where, last sync, last error",
+                    "operationId": "remoteStatus", "responses": dict({"200": _ok(_ref("RemoteStatus"))}, **_errors(409))},
+            "post": {"summary": "re-read ROOT/sync.json and sync with the personal remote now", "operationId": "remoteSync",
+                     "requestBody": {"required": False, "content": _json({
+                         "type": "object", "additionalProperties": False, "properties": {
+                             "wait": {"type": "number", "minimum": 0, "maximum": 300,
+                                      "description": "seconds to wait for the round (60)"}}})},
+                     "responses": dict({"200": _ok(_ref("RemoteStatus"))}, **_errors(400, 409, 415))}},
         "/api/openapi.json": {"get": {"summary": "this document", "operationId": "openapi",
                                       "responses": {"200": _ok({"type": "object"})}}},
     },

@@ -31,8 +31,10 @@ REMOTE_REF = "refs/remotes/origin/" + BRANCH
 ATTRIBUTES = "*.jsonl merge=union\n"
 PUSH_TRIES = 3
 GC_EVERY = 50  # rounds between `git gc --auto`
-CONFIG_NAME = "sync.json"
+CONFIG_NAME = "sync.json"  # written by `kgd sync`: {"remote": URL, "enabled": bool}
+STATUS_NAME = "sync-status.json"  # written by the daemon: the last round's outcome
 FOLDER_NAME = "sync"
+MAX_URL = 4096
 
 
 def config_path(root):
@@ -45,17 +47,45 @@ def sync_folder(root):
 
 def read_config(root):
     """ROOT/sync.json as a dict ({} when absent or unreadable)."""
+    return _read_json(config_path(root))
+
+
+def write_config(root, cfg):
+    _write_json(config_path(root), cfg)
+
+
+def read_status(root):
+    return _read_json(os.path.join(root, STATUS_NAME))
+
+
+def write_status(root, status):
+    _write_json(os.path.join(root, STATUS_NAME), status)
+
+
+def _read_json(path):
     try:
-        with open(config_path(root), "r", encoding="utf-8") as f:
+        with open(path, "r", encoding="utf-8") as f:
             obj = json.load(f)
     except (OSError, ValueError):
         return {}
     return obj if isinstance(obj, dict) else {}
 
 
-def write_config(root, cfg):
-    atomic_write(config_path(root), (json.dumps(cfg, indent=1, sort_keys=True) + "\n").encode("utf-8"),
-                 keep_prev=False)
+def _write_json(path, obj):
+    atomic_write(path, (json.dumps(obj, indent=1, sort_keys=True) + "\n").encode("utf-8"), keep_prev=False)
+
+
+def check_remote(url):
+    """The remote URL as given, or ValueError saying why git must not be pointed at it."""
+    if not isinstance(url, str) or not url.strip():
+        raise ValueError("the remote must be a git URL or a path")
+    if len(url) > MAX_URL or any(ord(c) < 32 or ord(c) == 127 for c in url):
+        raise ValueError("the remote is not a usable URL (control characters or over %d characters)" % MAX_URL)
+    if url.startswith("-"):
+        raise ValueError("the remote %r starts with '-' (git would read it as an option)" % url[:100])
+    if url.lower().startswith(("ext::", "fd::")):
+        raise ValueError("the remote %r would run a command; give a URL or a path" % url[:100])
+    return url
 
 
 class SyncRepo:
@@ -67,9 +97,29 @@ class SyncRepo:
         self.timeout = timeout
         self._remote_set = None
         self.rounds = 0
+        self.cancelled = False
+        self._proc = None
 
     def git(self, *args, check=True, timeout=None):
-        return gitrun.run(list(args), self.folder, timeout or self.timeout, check=check)
+        if self.cancelled:
+            raise gitrun.GitError("cancelled", "the daemon is stopping")
+        try:
+            return gitrun.run(list(args), self.folder, timeout or self.timeout, check=check, started=self._started)
+        finally:
+            self._proc = None
+            if self.cancelled:
+                raise gitrun.GitError("cancelled", "the daemon is stopping")
+
+    def _started(self, proc):
+        self._proc = proc
+        if self.cancelled:
+            gitrun.kill(proc)
+
+    def cancel(self):
+        """Stop the round under way: the git call running now is killed, no further one starts
+        (what a killed git leaves, the next round finishes)."""
+        self.cancelled = True
+        gitrun.kill(self._proc)
 
     def out(self, *args):
         return self.git(*args)[1].strip()
