@@ -19,16 +19,13 @@ from .console import CommandError, say
 from .diskview import project_graphs, snapshot_graph
 from .errors import KgError
 from .graph import graph_from_obj
+from .projects import resolve_project_root
 from .storage import Layout
 
 NO_SESSION = "(none: kgd show reads without starting a session)"
 
 
 def _project_root(folder):
-    try:
-        from .projects import resolve_project_root
-    except ImportError:  # before the store's split into projects/sessions/...
-        from .store import resolve_project_root
     try:
         return resolve_project_root(folder)
     except KgError as exc:

@@ -25,6 +25,8 @@ class Graph:
         self.search_cache = {}  # id -> lower-cased text, owned by kg/search.py
         self.corpus = None  # a search.Corpus of every node, rebuilt after any change
         self.recall_index = None  # the hooks' recall index; dropped whenever corpus is
+        self.recall_prev = None  # the last recall index built: kg/hooks.py redoes only changed nodes from it
+        self.recall_warming = False  # a thread is building a big graph's first recall index (kg/hooks.py)
         self.compact_idle_until = 0.0  # see Store._compact_after
         self.path_known = True  # False for an old project file that does not record its path
 
@@ -138,6 +140,16 @@ class Graph:
         item["level"] = self.level
         item["edges"] = [model.public_edge(e) for e in self.edges_of(node_id)]
         return item
+
+    def active_view(self):
+        """A full kg_read's view of the graph: its active nodes, their recency, the archived
+        ids, the edges counted in the estimate and the estimate."""
+        nodes = sorted((self.nodes[nid] for nid in self.by_state[model.ACTIVE]), key=lambda n: n["id"])
+        return {"nodes": [model.public_node(n) for n in nodes],
+                "recency": {n["id"]: model.recency(n) for n in nodes},
+                "archived": sorted(self.by_state[model.ARCHIVED]),
+                "edges": [model.public_edge(self.edges[k]) for k in sorted(self.counted_edges)],
+                "tokens": self.tokens}
 
     def visible_edges(self):
         """Edges shown by kg_read: at least one end an active node (contract 5, revised)."""

@@ -112,11 +112,11 @@ class _Memory:
         last one built (recall_prev), so that only changed nodes are redone. A big graph with no
         index yet is indexed on a thread (a cold index of 10,000 nodes takes about a second);
         meanwhile its hooks answer nothing."""
-        ix = getattr(g, "recall_index", None)
+        ix = g.recall_index
         if ix is None:
-            prev = getattr(g, "recall_prev", None)
+            prev = g.recall_prev
             if prev is None and len(g.nodes) > WARM_INLINE:
-                if not getattr(g, "recall_warming", False):
+                if not g.recall_warming:
                     g.recall_warming = True
                     threading.Thread(target=self._warm, args=(g, dict(g.nodes), dict(g.edges)),
                                      name="kgd-recall-index", daemon=True).start()
@@ -140,7 +140,7 @@ class _Memory:
         try:
             ix = recall.Index(nodes, edges)
             with self.store.lock:
-                if getattr(g, "recall_prev", None) is None:
+                if g.recall_prev is None:
                     g.recall_prev = ix
         except Exception:
             log.exception("building the recall index failed")

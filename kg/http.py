@@ -26,7 +26,8 @@ from urllib.parse import parse_qs, urlsplit
 
 from . import __version__, feed, guard, jsonrpc, mcp, ws
 from .errors import KgError
-from .store import new_session_id, resolve_project_root
+from .projects import resolve_project_root
+from .sessions import new_session_id
 
 log = logging.getLogger(__name__)
 

@@ -176,6 +176,31 @@ def check_node_text(node):
     return node
 
 
+def check_ids(ids):
+    """The ids of a read by id: a non-empty list of at most 200 ids."""
+    if not isinstance(ids, list) or not ids:
+        raise BadInput("give id (a string) or ids (a non-empty list of strings).")
+    if len(ids) > 200:
+        raise BadInput("at most 200 ids per kg_read.")
+    return [check_id(i, "each id") for i in ids]
+
+
+def put_result(old, node_id, gist, notes, touches, now):
+    """The node a put leaves: a new node, or the old one with the given fields replaced
+    (omitted ones kept) and its write time refreshed."""
+    if old is None:
+        if gist is None:
+            raise BadInput("gist is required for a new node %r: one line saying the insight." % node_id)
+        return {"id": node_id, "gist": gist, "notes": notes or [], "touches": touches or [],
+                "_created_ts": now, "_write_ts": now, "_read_ts": None}
+    node = dict(old)
+    for field, value in (("gist", gist), ("notes", notes), ("touches", touches)):
+        if value is not None:
+            node[field] = value
+    node["_write_ts"] = now
+    return node
+
+
 def set_active(node):
     """Drop both state keys (an active node carries neither)."""
     node.pop("_archived", None)

@@ -13,6 +13,7 @@ from urllib.parse import unquote
 from . import __version__, model
 from .errors import BadInput, KgError, NotFound
 from .jsonrpc import strict_loads
+from .projects import resolve_project_root
 
 
 class RestError(Exception):
@@ -67,7 +68,7 @@ def _body_fields(body, allowed):
 def graph(store, m, q, body):
     """Both graphs; a project without a graph yet shows an empty one (a GET creates nothing)."""
     pp = _q(q, "project_path")
-    root = _root(pp) if pp else None  # walks the file system: before taking the store's lock
+    root = resolve_project_root(pp) if pp else None  # walks the file system: before taking the store's lock
     with store.lock:
         project = store.existing_project_graph(root) if root else None
         shown = _full_graph(store, project) if project else (
@@ -85,11 +86,6 @@ def _full_graph(store, g):
         nodes.append(item)
     return {"nodes": nodes, "edges": [model.public_edge(e) for e in g.edges.values()],
             "tokens": g.tokens, "max_tokens": store.settings.max_tokens}
-
-
-def _root(pp):
-    from .store import resolve_project_root
-    return resolve_project_root(pp)
 
 
 def create_session(store, m, q, body):

@@ -23,7 +23,7 @@ import re
 import threading
 import time
 
-from .errors import Conflict, StorageError
+from .errors import BadInput, Conflict, StorageError
 
 log = logging.getLogger(__name__)
 
@@ -202,6 +202,20 @@ class Layout:
             return False
         return all(n in self.KGD_NAMES or n.startswith(".tmp-")
                    or any(n.startswith(k + ".") for k in self.KGD_NAMES) for n in names)
+
+    def prepare_root(self):
+        """Create the root 0700, or tighten a root holding only kgd's files; refuse one kgd
+        cannot write."""
+        if not os.path.isdir(self.root):
+            ensure_dir(self.root)
+        elif os.stat(self.root).st_mode & 0o077:
+            if self.holds_only_kgd_files():
+                os.chmod(self.root, 0o700)  # e.g. made by an older tool with the umask's mode
+            else:  # a shared folder (--root ~ ?): not ours to re-permission
+                log.warning("storage root %s is readable by other users and holds other files; "
+                            "use a folder of its own, or chmod 700 it", self.root)
+        if not os.access(self.root, os.W_OK):
+            raise BadInput("storage root %s is not writable." % self.root)
 
     def graph_file(self, slug):
         return os.path.join(self.projects_dir, slug, "graph.json")

@@ -25,6 +25,7 @@ import pytest
 from kg import model, storage, tools
 from kg.errors import StorageError
 from kg.store import Settings, Store
+from kg.writepath import WritePath
 
 T0 = 1_700_000_000.0
 BIG = 10 ** 9
@@ -432,7 +433,7 @@ def test_write_racing_a_failed_fsync_is_not_acknowledged_then_lost(make_env, mon
         return real_fsync(fd)
 
     real_commit = storage.Journal.commit
-    real_recover = Store._recover
+    real_recover = WritePath.recover
 
     def commit(self, ticket):
         if b_thread and threading.current_thread() is b_thread[0]:
@@ -450,7 +451,7 @@ def test_write_racing_a_failed_fsync_is_not_acknowledged_then_lost(make_env, mon
     if hasattr(os, "fdatasync"):
         monkeypatch.setattr(storage.os, "fdatasync", fsync)
     monkeypatch.setattr(storage.Journal, "commit", commit)
-    monkeypatch.setattr(Store, "_recover", recover)
+    monkeypatch.setattr(WritePath, "recover", recover)
     out = {}
 
     def a():

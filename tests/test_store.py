@@ -14,7 +14,8 @@ from helpers import StoreEnv
 from kg import model, tools
 from kg.errors import BadInput, Conflict, NotFound, StorageError
 from kg.model import ACTIVE, ARCHIVED, ORPHANED
-from kg.store import Settings, Store, resolve_project_root
+from kg.projects import resolve_project_root
+from kg.store import Settings, Store
 
 T0 = StoreEnv.T0
 BIG = 10 ** 9          # max_tokens that never triggers compaction

@@ -1,7 +1,9 @@
-"""The store's rooms import one way: projects, sessions, changelog and durable never import
-the store, each imports alone in a fresh interpreter, and the store re-exports the names
-other modules import from it."""
+"""The store's rooms import one way: projects, sessions, changelog, durable, the registry and
+the write path never import the store, each imports alone in a fresh interpreter, and the
+store re-exports nothing: a name is imported from the module that defines it."""
 
+import ast
+import glob
 import os
 import subprocess
 import sys
@@ -9,7 +11,8 @@ import sys
 import pytest
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-ROOMS = ["kg.projects", "kg.sessions", "kg.changelog", "kg.durable", "kg.graph", "kg.storage", "kg.model"]
+ROOMS = ["kg.projects", "kg.sessions", "kg.changelog", "kg.durable", "kg.graph", "kg.storage", "kg.model",
+         "kg.registry", "kg.writepath"]
 
 
 @pytest.mark.parametrize("module", ROOMS + ["kg.store"])
@@ -22,10 +25,26 @@ def test_imports_alone_and_never_the_store(module):
     assert loaded == (["kg.store"] if module == "kg.store" else []), loaded
 
 
-def test_store_reexports():
-    from kg import projects, sessions, store
-    assert store.Session is sessions.Session
-    assert store.new_session_id is sessions.new_session_id
-    assert store.resolve_project_root is projects.resolve_project_root
-    for name in ("Store", "Settings", "Session", "resolve_project_root", "new_session_id"):
-        assert name in store.__all__
+def _defined_at_top(tree):
+    names = set()
+    for node in tree.body:
+        if isinstance(node, (ast.ClassDef, ast.FunctionDef)):
+            names.add(node.name)
+        elif isinstance(node, ast.Assign):
+            names.update(t.id for t in node.targets if isinstance(t, ast.Name))
+    return names
+
+
+def test_nothing_is_imported_from_the_store_that_it_does_not_define():
+    with open(os.path.join(ROOT, "kg", "store.py")) as f:
+        tree = ast.parse(f.read())
+    own = _defined_at_top(tree)
+    assert "__all__" not in own
+    borrowed = []
+    for path in glob.glob(os.path.join(ROOT, "*", "*.py")):
+        with open(path) as f:
+            for node in ast.walk(ast.parse(f.read())):
+                if isinstance(node, ast.ImportFrom) and (node.module, node.level) in (("kg.store", 0), ("store", 1)):
+                    borrowed += ["%s: %s" % (os.path.relpath(path, ROOT), a.name) for a in node.names
+                                 if a.name not in own]
+    assert borrowed == [], borrowed
