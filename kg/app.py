@@ -124,8 +124,11 @@ class LazyRemote:
         with self.lock:
             if self.real is None:
                 from .remote import RemoteSync
+                from .syncexport import Bridge
+                from .syncrepo import sync_folder
 
-                self.real = RemoteSync(self.root, self.interval).start()
+                bridge = Bridge(self.store, sync_folder(self.root))
+                self.real = RemoteSync(self.root, self.interval, bridge=bridge).start()
         return self.real
 
     def start(self):
@@ -136,7 +139,7 @@ class LazyRemote:
     def changed(self, event=None):
         real = self.real
         if real is not None:
-            real.changed()
+            real.changed(event)
 
     def status(self):
         if self.real is None:

@@ -32,7 +32,7 @@ class RemoteSync:
         self.root = root
         self.folder = sync_folder(root)
         self.interval = float(interval)
-        self.bridge = bridge  # .export(), .pickup(changed_paths), .reset() on a new remote
+        self.bridge = bridge  # kg/syncexport.Bridge: .export(full), .pickup(changed_paths), .note(event)
         self.clock = clock
         self.debounce = debounce
         self.max_delay = max_delay
@@ -97,14 +97,14 @@ class RemoteSync:
     # ------------------------------------------------------------ what the worker runs
 
     def _commit(self):
-        if self.bridge is not None:
-            self.bridge.export()
         self.repo.ensure()
+        if self.bridge is not None:
+            self.bridge.export(full=False)
         self.repo.commit()
 
     def _round(self):
         bridge = self.bridge
-        result = self.repo.round(export=bridge.export if bridge else None,
+        result = self.repo.round(export=(lambda: bridge.export(full=True)) if bridge else None,
                                  pickup=bridge.pickup if bridge else None)
         self.last_round = {"at": self.clock(), "changed": len(result["changed"]),
                            "conflicted": result["conflicted"]}
@@ -118,10 +118,12 @@ class RemoteSync:
 
     # ------------------------------------------------------------ what callers use
 
-    def changed(self, *event):
+    def changed(self, event=None):
         """A store change listener: knowledge changed, an export and a commit are due."""
         worker = self.worker
         if worker is not None:
+            if self.bridge is not None:
+                self.bridge.note(event)
             worker.changed()
 
     def sync_now(self, wait=60.0):

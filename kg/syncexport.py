@@ -1,0 +1,307 @@
+"""Knowledge between the store and the sync working tree ROOT/sync/ (contract section 9, personal
+remote). Each graph's folder there is treated exactly like a `.kg/`: the same files, the same merge
+rule and the same three-way reconcile (kg/kgdir.py, kg/reconcile.py), with its own base.
+
+Rules owned here:
+- Folders: `user/` for the user graph, `projects/<identity>/` for a project (kg/repoid.py; the
+  identity is recorded in the graph's `_meta.repo_id`). A project shared in its repository (it has
+  `.kg/`) keeps its content there: only its personal state lands here.
+- Content: `nodes.jsonl`, `edges.jsonl` (kg/kgdir.py). Personal state: `personal.jsonl` (personal.py's
+  lines and rule: the later read wins, the later state change wins).
+- The base (what memory and the folder last agreed on) is `_meta.sync_base` of each graph, saved
+  with the graph file; a base lost in a crash only makes the next reconcile merge versions that
+  are already equal.
+- The store's lock is held only to snapshot a graph and to apply what the folder brought; files
+  are read, merged and written outside it. A key that changed in memory meanwhile is left for
+  the next pass. What the folder brings goes through the store's one write path (kg_sync, the
+  live feed and compaction see it as another session's change).
+- Nothing holding a credential is written here (the secrets gate): such a node or edge is
+  skipped and logged, and its base left as it was.
+- Files are written atomically, 0600, only when their bytes change.
+"""
+
+import logging
+import os
+import threading
+import time
+
+from . import kgdir, model, personal, repoid
+from .reconcile import plan
+from .storage import atomic_write, ensure_dir
+
+log = logging.getLogger(__name__)
+
+META = "sync_base"
+USER_DIR = "user"
+PROJECTS_DIR = "projects"
+KINDS = (("node", kgdir.NODES_FILE), ("edge", kgdir.EDGES_FILE))
+
+
+def is_shared(meta):
+    """The project keeps its content in its repository's `.kg/` (kg_shared state, not off)."""
+    s = meta.get("kg_shared")
+    return isinstance(s, dict) and not s.get("off")
+
+
+def folder_of(graph):
+    """The graph's folder under ROOT/sync/ (relative), or None when it has no identity yet."""
+    if graph.level == "user":
+        return USER_DIR
+    ident = graph.meta.get("repo_id")
+    return PROJECTS_DIR + "/" + ident if repoid.is_identity(ident) else None
+
+
+def _read(path):
+    try:
+        with open(path, "rb") as f:
+            return f.read(kgdir.MAX_FILE + 1)
+    except FileNotFoundError:
+        return None
+
+
+def _secret_check():
+    """The secrets gate's check of one record (True: holds a credential), when kg/secrets.py is
+    there; else a check that finds nothing."""
+    try:
+        from . import secrets  # noqa: F401  (the gate; its own module)
+    except ImportError:
+        return lambda rec: False
+    finder = getattr(secrets, "record_holds_secret", None) or getattr(secrets, "holds_secret", None)
+    return finder if finder is not None else (lambda rec: False)
+
+
+class Bridge:
+    """Reconciles the store's graphs with their folders under `sync_root` (ROOT/sync/)."""
+
+    def __init__(self, store, sync_root, clock=time.time):
+        self.store = store
+        self.sync_root = sync_root
+        self.clock = clock
+        self.dirty = set()  # (level, project_path) changed since their last pass
+        self.seen = {}  # id(durable) -> fingerprint after its last pass
+        self.problems_logged = set()
+        self.lock = threading.Lock()  # one pass at a time (the worker's thread, a test)
+        self.holds_secret = _secret_check()
+
+    # ------------------------------------------------------------ what the worker calls
+
+    def note(self, event):
+        if isinstance(event, dict):
+            self.dirty.add((event.get("level"), event.get("project_path")))
+
+    def export(self, full=False):
+        """Reconcile the graphs that changed (full: every graph whose memory or files moved)."""
+        with self.lock:
+            for durable in self._durables(load_all=full):
+                self.sync_graph(durable, force=False)
+
+    def pickup(self, changed_paths):
+        """The remote brought these files (paths relative to ROOT/sync/): reconcile their graphs."""
+        folders = {"/".join(p.split("/")[:2]) if p.startswith(PROJECTS_DIR + "/") else p.split("/")[0]
+                   for p in changed_paths}
+        with self.lock:
+            for durable in self._durables(load_all=True):
+                if folder_of(durable.graph) in folders:
+                    self.sync_graph(durable, force=True)
+
+    def _durables(self, load_all):
+        if load_all:
+            self.store.all_project_graphs()  # a graph never opened since start may hold news
+        with self.store.lock:
+            return list(self.store.registry.durables())
+
+    # ------------------------------------------------------------ one graph
+
+    def _fingerprint(self, durable):
+        g = durable.graph
+        reads = max((n.get("_read_ts") or 0 for n in g.nodes.values()), default=0)
+        return (id(g), len(g.nodes), len(g.edges), g.tokens, reads, g.state_counts[model.ARCHIVED],
+                g.state_counts[model.ORPHANED])
+
+    def _files_stat(self, folder):
+        out = []
+        for name in (kgdir.NODES_FILE, kgdir.EDGES_FILE, personal.FILE):
+            try:
+                st = os.stat(os.path.join(folder, name))
+                out.append((st.st_mtime_ns, st.st_size))
+            except OSError:
+                out.append(None)
+        return tuple(out)
+
+    def sync_graph(self, durable, force=True):
+        """One graph with its folder, both ways. Returns the number of changes taken into memory."""
+        self._ensure_identity(durable)
+        with self.store.lock:
+            g = durable.graph
+            rel = folder_of(g)
+            if rel is None:
+                return 0
+            folder = os.path.join(self.sync_root, *rel.split("/"))
+            key = (g.level, g.project_path)
+            mark = (self._fingerprint(durable), self._files_stat(folder))
+            if not force and key not in self.dirty and self.seen.get(id(durable)) == mark:
+                return 0
+            self.dirty.discard(key)
+            nodes = {k: dict(n) for k, n in g.nodes.items()}
+            edges = {k: dict(e) for k, e in g.edges.items()}
+            base = _base(g.meta)
+            shared = is_shared(g.meta)
+        now = self.clock()
+        taken, new_base = self._files(folder, rel, nodes, edges, base, shared, now)
+        applied = self._apply(durable, g, nodes, edges, taken, new_base)
+        with self.store.lock:
+            if durable.graph is g:
+                self.seen[id(durable)] = (self._fingerprint(durable), self._files_stat(folder))
+        return applied
+
+    def _files(self, folder, rel, nodes, edges, base, shared, now):
+        """Reconcile the snapshot with the folder's files and write them; what memory must take
+        ({"node": {key: rec or None}, "edge": ..., "personal": {id: rec}}) and the new base."""
+        taken = {"node": {}, "edge": {}, "personal": {}}
+        new_base = {"node": base["node"], "edge": base["edge"], "personal": base["personal"]}
+        writes = []
+        tombstoned = set()
+        if not shared:
+            memory = {"node": {k: kgdir.node_record(n) for k, n in nodes.items()},
+                      "edge": {k: kgdir.edge_record(e) for k, e in edges.items()}}
+            for kind, name in KINDS:
+                frozen = [k for k, r in memory[kind].items() if self.holds_secret(r)]
+                if frozen:
+                    log.warning("remote sync: %d %s(s) of %s hold a credential and are not synced (first: %r)",
+                                len(frozen), kind, rel, frozen[0][:100])
+                data = _read(os.path.join(folder, name))
+                result, out, problems = plan(memory[kind], data, base[kind], now, kind, frozen=frozen, force=True)
+                self._report(rel, problems)
+                taken[kind] = result.memory
+                new_base[kind] = result.base
+                if out is not None:
+                    writes.append((name, out))
+                if kind == "node":
+                    disk, _ = kgdir.parse(out if out is not None else data, "node")
+                    tombstoned = {k for k, r in disk.items() if kgdir.is_tombstone(r)}
+        mine = {k: personal.record(n, base["personal"].get(k), now) for k, n in nodes.items()}
+        data = _read(os.path.join(folder, personal.FILE))
+        disk, problems = personal.parse(data)
+        self._report(rel, problems)
+        merged, to_memory, p_base = personal.reconcile(mine, disk, drop=tombstoned)
+        out = personal.render(merged)
+        if out != (data or b""):
+            writes.append((personal.FILE, out))
+        taken["personal"] = to_memory
+        new_base["personal"] = p_base
+        if writes:
+            ensure_dir(folder)
+            for name, out in writes:
+                atomic_write(os.path.join(folder, name), out, keep_prev=False)
+        return taken, new_base
+
+    def _apply(self, durable, g, nodes, edges, taken, new_base):
+        """What the folder brought, through the store's write path; keys that changed in memory
+        since the snapshot are left (with their old base) for the next pass."""
+        store = self.store
+        with store.writes.writing(None) as w:
+            if durable.graph is not g:
+                return 0  # reloaded meanwhile: the next pass starts over
+            old = _base(g.meta)
+            records, pending = [], {}
+            for kind, current, snap in (("node", g.nodes, nodes), ("edge", g.edges, edges)):
+                for key, rec in taken[kind].items():
+                    if current.get(key) != snap.get(key):
+                        _keep_old(new_base[kind], old[kind], key)
+                        continue
+                    r = _content_record(kind, key, rec, current.get(key))
+                    if r is not None:
+                        records.append(r)
+                        if r["op"] == "node":
+                            pending[key] = r["node"]
+                        elif r["op"] == "del_node":
+                            pending[key] = None
+            for nid, rec in taken["personal"].items():
+                if nid in pending:
+                    if pending[nid] is not None:
+                        personal.apply(pending[nid], rec)
+                    continue
+                node = g.nodes.get(nid)
+                if node is None or node != nodes.get(nid):
+                    _keep_old(new_base["personal"], old["personal"], nid)
+                    continue
+                updated = personal.apply(dict(node), rec)
+                if updated != node:
+                    records.append({"op": "node", "node": updated})
+            if not records and new_base == old:
+                return 0
+            before = {r["key"]: g.edges.get(r["key"]) for r in records if r["op"] == "del_edge"}
+
+            def apply(graph):
+                from .graph import apply_record
+
+                for r in records:
+                    apply_record(graph, r)
+                graph.meta[META] = new_base
+            store.writes.change(w, durable, records, apply, lambda _: _events(records, before), counted=False)
+            durable.dirty = True  # the base is saved with the graph file at the next fold
+        return len(records)
+
+    # ------------------------------------------------------------ identity, problems
+
+    def _ensure_identity(self, durable):
+        """A project graph's identity, recorded in its _meta the first time (git runs here,
+        outside the store's lock)."""
+        g = durable.graph
+        if g.level != "project" or repoid.is_identity(g.meta.get("repo_id")) or not g.path_known:
+            return
+        path = g.project_path
+        ident = repoid.project_identity(path) if path and os.path.isdir(path) else repoid.identity_of_path(path)
+        with self.store.lock:
+            if durable.graph is g and not repoid.is_identity(g.meta.get("repo_id")):
+                g.meta["repo_id"] = ident
+                durable.dirty = True
+
+    def _report(self, rel, problems):
+        for p in problems:
+            if (rel, p) not in self.problems_logged:
+                self.problems_logged.add((rel, p))
+                log.warning("remote sync: %s/%s skipped", rel, p)
+
+
+def _base(meta):
+    b = meta.get(META)
+    b = b if isinstance(b, dict) else {}
+    return {k: dict(b.get(k)) if isinstance(b.get(k), dict) else {} for k in ("node", "edge", "personal")}
+
+
+def _keep_old(new, old, key):
+    if key in old:
+        new[key] = old[key]
+    else:
+        new.pop(key, None)
+
+
+def _content_record(kind, key, rec, current):
+    """The journal record taking one node or edge from the folder (rec None: it leaves memory)."""
+    if rec is None:
+        if current is None:
+            return None
+        return {"op": "del_node", "id": key} if kind == "node" else {"op": "del_edge", "key": key}
+    if kind == "node":
+        node = dict(current) if current is not None else {"_read_ts": None}
+        node.update(kgdir.node_fields(rec))
+        return {"op": "node", "node": node}
+    edge = dict(current or {})
+    edge.update(kgdir.edge_fields(rec))
+    return {"op": "edge", "edge": edge}
+
+
+def _events(records, removed_edges):
+    """The change events of what a pass took into memory (for kg_sync and the live feed)."""
+    out = []
+    for r in records:
+        if r["op"] == "node":
+            out.append(("node_put", {"node": model.public_node(r["node"])}))
+        elif r["op"] == "del_node":
+            out.append(("node_deleted", {"id": r["id"], "edges_removed": []}))
+        elif r["op"] == "edge":
+            out.append(("edge_put", {"edge": model.public_edge(r["edge"])}))
+        elif removed_edges.get(r["key"]) is not None:
+            out.append(("edge_deleted", {"edge": model.public_edge(removed_edges[r["key"]])}))
+    return out
