@@ -126,6 +126,13 @@ class RemoteSync:
                 self.bridge.note(event)
             worker.changed()
 
+    def tick(self):
+        """The maintenance beat: a graph loaded since the last pass (a project opened here for
+        the first time) is reconciled with its folder soon, not at the next round."""
+        worker, bridge = self.worker, self.bridge
+        if worker is not None and bridge is not None and bridge.unseen():
+            worker.changed()
+
     def sync_now(self, wait=60.0):
         """Re-read ROOT/sync.json, run a round now, wait for it (at most `wait` seconds)."""
         self.apply()

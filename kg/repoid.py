@@ -17,8 +17,6 @@ import hashlib
 import os
 import re
 
-from . import gitrun
-
 IDENTITY = re.compile(r"^(git-[0-9a-f]{40}|url-[0-9a-f]{24}|path-[0-9a-f]{24})$")
 _SCP = re.compile(r"^(?:[^@/]+@)?([^:/]+):(?!//)(.+)$")  # git@host:owner/repo
 GIT_TIMEOUT = 10.0
@@ -66,6 +64,8 @@ def identity_of_path(path):
 
 
 def _git(args, cwd):
+    from . import gitrun  # subprocess: only once a project is opened, never at start-up
+
     try:
         code, out, _ = gitrun.run(args, cwd, timeout=GIT_TIMEOUT, check=False)
     except gitrun.GitError:

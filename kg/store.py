@@ -150,6 +150,7 @@ class Store:
 
     def start_session(self, cwd=None):
         project_path = resolve_project_root(cwd) if cwd is not None else None
+        self.registry.warm_identity(project_path)  # git, if it must run, runs outside the lock
         with self.lock:
             return self._start(project_path)
 
@@ -184,6 +185,7 @@ class Store:
         sessions are kept at least sessions.CLIENT_TTL idle."""
         client_id = check_client_id(client_id)
         project_path = resolve_project_root(cwd) if cwd is not None else None
+        self.registry.warm_identity(project_path)  # git, if it must run, runs outside the lock
         with self.lock:
             s = self._sessions.for_client(client_id, self.clock())
             if s is not None and not fresh:

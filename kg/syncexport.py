@@ -104,6 +104,10 @@ class Bridge:
                 if folder_of(durable.graph) in folders:
                     self.sync_graph(durable, force=True)
 
+    def unseen(self):
+        """True when a loaded graph has not been reconciled yet (cheap: counts)."""
+        return len(self.store.registry.projects) + 1 > len(self.seen)
+
     def _durables(self, load_all):
         if load_all:
             self.store.all_project_graphs()  # a graph never opened since start may hold news
@@ -135,6 +139,7 @@ class Bridge:
             g = durable.graph
             rel = folder_of(g)
             if rel is None:
+                self.seen[id(durable)] = None
                 return 0
             folder = os.path.join(self.sync_root, *rel.split("/"))
             key = (g.level, g.project_path)

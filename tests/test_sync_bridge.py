@@ -205,3 +205,23 @@ def test_nothing_when_nothing_changed(machines):
     a.sync()
     a.sync()
     assert a.repo.head() == head
+
+
+def test_project_cloned_at_another_path_on_another_machine_gets_its_knowledge(machines, tmp_path):
+    origin = tmp_path / "origin"
+    origin.mkdir()
+    gitrun.run(["init", "-q"], str(origin))
+    (origin / "f").write_text("x\n")
+    gitrun.run(["add", "-A"], str(origin))
+    gitrun.run(["commit", "-q", "-m", "m"], str(origin))
+    on_a, on_b = tmp_path / "a-home" / "src" / "app", tmp_path / "b-home" / "work" / "renamed"
+    for p in (on_a, on_b):
+        gitrun.run(["clone", "-q", str(origin), str(p)], str(tmp_path))
+    a, b = machines("a"), machines("b")
+    a.put("arch", "the app's architecture", level="project", project_path=str(on_a))
+    a.sync()
+    b.sync()
+    b.store.start_session(str(on_b))  # first opened here after the pull
+    assert b.bridge.unseen()
+    b.bridge.export()
+    assert set(b.nodes("project", str(on_b))) == {"arch"}
