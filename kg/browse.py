@@ -8,12 +8,14 @@ Rules owned here:
 - Through the daemon that holds the root when one answers (REST: GET /api/graph, /api/nodes,
   /api/search; no session is started, and a node shown by id counts as read, as kg_read id=).
   Otherwise from the files, read-only: no root lock taken, nothing written, nothing promoted.
+- `show` first says whether the project's knowledge is shared in its repository's `.kg/`
+  (contract 9) or personal; what a person read or archived is personal either way.
 """
 
 import os
 from urllib.parse import quote
 
-from . import model, render, search as ranking
+from . import model, render, search as ranking, sharedmeta
 from .client import Api, connect_host, find_daemon, get_json
 from .console import CommandError, say
 from .diskview import project_graphs, snapshot_graph
@@ -49,7 +51,26 @@ def _graph_from_rest(view, level, project_path=None):
                           "touches": n.get("touches") or [], "_created_ts": n.get("created_ts"), "_write_ts": ts,
                           "_archived": n.get("state") != model.ACTIVE,
                           "_orphaned_ts": (ts or 1.0) if n.get("state") == model.ORPHANED else None}
-    return graph_from_obj({"nodes": nodes, "edges": view.get("edges") or []}, level, project_path)
+    g = graph_from_obj({"nodes": nodes, "edges": view.get("edges") or []}, level, project_path)
+    g.sharing = view.get("sharing")
+    return g
+
+
+def sharing_line(project, root):
+    """One line: is this project's knowledge shared in the repository, or personal."""
+    from .shared import holds_kg, kg_dir
+
+    info = getattr(project, "sharing", None)
+    if info is None:  # from the files: the daemon is not running
+        meta = project.meta if project is not None else {}
+        info = {"shared": not sharedmeta.is_off(meta) and holds_kg(root), "off": sharedmeta.is_off(meta),
+                "kg_dir": kg_dir(root), "nodes": len(sharedmeta.state(dict(meta))["base"]["node"])}
+    if info.get("shared"):
+        return ("project graph: shared in %s (%s); what you read and archive stays personal"
+                % (info.get("kg_dir") or kg_dir(root), "%d nodes" % info.get("nodes", 0)))
+    if info.get("off"):
+        return "project graph: personal (sharing turned off here with `kgd share --off`)"
+    return "project graph: personal (`kgd share` shares it with the team through the repository)"
 
 
 def _graphs(cfg, api, root):
@@ -126,6 +147,7 @@ def show(args, cfg):
         if api is not None:
             api.close()
     result = {"session_id": NO_SESSION, "project_path": root, "user": _read_view(user), "project": _read_view(project)}
+    say(sharing_line(project, root))
     say(render.render_read(result, max_tokens))
     return 0
 

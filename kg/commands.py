@@ -3,7 +3,7 @@
 Each command lives in a module of its own, imported only when that command runs, so that a
 short-lived command such as `kgd hook` loads no more than it needs:
 status/start/stop (lifecycle), stdio, export/import (backup), bundle, doctor, desktop,
-show/search (browse), hook (hookcmd), hooks (hookconf).
+show/search (browse), hook (hookcmd), hooks (hookconf), share (sharecmd).
 """
 
 import argparse
@@ -15,7 +15,7 @@ COMMANDS = {"status": "lifecycle:status", "start": "lifecycle:start", "stop": "l
             "stdio": "stdio:command", "export": "backup:export", "import": "backup:import_",
             "bundle": "bundle:bundle", "doctor": "doctor:doctor", "desktop": "desktop:desktop",
             "show": "browse:show", "search": "browse:search", "hook": "hookcmd:hook", "hooks": "hookconf:hooks",
-            "sync": "synccmd:sync"}
+            "sync": "synccmd:sync", "share": "sharecmd:share"}
 
 
 def _common(p, add_common):
@@ -79,6 +79,9 @@ def register(sub, add_common):
     g.add_argument("--off", action="store_true", help="stop syncing (ROOT/sync keeps its history)")
     p.add_argument("--no-wait", dest="no_wait", action="store_true", help="start the round, do not wait for it")
     p.add_argument("--json", action="store_true", help="the remote's status as one JSON object")
+    p = command("share", "share this project's memory with the team through its git repository (.kg/)")
+    p.add_argument("path", nargs="?", metavar="PATH", help="a folder of the repository (default: the current one)")
+    p.add_argument("--off", action="store_true", help="stop reading and writing .kg/ for you (the graph keeps what it had)")
 
 
 def run(command, args, cfg):

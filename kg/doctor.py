@@ -237,6 +237,31 @@ def _check_hooks(rep, port):
         rep.ok("Claude Code hooks in %s -> port %d" % (path, port))
 
 
+def _check_shared(rep, root):
+    """Contract 9: every project shared through its repository's .kg/ loads cleanly (kgd skips
+    what it cannot read; this says what and where)."""
+    from . import kgdir, sharedmeta, shared
+    from .diskview import project_graphs
+    from .storage import Layout
+
+    for _, g in project_graphs(Layout(root)) if os.path.isdir(root) else ():
+        if not g.project_path or sharedmeta.is_off(g.meta) or not shared.holds_kg(g.project_path):
+            continue
+        problems, counts = [], {}
+        for kind, path in shared.Shared.paths_of(g.project_path).items():
+            data, problem = shared.read_file(path)
+            problems += [problem] if problem else []
+            records, found = kgdir.parse(data, kind)
+            problems += found
+            counts[kind] = sum(1 for r in records.values() if "deleted" not in r)
+        where = shared.kg_dir(g.project_path)
+        if problems:
+            rep.warn("%s: %d problem(s), skipped by kgd: %s" % (where, len(problems), "; ".join(problems[:5])),
+                     "fix or delete those lines (`git log -p -- .kg` shows who added them); the rest loads")
+        else:
+            rep.ok("%s shares %d nodes and %d edges" % (where, counts["node"], counts["edge"]))
+
+
 def doctor(args, cfg):
     rep = Report()
     py = sys.version_info
@@ -271,6 +296,7 @@ def doctor(args, cfg):
                      "KG_HTTP_PORT) and re-register the client with that port" % port)
     _check_storage(rep, cfg["root"])
     synccmd.check(rep, cfg)
+    _check_shared(rep, cfg["root"])
     if not args.skip_service:
         _check_service(rep, port or DEFAULT_PORT)
     if not args.skip_client:

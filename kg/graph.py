@@ -5,7 +5,7 @@ section 5 and the count of nodes per state are kept incrementally: every change 
 goes through `refresh(id)`, which re-counts that node and the edges that touch it.
 """
 
-from . import model
+from . import model, sharedmeta
 
 
 class Graph:
@@ -29,6 +29,7 @@ class Graph:
         self.recall_warming = False  # a thread is building a big graph's first recall index (kg/hooks.py)
         self.compact_idle_until = 0.0  # see Store._compact_after
         self.path_known = True  # False for an old project file that does not record its path
+        self.shared = False  # the project's knowledge is shared through its repository's .kg/ (kg/shared.py)
 
     # ---- figures
 
@@ -268,6 +269,7 @@ def graph_from_obj(obj, level, project_path=None, slug=None, fallback_ts=0.0):
 # ---- journal records: absolute states, so replaying one twice is harmless
 
 def apply_record(g, rec):
+    """Apply one journal record; a delete returns what it removed."""
     op = rec.get("op")
     if op == "node":
         node = rec["node"]
@@ -278,11 +280,19 @@ def apply_record(g, rec):
         g.nodes[node["id"]] = node
         g.refresh(node["id"])
     elif op == "del_node":
-        g.delete_node(rec["id"])
+        removed = g.delete_node(rec["id"])
+        if rec.get("tomb") is not None:  # an explicit delete in a shared graph
+            sharedmeta.note_deleted(g, rec["id"], sharedmeta.edge_keys(removed), rec["tomb"])
+        return removed
     elif op == "edge":
         g.put_edge(rec["edge"])
     elif op == "del_edge":
-        g.delete_edge(rec["key"])
+        edge = g.delete_edge(rec["key"])
+        if rec.get("tomb") is not None and edge is not None:
+            sharedmeta.note_deleted(g, None, [rec["key"]], rec["tomb"])
+        return edge
+    elif op == "shared":
+        sharedmeta.apply(g, rec)
     elif op == "progress":
         progress = g.meta.setdefault("progress", {})
         if rec.get("state") is None:

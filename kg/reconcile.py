@@ -130,14 +130,32 @@ def _tomb(key, now):
 
 def plan(memory, data, base, now, kind, dropped=None, frozen=(), force=False):
     """One file's sync: parse its bytes, reconcile, and the bytes to write back (None when
-    nothing needs writing). The file is rewritten clean only when something is written to it
-    (or with `force`): a pull that merely brings duplicates leaves the working tree as git left it.
-    Returns (Result, new bytes or None, problems)."""
+    nothing needs writing). Returns (Result, new bytes or None, problems)."""
     disk, problems = parse(data, kind)
     r = reconcile(memory, disk, base, now, dropped, frozen)
-    if not r.disk and not force:
-        return r, None, problems
+    return r, written(disk, r, data, now, force), problems
+
+
+def written(disk, result, data, now, force=False):
+    """The file's new bytes after a reconcile, or None. The file is rewritten clean only when
+    something is written to it (or with `force`): a pull that merely brings duplicates leaves
+    the working tree as git left it."""
+    if not result.disk and not force:
+        return None
     merged = dict(disk)
-    merged.update(r.disk)
+    merged.update(result.disk)
     out = render(merged, now)
-    return r, (out if out != (data or b"") else None), problems
+    return out if out != (data or b"") else None
+
+
+def memory_view(live, deleted, base, dropped):
+    """What reconcile is given as memory, from what a graph holds: its live records, tombstones
+    for explicit deletes not yet written (`deleted`: key -> time), and, for a based key that is
+    neither (compaction removed it from this person's view), a move from base to dropped: the
+    repository keeps it. Returns (memory, base, dropped)."""
+    memory = {k: _tomb(k, t) for k, t in deleted.items() if k not in live}
+    memory.update(live)
+    base, dropped = dict(base), dict(dropped)
+    for key in [k for k in base if k not in memory]:
+        dropped[key] = base.pop(key)
+    return memory, base, dropped

@@ -35,6 +35,7 @@ class Registry:
         self.projects = {}  # project_path -> Durable
         self.aliases = {}  # another checkout's path -> the Durable of its repository's graph
         self.identities = identities.Identities(layout)
+        self.on_load = None  # called with a project's Durable once it is loaded (lock held)
 
     def durables(self):
         """Every loaded Durable, the user graph's first."""
@@ -98,6 +99,8 @@ class Registry:
             except KgError:
                 del self.projects[project_path]
                 raise
+        if self.on_load is not None:
+            self.on_load(durable)
         return durable
 
     # ---- identities
@@ -117,8 +120,11 @@ class Registry:
         durable = next((d for d in self.projects.values() if d.graph.slug == slug), None)
         if durable is None:
             owner = self.layout.recorded_project_path(slug) or project_path
-            durable = self.projects.get(owner) or self._register(
-                owner, self._load(self.layout.graph_file(slug), "project", owner, slug))
+            durable = self.projects.get(owner)
+            if durable is None:
+                durable = self._register(owner, self._load(self.layout.graph_file(slug), "project", owner, slug))
+                if self.on_load is not None:
+                    self.on_load(durable)
         if durable.project_path != project_path:
             self.aliases[project_path] = durable
         if "repo_id" not in durable.graph.meta:

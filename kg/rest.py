@@ -10,7 +10,7 @@ is not JSON, 507 the disk refused the write).
 import re
 from urllib.parse import unquote
 
-from . import __version__, model
+from . import __version__, model, shared
 from .errors import BadInput, KgError, NotFound
 from .jsonrpc import strict_loads
 from .projects import resolve_project_root
@@ -70,9 +70,11 @@ def graph(store, m, q, body):
     pp = _q(q, "project_path")
     root = resolve_project_root(pp) if pp else None  # walks the file system: before taking the store's lock
     with store.lock:
-        project = store.existing_project_graph(root) if root else None
-        shown = _full_graph(store, project) if project else (
+        durable = store.registry.existing(root) if root else None
+        shown = _full_graph(store, durable.graph) if durable else (
             {"nodes": [], "edges": [], "tokens": 0, "max_tokens": store.settings.max_tokens} if root else None)
+        if durable is not None:
+            shown["sharing"] = shared.describe(durable)  # contract 9: shared in the repository, or personal
         return {"project_path": root, "user": _full_graph(store, store.user), "project": shown}
 
 
@@ -215,6 +217,16 @@ def _remote_answer(remote, method, body):
     return remote.sync_now(wait)
 
 
+def share(store, m, q, body):
+    """`kgd share [--off]` through the daemon, so the live graph is the one written."""
+    _body_fields(body, ("project_path", "off"))
+    if not isinstance(body.get("project_path"), str):
+        raise BadInput("project_path is required: the folder of the repository to share.")
+    if not isinstance(body.get("off", False), bool):
+        raise BadInput("off must be true or false.")
+    return store.share(body["project_path"], off=body.get("off", False))
+
+
 def openapi(store, m, q, body):
     return OPENAPI
 
@@ -244,6 +256,7 @@ ROUTES = [
     (r"/api/sync", {"GET": sync}),
     (r"/api/progress/(?P<task_id>[^/]+)", {"GET": get_progress, "PUT": put_progress}),
     (r"/api/projects", {"GET": projects}),
+    (r"/api/share", {"POST": share}),
     (r"/api/openapi.json", {"GET": openapi}),
     (r"/api/hooks", {"POST": post_hooks}),
     (r"/api/remote", {"GET": get_remote, "POST": post_remote}),
@@ -441,6 +454,13 @@ OPENAPI = {
             "responses": {"200": _ok({"type": "object", "required": ["projects"], "properties": {"projects": {
                 "type": "array", "items": {"type": "object", "required": [
                     "slug", "project_path", "nodes", "edges", "active", "archived", "orphaned"]}}}})}}},
+        "/api/share": {"post": {
+            "summary": "share a project's graph in its repository's .kg/ (or stop: off)", "operationId": "share",
+            "requestBody": {"required": True, "content": _json({
+                "type": "object", "required": ["project_path"], "additionalProperties": False,
+                "properties": {"project_path": {"type": "string"}, "off": {"type": "boolean"}}})},
+            "responses": dict({"200": _ok({"type": "object", "required": ["shared", "project_path"], "properties": {
+                "shared": {"type": "boolean"}, "project_path": {"type": "string"}}})}, **_errors(400, 415))}},
         "/api/hooks": {"post": {
             "summary": "Claude Code hooks: hook input in, hook output (or nothing) out", "operationId": "hooks",
             "requestBody": {"required": True, "content": _json({

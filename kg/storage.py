@@ -72,17 +72,19 @@ def storage_error(exc, what):
                         "under the storage root and retry." % (what, reason, hint))
 
 
-def atomic_write(path, data, keep_prev=True):
+def atomic_write(path, data, keep_prev=True, mode=None):
     """Write bytes to path so that a crash leaves either the old or the new file, never a mix.
     keep_prev: the replaced file stays as <path>.prev (the graph files' rolling good copy; not
-    wanted beside a person's own files or an export)."""
+    wanted beside a person's own files or an export). mode: a file meant for others (a
+    repository's), created with that mode less the umask; by default 0600 whatever the umask."""
     folder = os.path.dirname(path) or "."
     ensure_dir(folder)
     tmp = os.path.join(folder, ".tmp-%s.part" % os.urandom(6).hex())
-    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, FILE_MODE)
+    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, FILE_MODE if mode is None else mode)
     try:
         try:
-            os.fchmod(fd, FILE_MODE)
+            if mode is None:
+                os.fchmod(fd, FILE_MODE)
             view = memoryview(data)
             while view:
                 n = os.write(fd, view)

@@ -18,7 +18,7 @@ import logging
 import threading
 import time
 
-from . import compaction, model, projects, search
+from . import compaction, model, projects, search, shared
 from .changelog import ChangeLog
 from .errors import BadInput, Conflict, KgError, NotFound, StorageError
 from .graph import apply_record
@@ -63,6 +63,7 @@ class Store:
         self.started = clock()
         self.compaction_settings = self.settings.compaction()
         self.writes = WritePath(self.lock, self.log, clock, self.compaction_settings, self.registry.durables)
+        self.registry.on_load = lambda durable: shared.attach(self, durable)
 
     # ------------------------------------------------------------ views
 
@@ -109,6 +110,7 @@ class Store:
         """Flush everything: fold every journal into its graph file, save sessions. On a bad
         disk the journals still hold every acknowledged change; the lock is released anyway."""
         try:
+            shared.export(self, force=True)  # before the lock: a sync takes it itself
             with self.lock:
                 self.writes.closed = True  # a request still running past shutdown must not write
                 for d in self.registry.durables():
@@ -230,9 +232,19 @@ class Store:
             quiet = force or now - self.writes.last_write >= self.settings.fold_delay
             durables = [d for d in self.registry.durables() if d.dirty]
         for d in durables:
+            if quiet and d.shared is not None:
+                d.shared.sync(self, blocking=False)  # .kg/ is written when writes pause
             with self.lock:
                 if d.dirty and (quiet or d.journal.records >= self.settings.fold_records):
                     d.fold()
+
+    def poll_shared(self):
+        """The maintenance beat: pick up `.kg/` files changed by anything but kgd (kg/shared.py)."""
+        shared.poll(self)
+
+    def share(self, project_path, off=False):
+        """`kgd share [--off]`: write the project's graph to its repository's `.kg/`, or stop."""
+        return shared.share(self, project_path, off)
 
     def maintenance(self, now=None):
         """One maintenance pass: compaction (with deletion) for every loaded graph, one graph
@@ -294,6 +306,7 @@ class Store:
             edge = {"from": frm, "to": to, "rel": rel, "notes": notes if notes is not None else (old or {}).get("notes", [])}
             if old is not None:
                 edge = dict(old, **edge)
+            edge["_write_ts"] = self.clock()  # when it changed: the merge rule of a shared graph needs it
             self.writes.change(w, durable, [{"op": "edge", "edge": edge}], lambda g: g.put_edge(edge),
                                lambda _: [("edge_put", {"edge": model.public_edge(edge)})])
             return {"level": durable.level, "created": old is None, "edge": model.public_edge(edge)}
@@ -322,8 +335,9 @@ class Store:
         node_id = model.check_id(node_id)
         with self.writes.writing(session) as w:
             durable = self._find_level(session, node_id, level, project_path)
+            rec = shared.delete_record(durable, {"op": "del_node", "id": node_id}, self.clock())
             removed = self.writes.change(
-                w, durable, [{"op": "del_node", "id": node_id}], lambda g: g.delete_node(node_id),
+                w, durable, [rec], lambda g: apply_record(g, rec),
                 lambda removed: [("node_deleted", {"id": node_id,
                                                    "edges_removed": [model.public_edge(e) for e in removed]})])
             return {"level": durable.level, "id": node_id, "edges_removed": len(removed)}
@@ -337,7 +351,8 @@ class Store:
                 raise NotFound("no edge %s -[%s]-> %s; kg_read shows the edges." % (frm[:200], rel[:100], to[:200]))
             if len(found) > 1:
                 raise Conflict("that edge exists in both graphs: say which with level.")
-            edge = self.writes.change(w, found[0], [{"op": "del_edge", "key": key}], lambda g: g.delete_edge(key),
+            rec = shared.delete_record(found[0], {"op": "del_edge", "key": key}, self.clock())
+            edge = self.writes.change(w, found[0], [rec], lambda g: apply_record(g, rec),
                                       lambda edge: [("edge_deleted", {"edge": model.public_edge(edge)})])
             return {"level": found[0].level, "edge": model.public_edge(edge)}
 

@@ -37,10 +37,9 @@ PROJECTS_DIR = "projects"
 KINDS = (("node", kgdir.NODES_FILE), ("edge", kgdir.EDGES_FILE))
 
 
-def is_shared(meta):
-    """The project keeps its content in its repository's `.kg/` (kg_shared state, not off)."""
-    s = meta.get("kg_shared")
-    return isinstance(s, dict) and not s.get("off")
+def is_shared(graph):
+    """The project keeps its content in its repository's `.kg/` (kg/shared.py)."""
+    return bool(getattr(graph, "shared", False))
 
 
 def folder_of(graph):
@@ -150,7 +149,7 @@ class Bridge:
             nodes = {k: dict(n) for k, n in g.nodes.items()}
             edges = {k: dict(e) for k, e in g.edges.items()}
             base = _base(g.meta)
-            shared = is_shared(g.meta)
+            shared = is_shared(g)
         now = self.clock()
         taken, new_base = self._files(folder, rel, nodes, edges, base, shared, now)
         applied = self._apply(durable, g, nodes, edges, taken, new_base)

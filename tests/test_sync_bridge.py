@@ -188,7 +188,7 @@ def test_project_keyed_by_identity_and_shared_projects_sync_only_personal(machin
     g = a.store.graph("project", project_path=str(repo))
     assert folder_of(g) == "projects/git-" + root
     with a.store.lock:
-        g.meta["kg_shared"] = {"base": {}}
+        g.shared = True  # as kg/shared.py marks a project whose repository holds .kg/
     a.put("p2", "shared knowledge", level="project", project_path=str(repo))
     a.sync()
     nodes, _ = kgdir.parse(open(os.path.join(folder, kgdir.NODES_FILE), "rb").read(), "node")
