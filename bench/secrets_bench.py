@@ -1,0 +1,91 @@
+"""The secrets gate's figures (contract section 10): detection, false alarms, time.
+
+    python bench/secrets_bench.py [--seeds N]
+
+- detection: every generated credential (tests/secrets_corpus.py, seeds 0..N-1) found as its kind;
+- false alarms: near-miss lines (engineering notes, hashes, UUIDs, placeholders, code) refused;
+  and, for scale, every line of this repository's own source and docs;
+- time: each 1 MB adversarial text (best of 3), and a node-sized text.
+"""
+
+import argparse
+import glob
+import os
+import sys
+import time
+from collections import Counter
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+REPO = os.path.dirname(HERE)
+sys.path[:0] = [REPO, os.path.join(REPO, "tests")]
+
+import secrets_corpus as corpus  # noqa: E402
+from kg import secrets  # noqa: E402
+
+
+def best_of(fn, n=3):
+    runs = []
+    for _ in range(n):
+        t0 = time.perf_counter()
+        fn()
+        runs.append(time.perf_counter() - t0)
+    return min(runs)
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--seeds", type=int, default=100)
+    args = ap.parse_args()
+
+    found, total, wrong = Counter(), Counter(), []
+    lines = alarms = 0
+    for seed in range(args.seeds):
+        for kind, text in corpus.credentials(seed):
+            total[kind] += 1
+            hit = secrets.find(text)
+            if hit is not None and hit.kind == kind:
+                found[kind] += 1
+            else:
+                wrong.append((seed, kind, hit and hit.kind))
+        for line in corpus.near_misses(seed + 1000):
+            lines += 1
+            alarms += secrets.find(line) is not None
+    print("credentials corpus (%d seeds): detected %d of %d, %d of %d kinds complete"
+          % (args.seeds, sum(found.values()), sum(total.values()),
+             sum(1 for k in total if found[k] == total[k]), len(total)))
+    for kind in sorted(total):
+        print("  %-18s %6d of %d" % (kind, found[kind], total[kind]))
+    for w in wrong[:10]:
+        print("  missed: seed %s %s -> %s" % w)
+    print("near-miss corpus (%d seeds): false alarms %d of %d lines (%d distinct templates)"
+          % (args.seeds, alarms, lines, len(corpus.near_misses())))
+
+    repo_lines, repo_hits = 0, []
+    for path in sorted(glob.glob(os.path.join(REPO, "**", "*"), recursive=True)):
+        if not path.endswith((".py", ".md", ".js", ".html", ".css", ".json", ".toml", ".sh", ".txt")) or "secrets_corpus" in path:
+            continue
+        with open(path, encoding="utf-8", errors="replace") as f:
+            for n, line in enumerate(f, 1):
+                repo_lines += 1
+                hit = secrets.find(line)
+                if hit is not None:
+                    repo_hits.append("%s:%d %s" % (os.path.relpath(path, REPO), n, hit.kind))
+    print("this repository's own text: %d of %d lines refused" % (len(repo_hits), repo_lines))
+    for h in repo_hits:
+        print("  " + h)
+
+    worst = ("", 0.0)
+    print("1 MB adversarial texts (best of 3):")
+    for name, text in sorted(corpus.adversarial().items()):
+        dt = best_of(lambda t=text: secrets.find(t))
+        hit = secrets.find(text)
+        worst = max(worst, (name, dt), key=lambda x: x[1])
+        print("  %-28s %7.1f ms  %s" % (name, dt * 1000, hit.kind if hit else "none"))
+    print("worst 1 MB adversarial: %.1f ms (%s)" % (worst[1] * 1000, worst[0]))
+    node = {"id": "n", "gist": corpus.near_misses()[0], "notes": corpus.near_misses()[:60], "touches": ["kg/app.py"]}
+    print("one clean node of %d chars: %.3f ms" % (sum(len(x) for x in node["notes"]),
+                                                   best_of(lambda: secrets.scan_node(node), 20) * 1000))
+
+
+if __name__ == "__main__":
+    main()
