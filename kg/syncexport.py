@@ -59,14 +59,16 @@ def _read(path):
 
 
 def _secret_check():
-    """The secrets gate's check of one record (True: holds a credential), when kg/secrets.py is
-    there; else a check that finds nothing."""
+    """The secrets gate's check of one record (True: holds a credential)."""
     try:
-        from . import secrets  # noqa: F401  (the gate; its own module)
-    except ImportError:
+        from . import secrets
+    except ImportError:  # a build without the gate
         return lambda rec: False
-    finder = getattr(secrets, "record_holds_secret", None) or getattr(secrets, "holds_secret", None)
-    return finder if finder is not None else (lambda rec: False)
+
+    def holds(rec):
+        scan = secrets.scan_edge if kgdir.is_edge(rec) else secrets.scan_node
+        return scan(rec) is not None
+    return holds
 
 
 class Bridge:
@@ -81,6 +83,7 @@ class Bridge:
         self.problems_logged = set()
         self.lock = threading.Lock()  # one pass at a time (the worker's thread, a test)
         self.holds_secret = _secret_check()
+        self.scanned = {}  # stamp of a record -> it holds a credential (records are scanned once)
 
     # ------------------------------------------------------------ what the worker calls
 
@@ -165,14 +168,18 @@ class Bridge:
         new_base = {"node": base["node"], "edge": base["edge"], "personal": base["personal"]}
         writes = []
         tombstoned = set()
+        secret_ids = set()
         if not shared:
             memory = {"node": {k: kgdir.node_record(n) for k, n in nodes.items()},
                       "edge": {k: kgdir.edge_record(e) for k, e in edges.items()}}
             for kind, name in KINDS:
-                frozen = [k for k, r in memory[kind].items() if self.holds_secret(r)]
-                if frozen:
-                    log.warning("remote sync: %d %s(s) of %s hold a credential and are not synced (first: %r)",
-                                len(frozen), kind, rel, frozen[0][:100])
+                frozen = self._frozen(memory[kind], base[kind])
+                secret_ids.update(frozen if kind == "node" else ())
+                fresh = [k for k in frozen if (rel, kind, k) not in self.problems_logged]
+                if fresh:
+                    self.problems_logged.update((rel, kind, k) for k in fresh)
+                    log.warning("remote sync: %d %s(s) of %s hold a credential and are not synced (first: %r); "
+                                "delete or fix them", len(fresh), kind, rel, fresh[0][:100])
                 data = _read(os.path.join(folder, name))
                 result, out, problems = plan(memory[kind], data, base[kind], now, kind, frozen=frozen, force=True)
                 self._report(rel, problems)
@@ -183,7 +190,7 @@ class Bridge:
                 if kind == "node":
                     disk, _ = kgdir.parse(out if out is not None else data, "node")
                     tombstoned = {k for k, r in disk.items() if kgdir.is_tombstone(r)}
-        mine = {k: personal.record(n, base["personal"].get(k), now) for k, n in nodes.items()}
+        mine = {k: personal.record(n, base["personal"].get(k), now) for k, n in nodes.items() if k not in secret_ids}
         data = _read(os.path.join(folder, personal.FILE))
         disk, problems = personal.parse(data)
         self._report(rel, problems)
@@ -260,6 +267,20 @@ class Bridge:
             if durable.graph is g and not repoid.is_identity(g.meta.get("repo_id")):
                 g.meta["repo_id"] = ident
                 durable.dirty = True
+
+    def _frozen(self, memory, base):
+        """Keys of records that memory would write and that hold a credential: never written."""
+        out = []
+        for key, rec in memory.items():
+            st = kgdir.stamp(rec)
+            if base.get(key) == st:
+                continue  # as last synced: nothing of it is written
+            hit = self.scanned.get(st)
+            if hit is None:
+                hit = self.scanned[st] = bool(self.holds_secret(rec))
+            if hit:
+                out.append(key)
+        return out
 
     def _report(self, rel, problems):
         for p in problems:

@@ -225,3 +225,27 @@ def test_project_cloned_at_another_path_on_another_machine_gets_its_knowledge(ma
     assert b.bridge.unseen()
     b.bridge.export()
     assert set(b.nodes("project", str(on_b))) == {"arch"}
+
+
+def test_a_node_holding_a_credential_never_reaches_the_sync_folder(machines, caplog):
+    import random
+    import string
+
+    a = machines("a")
+    token = "ghp_" + "".join(random.choice(string.ascii_letters + string.digits) for _ in range(36))
+    a.put("clean", "nothing secret")
+    node = {"id": "leaky", "gist": "the deploy token is " + token, "notes": [], "touches": [],
+            "_created_ts": 1.0, "_write_ts": 1.0, "_read_ts": None}
+    with a.store.writes.writing(None) as w:  # as a graph loaded from an old file would hold it
+        a.store.writes.change(w, a.store.registry.user, [{"op": "node", "node": node}],
+                              lambda g: g.put_node(node), compact=False)
+    a.sync()
+    a.sync()
+    folder = os.path.join(a.folder, "user")
+    for name in os.listdir(folder):
+        with open(os.path.join(folder, name), encoding="utf-8") as f:
+            text = f.read()
+        assert token not in text and "leaky" not in text, name
+    assert "clean" in open(os.path.join(folder, kgdir.NODES_FILE)).read()
+    assert token not in gitrun.output(["log", "-p", "--all"], a.folder)
+    assert sum("hold a credential" in r.getMessage() for r in caplog.records) == 1
