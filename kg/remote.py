@@ -8,11 +8,14 @@ Rules owned here:
 - A store change tells the worker (cheap, from the change listener); the worker exports,
   commits and runs the rounds (kg/remotesync.py decides when, kg/syncrepo.py does the git).
   What moves between the store and ROOT/sync/ is the bridge's job (export, pickup).
+- A tool call never waits for a round: git runs in the worker thread, never under the store's
+  lock, and while the worker runs the interpreter hands the GIL over every 0.5 ms (not 5 ms).
 - The last round's outcome is kept in ROOT/sync-status.json, so `kgd status` and `kgd doctor`
   can say when the last sync was even while the daemon is down.
 """
 
 import logging
+import sys
 import threading
 import time
 
@@ -24,6 +27,7 @@ from .syncrepo import SyncRepo, check_remote, read_config, read_status, sync_fol
 log = logging.getLogger(__name__)
 
 MAX_WAIT = 300.0
+SWITCH_INTERVAL = 0.0005
 
 
 class RemoteSync:
@@ -79,6 +83,9 @@ class RemoteSync:
             self.repo.clear_stale_lock()  # no git of ours runs here now: the worker is stopped
             schedule = Schedule(interval=self.interval, debounce=self.debounce, max_delay=self.max_delay,
                                 now=self.clock())
+            # The round's CPU work (JSON, hashing) must not hold up a request thread for the
+            # interpreter's default 5 ms per switch: a request waits at most this long per hand-off.
+            sys.setswitchinterval(min(sys.getswitchinterval(), SWITCH_INTERVAL))
             self.worker = Worker(self._commit, self._round, schedule, self.status_, clock=self.clock,
                                  after=self._save_status).start()
             log.info("remote sync on: %s every %gs (working tree %s)", want, self.interval, self.folder)

@@ -11,8 +11,8 @@ Rules owned here:
 - The base (what memory and the folder last agreed on) is `_meta.sync_base` of each graph, saved
   with the graph file; a base lost in a crash only makes the next reconcile merge versions that
   are already equal.
-- The store's lock is held only to snapshot a graph and to apply what the folder brought; files
-  are read, merged and written outside it. A key that changed in memory meanwhile is left for
+- The store's lock is held only to take a graph's dicts (not their nodes) and to apply what the
+  folder brought; nodes are copied, files read, merged and written outside it. A key that changed in memory meanwhile is left for
   the next pass. What the folder brings goes through the store's one write path (kg_sync, the
   live feed and compaction see it as another session's change).
 - Nothing holding a credential is written here (the secrets gate): such a node or edge is
@@ -26,7 +26,7 @@ import threading
 import time
 
 from . import kgdir, model, personal, repoid
-from .reconcile import plan
+from .reconcile import reconcile
 from .storage import atomic_write, ensure_dir
 
 log = logging.getLogger(__name__)
@@ -84,6 +84,8 @@ class Bridge:
         self.lock = threading.Lock()  # one pass at a time (the worker's thread, a test)
         self.holds_secret = _secret_check()
         self.scanned = {}  # stamp of a record -> it holds a credential (records are scanned once)
+        self.recs = {}  # (id(durable), kind) -> {key: (signature, record, stamp)}
+        self.files = {}  # path -> (stat, parsed records, their stamps) as kgd last wrote or read it
 
     # ------------------------------------------------------------ what the worker calls
 
@@ -149,19 +151,22 @@ class Bridge:
             if not force and key not in self.dirty and self.seen.get(id(durable)) == mark:
                 return 0
             self.dirty.discard(key)
-            nodes = {k: dict(n) for k, n in g.nodes.items()}
-            edges = {k: dict(e) for k, e in g.edges.items()}
+            node_refs, edge_refs = dict(g.nodes), dict(g.edges)
             base = _base(g.meta)
             shared = is_shared(g)
+        # Each node is copied whole (one C call, atomic under the GIL) outside the lock; a key
+        # written meanwhile is found changed when the result is applied, and left for later.
+        nodes = {k: dict(n) for k, n in node_refs.items()}
+        edges = {k: dict(e) for k, e in edge_refs.items()}
         now = self.clock()
-        taken, new_base = self._files(folder, rel, nodes, edges, base, shared, now)
+        taken, new_base = self._files(folder, rel, nodes, edges, base, shared, now, id(durable))
         applied = self._apply(durable, g, nodes, edges, taken, new_base)
         with self.store.lock:
             if durable.graph is g:
                 self.seen[id(durable)] = (self._fingerprint(durable), self._files_stat(folder))
         return applied
 
-    def _files(self, folder, rel, nodes, edges, base, shared, now):
+    def _files(self, folder, rel, nodes, edges, base, shared, now, ckey):
         """Reconcile the snapshot with the folder's files and write them; what memory must take
         ({"node": {key: rec or None}, "edge": ..., "personal": {id: rec}}) and the new base."""
         taken = {"node": {}, "edge": {}, "personal": {}}
@@ -170,41 +175,99 @@ class Bridge:
         tombstoned = set()
         secret_ids = set()
         if not shared:
-            memory = {"node": {k: kgdir.node_record(n) for k, n in nodes.items()},
-                      "edge": {k: kgdir.edge_record(e) for k, e in edges.items()}}
-            for kind, name in KINDS:
-                frozen = self._frozen(memory[kind], base[kind])
-                secret_ids.update(frozen if kind == "node" else ())
-                fresh = [k for k in frozen if (rel, kind, k) not in self.problems_logged]
-                if fresh:
-                    self.problems_logged.update((rel, kind, k) for k in fresh)
-                    log.warning("remote sync: %d %s(s) of %s hold a credential and are not synced (first: %r); "
-                                "delete or fix them", len(fresh), kind, rel, fresh[0][:100])
-                data = _read(os.path.join(folder, name))
-                result, out, problems = plan(memory[kind], data, base[kind], now, kind, frozen=frozen, force=True)
-                self._report(rel, problems)
-                taken[kind] = result.memory
-                new_base[kind] = result.base
+            for kind, name, items in (("node", kgdir.NODES_FILE, nodes), ("edge", kgdir.EDGES_FILE, edges)):
+                path = os.path.join(folder, name)
+                taken[kind], new_base[kind], out, disk, frozen, stamps = self._content(
+                    path, rel, kind, items, base[kind], now, (ckey, kind))
                 if out is not None:
-                    writes.append((name, out))
+                    writes.append((path, out, kind, disk, stamps))
                 if kind == "node":
-                    disk, _ = kgdir.parse(out if out is not None else data, "node")
+                    secret_ids.update(frozen)
                     tombstoned = {k for k, r in disk.items() if kgdir.is_tombstone(r)}
         mine = {k: personal.record(n, base["personal"].get(k), now) for k, n in nodes.items() if k not in secret_ids}
-        data = _read(os.path.join(folder, personal.FILE))
-        disk, problems = personal.parse(data)
-        self._report(rel, problems)
+        path = os.path.join(folder, personal.FILE)
+        disk, unclean = self._disk(path, rel, "personal")
         merged, to_memory, p_base = personal.reconcile(mine, disk, drop=tombstoned)
-        out = personal.render(merged)
-        if out != (data or b""):
-            writes.append((personal.FILE, out))
+        if unclean or merged != disk:
+            writes.append((path, personal.render(merged), "personal", merged, None))
         taken["personal"] = to_memory
         new_base["personal"] = p_base
         if writes:
             ensure_dir(folder)
-            for name, out in writes:
-                atomic_write(os.path.join(folder, name), out, keep_prev=False)
+            for path, out, kind, parsed, stamps in writes:
+                atomic_write(path, out, keep_prev=False)
+                self.files[path] = (_stat(path), parsed, stamps)
         return taken, new_base
+
+    def _content(self, path, rel, kind, items, base, now, ckey):
+        """One content file: only the keys that moved on either side since the base are
+        reconciled (memory's records and the file's parse are cached, so an unchanged graph
+        costs a comparison per key). -> (to memory, new base, bytes to write or None, the
+        file's records after the write, frozen keys, their stamps)."""
+        mem, mem_stamps = self._records(ckey, kind, items)
+        disk, unclean = self._disk(path, rel, kind)
+        disk_stamps = self.files[path][2] if path in self.files else _stamps(disk)
+        keys = {k for k, st in mem_stamps.items() if base.get(k) != st}
+        keys.update(k for k, st in disk_stamps.items() if base.get(k) != st)
+        keys.update(k for k in base if k not in mem_stamps or k not in disk_stamps)
+        sub_mem = {k: mem[k] for k in keys if k in mem}
+        sub_base = {k: base[k] for k in keys if k in base}
+        frozen = self._frozen(sub_mem, sub_base)
+        self._log_frozen(rel, kind, frozen)
+        result = reconcile(sub_mem, {k: disk[k] for k in keys if k in disk}, sub_base, now, None, frozen)
+        new_base = {k: v for k, v in base.items() if k not in keys}
+        new_base.update(result.base)
+        if not result.disk and not unclean:
+            return result.memory, new_base, None, disk, frozen, disk_stamps
+        merged = dict(disk)
+        merged.update(result.disk)
+        stamps = dict(disk_stamps)
+        for k, r in result.disk.items():
+            if kgdir.is_tombstone(r):
+                stamps.pop(k, None)
+            else:
+                stamps[k] = kgdir.stamp(r)
+        return result.memory, new_base, kgdir.render(merged, now), merged, frozen, stamps
+
+    def _records(self, ckey, kind, items):
+        """Memory's records and their stamps, recomputed only for what changed since the last pass."""
+        cache = self.recs.get(ckey, {})
+        fresh, recs, stamps = {}, {}, {}
+        for k, x in items.items():
+            sig = _signature(kind, x)
+            hit = cache.get(k)
+            if hit is None or hit[0] != sig:
+                rec = kgdir.node_record(x) if kind == "node" else kgdir.edge_record(x)
+                hit = (sig, rec, kgdir.stamp(rec))
+            fresh[k] = hit
+            recs[k], stamps[k] = hit[1], hit[2]
+        self.recs[ckey] = fresh
+        return recs, stamps
+
+    def _disk(self, path, rel, kind):
+        """A file's records (parsed again only when it changed since kgd last wrote or read it)
+        and whether its bytes are not the clean rendering (a merge left duplicates or markers)."""
+        st = _stat(path)
+        hit = self.files.get(path)
+        if hit is not None and st is not None and hit[0] == st:
+            return hit[1], False
+        data = _read(path)
+        if kind == "personal":
+            parsed, problems = personal.parse(data)
+            clean = personal.render(parsed)
+        else:
+            parsed, problems = kgdir.parse(data, kind)
+            clean = kgdir.render(parsed)
+        self._report(rel, problems)
+        self.files[path] = (st, parsed, _stamps(parsed) if kind != "personal" else None)
+        return parsed, data is not None and data != clean
+
+    def _log_frozen(self, rel, kind, frozen):
+        fresh = [k for k in frozen if (rel, kind, k) not in self.problems_logged]
+        if fresh:
+            self.problems_logged.update((rel, kind, k) for k in fresh)
+            log.warning("remote sync: %d %s(s) of %s hold a credential and are not synced (first: %r); "
+                        "delete or fix them", len(fresh), kind, rel, fresh[0][:100])
 
     def _apply(self, durable, g, nodes, edges, taken, new_base):
         """What the folder brought, through the store's write path; keys that changed in memory
@@ -287,6 +350,26 @@ class Bridge:
             if (rel, p) not in self.problems_logged:
                 self.problems_logged.add((rel, p))
                 log.warning("remote sync: %s/%s skipped", rel, p)
+
+
+def _stat(path):
+    try:
+        st = os.stat(path)
+    except OSError:
+        return None
+    return (st.st_mtime_ns, st.st_size, st.st_ino)
+
+
+def _stamps(records):
+    return {k: kgdir.stamp(r) for k, r in records.items() if not kgdir.is_tombstone(r)}
+
+
+def _signature(kind, x):
+    """What a record is made of: equal signatures, equal records (no JSON needed to compare)."""
+    if kind == "node":
+        return (x.get("gist"), tuple(x.get("notes") or ()), tuple(x.get("touches") or ()), x.get("_created_ts"),
+                x.get("_write_ts"))
+    return (tuple(x.get("notes") or ()), x.get("_write_ts"))
 
 
 def _base(meta):
