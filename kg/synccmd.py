@@ -116,6 +116,9 @@ def check(rep, cfg):
     for line in describe(st)[1:]:
         rep.warn("personal remote: " + line.strip(), "check the remote (network, credentials, path), then `kgd sync`")
         return
+    if not st.get("last_ok"):
+        rep.warn("personal remote %s has never synced" % st["remote"], "start kgd, then `kgd sync`")
+        return
     rep.ok("personal remote %s, last sync %s" % (st["remote"], _ago(st.get("last_ok"))))
 
 
