@@ -10,7 +10,8 @@ Rules owned here:
   lines and rule: the later read wins, the later state change wins).
 - The base (what memory and the folder last agreed on) is `_meta.sync_base` of each graph, saved
   with the graph file; a base lost in a crash only makes the next reconcile merge versions that
-  are already equal.
+  are already equal. Unlike a `.kg/` (where a branch switch takes lines away), only a tombstone
+  removes knowledge here: a line missing from the file is written again from memory.
 - The store's lock is held only to take a graph's dicts (not their nodes) and to apply what the
   folder brought; nodes are copied, files read, merged and written outside it. A key that changed in memory meanwhile is left for
   the next pass. What the folder brings goes through the store's one write path (kg_sync, the
@@ -211,7 +212,9 @@ class Bridge:
         keys.update(k for k, st in disk_stamps.items() if base.get(k) != st)
         keys.update(k for k in base if k not in mem_stamps or k not in disk_stamps)
         sub_mem = {k: mem[k] for k in keys if k in mem}
-        sub_base = {k: base[k] for k in keys if k in base}
+        # Only a tombstone removes knowledge here: a line missing from the file (a folder made
+        # afresh, a project whose identity changed, a file cut short) is written again.
+        sub_base = {k: base[k] for k in keys if k in base and k in disk}
         frozen = self._frozen(sub_mem, sub_base)
         self._log_frozen(rel, kind, frozen)
         result = reconcile(sub_mem, {k: disk[k] for k in keys if k in disk}, sub_base, now, None, frozen)

@@ -249,3 +249,30 @@ def test_a_node_holding_a_credential_never_reaches_the_sync_folder(machines, cap
     assert "clean" in open(os.path.join(folder, kgdir.NODES_FILE)).read()
     assert token not in gitrun.output(["log", "-p", "--all"], a.folder)
     assert sum("hold a credential" in r.getMessage() for r in caplog.records) == 1
+
+
+def test_a_sync_folder_made_afresh_loses_nothing(machines):
+    import shutil
+
+    a = machines("a")
+    a.put("n1", "one")
+    a.put("n2", "two")
+    a.sync()
+    shutil.rmtree(os.path.join(a.folder, "user"))  # the files gone, the base in _meta still says synced
+    a.bridge.export(full=True)
+    assert set(a.nodes()) == {"n1", "n2"}
+    nodes, _ = kgdir.parse(open(os.path.join(a.folder, "user", kgdir.NODES_FILE), "rb").read(), "node")
+    assert set(nodes) == {"n1", "n2"}
+
+
+def test_a_line_cut_from_the_file_is_written_again_not_dropped_from_memory(machines):
+    a = machines("a")
+    a.put("n1", "one")
+    a.put("n2", "two")
+    a.sync()
+    path = os.path.join(a.folder, "user", kgdir.NODES_FILE)
+    lines = open(path, "rb").read().splitlines(True)
+    open(path, "wb").write(b"".join(lines[:1]))
+    a.bridge.pickup(["user/" + kgdir.NODES_FILE])
+    assert set(a.nodes()) == {"n1", "n2"}
+    assert len(open(path, "rb").read().splitlines()) == 2
