@@ -102,10 +102,11 @@ def summary(stderr):
     return (lines[-1] if lines else "no output")[:300]
 
 
-def run(args, cwd, timeout=DEFAULT_TIMEOUT, check=True, env=None, started=None):
+def run(args, cwd, timeout=DEFAULT_TIMEOUT, check=True, env=None, started=None, nice=0):
     """Run `git ARGS` in cwd; (returncode, stdout, stderr) as text. check: a non-zero exit is a
     GitError. A missing git program is GitError("missing"); a timeout kills git and its children.
-    started(proc) is called once git runs (a caller that may cancel keeps it for `kill`)."""
+    started(proc) is called once git runs (a caller that may cancel keeps it for `kill`); `nice`
+    lowers git's CPU priority (background work must not slow the daemon's requests)."""
     argv = ["git"] + identity_args() + list(args)
     try:
         proc = subprocess.Popen(argv, cwd=cwd, env=git_env(env), stdin=subprocess.DEVNULL,
@@ -116,6 +117,11 @@ def run(args, cwd, timeout=DEFAULT_TIMEOUT, check=True, env=None, started=None):
         raise GitError("missing", "git is not installed (kgd runs the `git` program to sync)") from exc
     except OSError as exc:
         raise GitError("failed", "could not run git: %s" % (exc.strerror or exc)) from exc
+    if nice:
+        try:
+            os.setpriority(os.PRIO_PROCESS, proc.pid, nice)
+        except (OSError, AttributeError):
+            pass
     if started is not None:
         started(proc)
     try:

@@ -91,8 +91,9 @@ def parse(data):
     return out, problems
 
 
-def render(records):
-    lines = [kgdir.canonical(records[k]) for k in sorted(records)]
+def render(records, line=None):
+    """The file's bytes; `line(key, rec)` may give a record's line from a cache."""
+    lines = [kgdir.canonical(records[k]) if line is None else line(k, records[k]) for k in sorted(records)]
     return ("\n".join(lines) + "\n").encode("utf-8") if lines else b""
 
 

@@ -87,6 +87,8 @@ class Bridge:
         self.scanned = {}  # stamp of a record -> it holds a credential (records are scanned once)
         self.recs = {}  # (id(durable), kind) -> {key: (signature, record, stamp)}
         self.files = {}  # path -> (stat, parsed records, their stamps) as kgd last wrote or read it
+        self.lines = {}  # path -> {key: (record, its canonical line)} of the last rendering
+        self.mine = {}  # id(durable) -> {node id: (personal signature, base entry, personal line)}
 
     # ------------------------------------------------------------ what the worker calls
 
@@ -185,12 +187,19 @@ class Bridge:
                 if kind == "node":
                     secret_ids.update(frozen)
                     tombstoned = {k for k, r in disk.items() if kgdir.is_tombstone(r)}
-        mine = {k: personal.record(n, base["personal"].get(k), now) for k, n in nodes.items() if k not in secret_ids}
+        mine = self._personal(ckey, nodes, base["personal"], now, secret_ids)
         path = os.path.join(folder, personal.FILE)
         disk, unclean = self._disk(path, rel, "personal")
-        merged, to_memory, p_base = personal.reconcile(mine, disk, drop=tombstoned)
-        if unclean or merged != disk:
-            writes.append((path, personal.render(merged), "personal", merged, None))
+        moved = {k: m for k, m in mine.items() if disk.get(k) != m}
+        gone = [k for k in tombstoned if k in disk and k not in mine]
+        arriving = [k for k, r in taken["node"].items() if r is not None and k not in mine and k in disk]
+        _, to_memory, _ = personal.reconcile(moved, {k: disk[k] for k in list(moved) + arriving if k in disk})
+        if moved or gone or unclean or len(base["personal"]) != len(disk):
+            merged, _, p_base = personal.reconcile(mine, disk, drop=tombstoned)
+            if unclean or merged != disk:
+                writes.append((path, personal.render(merged, line=self._line_cache(path)), "personal", merged, None))
+        else:
+            p_base = base["personal"]
         taken["personal"] = to_memory
         new_base["personal"] = p_base
         if writes:
@@ -224,13 +233,44 @@ class Bridge:
             return result.memory, new_base, None, disk, frozen, disk_stamps
         merged = dict(disk)
         merged.update(result.disk)
+        out = kgdir.render(merged, now, line=self._line_cache(path))
         stamps = dict(disk_stamps)
         for k, r in result.disk.items():
             if kgdir.is_tombstone(r):
                 stamps.pop(k, None)
             else:
                 stamps[k] = kgdir.stamp(r)
-        return result.memory, new_base, kgdir.render(merged, now), merged, frozen, stamps
+        return result.memory, new_base, out, merged, frozen, stamps
+
+    def _personal(self, ckey, nodes, base, now, skip):
+        """Memory's personal lines, made again only for nodes whose read time or state moved."""
+        cache = self.mine.get(ckey, {})
+        fresh, out = {}, {}
+        for k, n in nodes.items():
+            if k in skip:
+                continue
+            sig = (n.get("_read_ts"), n.get("_archived"), n.get("_orphaned_ts"), n.get("_created_ts"))
+            b = base.get(k)
+            hit = cache.get(k)
+            if hit is None or hit[0] != sig or hit[1] != b:
+                hit = (sig, b, personal.record(n, b, now))
+            fresh[k] = hit
+            out[k] = hit[2]
+        self.mine[ckey] = fresh
+        return out
+
+    def _line_cache(self, path):
+        """line(key, rec) for kgdir.render: a record rendered before (the same object) is not
+        serialised again."""
+        old, new = self.lines.get(path, {}), {}
+        self.lines[path] = new
+
+        def line(key, rec):
+            hit = old.get(key)
+            text = hit[1] if hit is not None and hit[0] is rec else kgdir.canonical(rec)
+            new[key] = (rec, text)
+            return text
+        return line
 
     def _records(self, ckey, kind, items):
         """Memory's records and their stamps, recomputed only for what changed since the last pass."""

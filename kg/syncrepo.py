@@ -30,6 +30,7 @@ BRANCH = "main"
 REMOTE_REF = "refs/remotes/origin/" + BRANCH
 ATTRIBUTES = "*.jsonl merge=union\n"
 PUSH_TRIES = 3
+NICE = 10  # git runs at a lower CPU priority than the daemon serving requests
 GC_EVERY = 50  # rounds between `git gc --auto`
 CONFIG_NAME = "sync.json"  # written by `kgd sync`: {"remote": URL, "enabled": bool}
 STATUS_NAME = "sync-status.json"  # written by the daemon: the last round's outcome
@@ -104,7 +105,8 @@ class SyncRepo:
         if self.cancelled:
             raise gitrun.GitError("cancelled", "the daemon is stopping")
         try:
-            return gitrun.run(list(args), self.folder, timeout or self.timeout, check=check, started=self._started)
+            return gitrun.run(list(args), self.folder, timeout or self.timeout, check=check, started=self._started,
+                              nice=NICE)
         finally:
             self._proc = None
             if self.cancelled:
