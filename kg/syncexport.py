@@ -123,11 +123,12 @@ class Bridge:
 
     # ------------------------------------------------------------ one graph
 
-    def _fingerprint(self, durable):
-        g = durable.graph
-        reads = max((n.get("_read_ts") or 0 for n in g.nodes.values()), default=0)
-        return (id(g), len(g.nodes), len(g.edges), g.tokens, reads, g.state_counts[model.ARCHIVED],
-                g.state_counts[model.ORPHANED])
+    @staticmethod
+    def _fingerprint(g, nodes, n_edges, archived, orphaned):
+        """What a graph looks like, cheaply: equal fingerprints, nothing to export (a write is also
+        noted by its change event; a read, which has none, moves the latest read time)."""
+        reads = max((n.get("_read_ts") or 0 for n in nodes.values()), default=0)
+        return (id(g), len(nodes), n_edges, reads, archived, orphaned)
 
     def _files_stat(self, folder):
         out = []
@@ -142,31 +143,38 @@ class Bridge:
     def sync_graph(self, durable, force=True):
         """One graph with its folder, both ways. Returns the number of changes taken into memory."""
         self._ensure_identity(durable)
-        with self.store.lock:
+        with self.store.lock:  # only dicts are taken here: nothing grows with the graph
             g = durable.graph
             rel = folder_of(g)
             if rel is None:
                 self.seen[id(durable)] = None
                 return 0
-            folder = os.path.join(self.sync_root, *rel.split("/"))
             key = (g.level, g.project_path)
-            mark = (self._fingerprint(durable), self._files_stat(folder))
-            if not force and key not in self.dirty and self.seen.get(id(durable)) == mark:
-                return 0
-            self.dirty.discard(key)
             node_refs, edge_refs = dict(g.nodes), dict(g.edges)
+            counts = (len(edge_refs), g.state_counts[model.ARCHIVED], g.state_counts[model.ORPHANED])
             base = _base(g.meta)
             shared = is_shared(g)
+            dirty = key in self.dirty
+            self.dirty.discard(key)
+        folder = os.path.join(self.sync_root, *rel.split("/"))
+        mark = (self._fingerprint(g, node_refs, *counts), self._files_stat(folder))
+        if not force and not dirty and self.seen.get(id(durable)) == mark:
+            return 0
         # Each node is copied whole (one C call, atomic under the GIL) outside the lock; a key
         # written meanwhile is found changed when the result is applied, and left for later.
         nodes = {k: dict(n) for k, n in node_refs.items()}
         edges = {k: dict(e) for k, e in edge_refs.items()}
         now = self.clock()
         taken, new_base = self._files(folder, rel, nodes, edges, base, shared, now, id(durable))
+        if any(taken.values()):  # _apply may put a key's old base back: never into the graph's own dicts
+            new_base = {k: dict(v) for k, v in new_base.items()}
         applied = self._apply(durable, g, nodes, edges, taken, new_base)
         with self.store.lock:
-            if durable.graph is g:
-                self.seen[id(durable)] = (self._fingerprint(durable), self._files_stat(folder))
+            if durable.graph is not g:
+                return applied
+            node_refs = dict(g.nodes)
+            counts = (len(g.edges), g.state_counts[model.ARCHIVED], g.state_counts[model.ORPHANED])
+        self.seen[id(durable)] = (self._fingerprint(g, node_refs, *counts), self._files_stat(folder))
         return applied
 
     def _files(self, folder, rel, nodes, edges, base, shared, now, ckey):
@@ -416,9 +424,11 @@ def _signature(kind, x):
 
 
 def _base(meta):
+    """The graph's sync base as {"node", "edge", "personal"} -> {key: ...}. The dicts are the
+    graph's own (a pass replaces _meta.sync_base whole, never changes it in place)."""
     b = meta.get(META)
     b = b if isinstance(b, dict) else {}
-    return {k: dict(b.get(k)) if isinstance(b.get(k), dict) else {} for k in ("node", "edge", "personal")}
+    return {k: b.get(k) if isinstance(b.get(k), dict) else {} for k in ("node", "edge", "personal")}
 
 
 def _keep_old(new, old, key):

@@ -4,7 +4,8 @@ Rules owned here:
 - ROOT/sync/ is a git repository (0700) on branch `main`, pushed to `main` on the remote named
   `origin`; ROOT/sync.json (0600) holds the remote and the last round's outcome.
 - Its `.gitattributes` names git's built-in union driver for the JSONL files, so two machines'
-  lines are both kept and no per-clone set-up is needed.
+  lines are both kept and no per-clone set-up is needed; its `.gitignore` keeps out the temp
+  file of a write a crash cut short.
 - A round: export, commit what changed, fetch, merge (unrelated histories allowed: the first
   round joins what the remote holds with what this machine has), hand the changed files to the
   pickup, export again and commit, push. A push refused because the remote moved is retried
@@ -29,6 +30,7 @@ log = logging.getLogger(__name__)
 BRANCH = "main"
 REMOTE_REF = "refs/remotes/origin/" + BRANCH
 ATTRIBUTES = "*.jsonl merge=union\n"
+IGNORE = ".tmp-*\n"  # a write cut short by a crash leaves its temp file: never committed
 PUSH_TRIES = 3
 NICE = 10  # git runs at a lower CPU priority than the daemon serving requests
 GC_EVERY = 50  # rounds between `git gc --auto`
@@ -134,14 +136,15 @@ class SyncRepo:
         if not os.path.exists(os.path.join(self.folder, ".git")):
             self.git("init", "--quiet")
             self.git("symbolic-ref", "HEAD", "refs/heads/" + BRANCH)
-        attributes = os.path.join(self.folder, ".gitattributes")
-        try:
-            with open(attributes, "r", encoding="utf-8") as f:
-                current = f.read()
-        except (OSError, ValueError):
-            current = None
-        if current != ATTRIBUTES:
-            atomic_write(attributes, ATTRIBUTES.encode("utf-8"), keep_prev=False)
+        for name, text in ((".gitattributes", ATTRIBUTES), (".gitignore", IGNORE)):
+            path = os.path.join(self.folder, name)
+            try:
+                with open(path, "r", encoding="utf-8") as f:
+                    current = f.read()
+            except (OSError, ValueError):
+                current = None
+            if current != text:
+                atomic_write(path, text.encode("utf-8"), keep_prev=False)
         if self._remote_set != self.remote and self.remote:
             code, have, _ = self.git("config", "--get", "remote.origin.url", check=False)
             if code != 0:

@@ -192,3 +192,13 @@ def test_config_file_round_trip_and_mode(tmp_path):
     assert oct(os.stat(str(tmp_path / "sync.json")).st_mode & 0o777) == "0o600"
     (tmp_path / "sync.json").write_text("{not json")
     assert read_config(str(tmp_path)) == {}
+
+
+def test_a_temp_file_left_by_a_crash_is_never_committed(tmp_path, remote):
+    a = machine(tmp_path, "a", remote)
+    a.ensure()
+    write(a, "user/.tmp-0123abcd.part", "half a file\n")
+    write(a, "user/nodes.jsonl", '{"id":"x"}\n')
+    a.round()
+    tracked = gitrun.output(["ls-files"], a.folder).splitlines()
+    assert "user/nodes.jsonl" in tracked and not any(".tmp-" in p for p in tracked)
