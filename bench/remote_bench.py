@@ -8,9 +8,9 @@
    remote in a temp folder; POST /api/remote waits for the round): the first round (everything
    exported), then rounds after 5 changed nodes, median of several.
 2. The sync repository's size after P puts: in-process (the store, the bridge and the git round
-   of the daemon, without HTTP), one local commit per put and a push every 50 (the daemon
-   commits less often: changes are debounced), `.git` of ROOT/sync and of the bare remote in
-   bytes, before and after `git gc`.
+   of the daemon, without HTTP), a local commit after every put (the worst case: the daemon
+   commits once writes pause) or every 10, a full round every 50 puts (with the daemon's
+   periodic `git gc --auto`); `.git` of ROOT/sync and the bare remote, before and after `git gc`.
 3. Tool-call latency (kg_put_node over MCP on one keep-alive connection, 5 ms apart) while idle,
    and while sync rounds run back to back in another thread (each exporting the puts made
    meanwhile); idle and syncing blocks alternate four times; p50 / p95 and their ratio, same run.
@@ -103,10 +103,12 @@ def round_figures(tmp, n, rounds=5):
             "sync_files_bytes": du(os.path.join(root, "sync")) - du(os.path.join(root, "sync", ".git"))}
 
 
-def size_figures(tmp, puts):
-    remote = os.path.join(tmp, "size-remote.git")
+def size_figures(tmp, puts, every):
+    """P puts, a local commit every `every` puts, a round (pull, push, and the daemon's periodic
+    `git gc --auto`) every 50 puts."""
+    remote = os.path.join(tmp, "size-remote-%d.git" % every)
     subprocess.run(["git", "init", "-q", "--bare", remote], check=True)
-    root = os.path.join(tmp, "size-root")
+    root = os.path.join(tmp, "size-root-%d" % every)
     store = Store(root, Settings(max_tokens=10 ** 7)).open()
     try:
         folder = os.path.join(root, "sync")
@@ -118,20 +120,23 @@ def size_figures(tmp, puts):
         for i in range(puts):
             store.put_node(None, "user", "put-%04d" % i, "insight number %d, one line like an agent writes" % i,
                            ["a note that says why, about eighty characters long, number %d" % i])
-            bridge.export()
-            repo.commit()
             if i % 50 == 49:
-                repo.push()
+                repo.round(export=lambda: bridge.export(full=True), pickup=bridge.pickup)
+            elif i % every == every - 1:
+                bridge.export()
+                repo.commit()
         repo.round(export=lambda: bridge.export(full=True), pickup=bridge.pickup)
         elapsed = time.perf_counter() - t
     finally:
         store.close()
-    out = {"puts": puts, "commits": int(subprocess.run(["git", "rev-list", "--count", "HEAD"], cwd=folder,
-                                                       capture_output=True, text=True).stdout),
-           "seconds": elapsed, "local_git_bytes": du(os.path.join(folder, ".git")), "remote_bytes": du(remote)}
-    for path, name in ((folder, "local_git_bytes_after_gc"), (remote, "remote_bytes_after_gc")):
-        subprocess.run(["git", "gc", "-q"], cwd=path, check=True)
-        out[name] = du(os.path.join(path, ".git")) if path == folder else du(path)
+    out = {"puts": puts, "every": every, "seconds": elapsed,
+           "commits": int(subprocess.run(["git", "rev-list", "--count", "HEAD"], cwd=folder, capture_output=True,
+                                         text=True).stdout),
+           "local_git_bytes": du(os.path.join(folder, ".git")), "remote_bytes": du(remote)}
+    subprocess.run(["git", "gc", "-q"], cwd=folder, check=True)
+    subprocess.run(["git", "gc", "-q"], cwd=remote, check=True)
+    out["local_git_bytes_after_gc"] = du(os.path.join(folder, ".git"))
+    out["remote_bytes_after_gc"] = du(remote)
     out["nodes_file_bytes"] = os.path.getsize(os.path.join(folder, "user", "nodes.jsonl"))
     return out
 
@@ -207,12 +212,14 @@ def main():
             r["round_5_changes_s"], ", ".join("%.3f" % x for x in r["rounds"])))
         print("  round with nothing changed: %.3f s" % r["round_nothing_changed_s"])
         print("  ROOT/sync files %.1f MB, its .git %.1f MB" % (r["sync_files_bytes"] / 1e6, r["sync_git_bytes"] / 1e6))
-        s = size_figures(tmp, puts)
-        print("sync repository after %d puts (%d commits, one per put; %.1f s):" % (puts, s["commits"], s["seconds"]))
-        print("  ROOT/sync/.git %.2f MB (after git gc %.2f MB); the bare remote %.2f MB (after gc %.2f MB); "
-              "nodes.jsonl %.0f KB" % (s["local_git_bytes"] / 1e6, s["local_git_bytes_after_gc"] / 1e6,
-                                       s["remote_bytes"] / 1e6, s["remote_bytes_after_gc"] / 1e6,
-                                       s["nodes_file_bytes"] / 1e3))
+        for every in (1, 10):
+            s = size_figures(tmp, puts, every)
+            print("sync repository after %d puts, a commit every %d put(s) and a round every 50 (%d commits; %.1f s):"
+                  % (puts, every, s["commits"], s["seconds"]))
+            print("  ROOT/sync/.git %.2f MB (after git gc %.2f MB); the bare remote %.2f MB (after gc %.2f MB); "
+                  "nodes.jsonl %.0f KB" % (s["local_git_bytes"] / 1e6, s["local_git_bytes_after_gc"] / 1e6,
+                                           s["remote_bytes"] / 1e6, s["remote_bytes_after_gc"] / 1e6,
+                                           s["nodes_file_bytes"] / 1e3))
         lat = latency_figures(tmp, n, calls)
         print("kg_put_node latency, %d calls each, user graph of %d nodes:" % (calls, n))
         print("  idle:          p50 %.2f ms, p95 %.2f ms" % (lat["idle_p50_ms"], lat["idle_p95_ms"]))

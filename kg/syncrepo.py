@@ -33,7 +33,8 @@ ATTRIBUTES = "*.jsonl merge=union\n"
 IGNORE = ".tmp-*\n"  # a write cut short by a crash leaves its temp file: never committed
 PUSH_TRIES = 3
 NICE = 10  # git runs at a lower CPU priority than the daemon serving requests
-GC_EVERY = 50  # rounds between `git gc --auto`
+GC_EVERY = 10  # rounds between `git gc --auto` (packs once about 1,000 loose objects piled up)
+GC_AUTO = 1000
 CONFIG_NAME = "sync.json"  # written by `kgd sync`: {"remote": URL, "enabled": bool}
 STATUS_NAME = "sync-status.json"  # written by the daemon: the last round's outcome
 FOLDER_NAME = "sync"
@@ -246,5 +247,6 @@ class SyncRepo:
                 time.sleep(0.05 * (attempt + 1))
         self.rounds += 1
         if self.rounds % GC_EVERY == 0:
-            self.git("-c", "gc.auto=6700", "gc", "--auto", "--quiet", check=False, timeout=max(self.timeout, 300))
+            self.git("-c", "gc.auto=%d" % GC_AUTO, "gc", "--auto", "--quiet", check=False,
+                     timeout=max(self.timeout, 300))
         return {"changed": sorted(changed), "conflicted": conflicted, "pushed": True}
