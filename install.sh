@@ -20,7 +20,10 @@ service that keeps the daemon running, and the Claude Code MCP entry.
   --no-service    no systemd / launchd service (start kgd yourself: `kgd start`)
   --no-start      write the service file but do not enable or start it
   --no-client     do not register kgd with Claude Code (nor its hooks)
-  --no-hooks      do not add kgd's Claude Code hooks to ~/.claude/settings.json
+  --no-hooks      do not add kgd's hooks: Claude Code's (~/.claude/settings.json), nor the
+                  MCP entry and hooks of Codex, Gemini CLI or Copilot CLI when on PATH
+  --no-permissions  do not add permissions.allow lines for kgd's tools there (Claude Code then
+                  asks before every memory call)
   --desktop       also add kgd to Claude Desktop's config (via `kgd stdio`)
   --dry-run       show what would be done, change nothing
   --uninstall     remove what this script installed; keeps your memory (~/.knowledge-graph)
@@ -44,6 +47,7 @@ SERVICE=1
 START=1
 CLIENT=1
 HOOKS=1
+PERMS=1
 DESKTOP=0
 DRY=0
 UNINSTALL=0
@@ -65,6 +69,7 @@ while [ $# -gt 0 ]; do
         --no-start) START=0; shift ;;
         --no-client) CLIENT=0; shift ;;
         --no-hooks) HOOKS=0; shift ;;
+        --no-permissions) PERMS=0; shift ;;
         --desktop) DESKTOP=1; shift ;;
         --dry-run) DRY=1; shift ;;
         --uninstall) UNINSTALL=1; shift ;;
@@ -181,11 +186,20 @@ if [ "$UNINSTALL" = 0 ]; then
 fi
 
 TMPD=$(mktemp -d "${TMPDIR:-/tmp}/kgd-install.XXXXXX")
-trap 'rm -rf "$TMPD"' EXIT INT TERM
+# The temp folder goes on every way out: a normal exit, ^C, kill, a closed terminal, and a reader
+# that went away (`./install.sh --dry-run | head`: SIGPIPE would otherwise end the shell untrapped).
+trap 'rm -rf "$TMPD"' EXIT
+for sig in HUP INT PIPE TERM; do
+    # shellcheck disable=SC2064
+    trap "rm -rf \"\$TMPD\"; trap - EXIT; exit 1" "$sig"
+done
 
 # ---------------------------------------------------------------- helpers
 
 CHANGED=0          # any program or service file written in this run
+HOOKED=0           # Claude Code's SessionStart hook (which starts the daemon) is in place
+PERMS_DONE=0       # permissions.allow holds kgd's tools
+TOOL_NAMES="kg_read kg_put_node kg_put_edge kg_delete_node kg_delete_edge kg_search kg_sync kg_progress"
 NEW_DIRS=""        # folders this run created (newline separated)
 FILES=""           # files the install consists of (newline separated)
 
@@ -200,17 +214,15 @@ $missing"
         d=$(dirname "$d")
     done
     [ -n "$missing" ] || return 0
-    if [ "$DRY" = 1 ]; then
-        say "would create folder $1"
-    else
-        mkdir -p "$1"
-    fi
+    # a dry run does not list folders: the files said to be written imply them
+    [ "$DRY" = 1 ] || mkdir -p "$1"
     NEW_DIRS="$NEW_DIRS$missing"
 }
 
 show_file() { sed 's/^/    /' "$1"; }
 
-put_file() {  # put_file SRC DEST MODE [show]: copy when the content or mode differs
+QUIET_CHANGED=0    # files put_file wrote or chmod-ed (the program files are said in one line)
+put_file() {  # put_file SRC DEST MODE [show|quiet]: copy when the content or mode differs
     src=$1; dest=$2; mode=$3
     record_file "$dest"
     if [ -f "$dest" ] && cmp -s "$src" "$dest"; then
@@ -219,13 +231,19 @@ put_file() {  # put_file SRC DEST MODE [show]: copy when the content or mode dif
         if [ "$cur" = "$want" ]; then
             return 0
         fi
-        if [ "$DRY" = 1 ]; then say "would chmod $mode $dest"; else chmod "$mode" "$dest"; fi
+        if [ "$DRY" = 1 ]; then
+            [ "${4:-}" = quiet ] || say "would chmod $mode $dest"
+        else
+            chmod "$mode" "$dest"
+        fi
         CHANGED=1
+        QUIET_CHANGED=$((QUIET_CHANGED + 1))
         return 0
     fi
     CHANGED=1
+    QUIET_CHANGED=$((QUIET_CHANGED + 1))
     if [ "$DRY" = 1 ]; then
-        say "would write $dest"
+        [ "${4:-}" = quiet ] || say "would write $dest"
         [ "${4:-}" = show ] && show_file "$src"
         return 0
     fi
@@ -233,7 +251,7 @@ put_file() {  # put_file SRC DEST MODE [show]: copy when the content or mode dif
     cp "$src" "$dest.tmp-$$"
     chmod "$mode" "$dest.tmp-$$"
     mv -f "$dest.tmp-$$" "$dest"
-    say "wrote $dest"
+    [ "${4:-}" = quiet ] || say "wrote $dest"
 }
 
 mode_string() {
@@ -349,6 +367,19 @@ if [ "$UNINSTALL" = 1 ]; then
             fi
         fi
     fi
+    # 1b. a daemon still serving the installed root (started by hand, by `kgd stdio` or a hook):
+    # it would keep answering from deleted files
+    OLD_ROOT=$(manifest_lines root | head -n 1)
+    OLD_ROOT=${OLD_ROOT:-${KG_STORAGE_ROOT:-$HOME/.knowledge-graph}}
+    if [ "$PY_OK" = 0 ] && [ -n "$OLD_ENTRY" ] && [ -f "$OLD_ENTRY" ]; then
+        if [ "$DRY" = 1 ]; then
+            say "would stop the kgd serving $OLD_ROOT, if one runs (kgd stop)"
+        elif out=$(KG_HTTP_PORT=${OLD_PORT:-$PORT} "$PY" "$OLD_ENTRY" stop --root "$OLD_ROOT" 2>&1); then
+            case "$out" in *" stopped"*) say "$out" ;; esac
+        else
+            say "could not stop the kgd serving $OLD_ROOT ($(printf '%s' "$out" | head -n 1)); stop it yourself: kgd stop --root $OLD_ROOT"
+        fi
+    fi
     # 2. client entries that point at this install
     if [ "$CLIENT" = 1 ]; then
         if command -v claude >/dev/null 2>&1; then
@@ -366,19 +397,28 @@ if [ "$UNINSTALL" = 1 ]; then
         if [ "$PY_OK" = 0 ] && [ -n "$OLD_ENTRY" ] && [ -f "$OLD_ENTRY" ]; then
             if [ "$DRY" = 1 ]; then
                 "$PY" "$OLD_ENTRY" desktop --remove --kgd "$OLD_ENTRY" --dry-run | sed 's/^/desktop: /' || true
-                "$PY" "$OLD_ENTRY" hooks remove --dry-run | sed 's/^/hooks: /' || true
+                "$PY" "$OLD_ENTRY" hooks remove --agent all --dry-run | sed 's/^/hooks: /' || true
             else
                 "$PY" "$OLD_ENTRY" desktop --remove --kgd "$OLD_ENTRY" | sed 's/^/desktop: /' || true
-                "$PY" "$OLD_ENTRY" hooks remove | sed 's/^/hooks: /' || true
+                "$PY" "$OLD_ENTRY" hooks remove --agent all 2>&1 | sed 's/^/hooks: /' || true
             fi
         fi
     fi
     # 3. the files, then the folders this installer created (if empty)
-    manifest_lines file | while IFS= read -r f; do
+    manifest_lines file >"$TMPD/files"
+    n=0
+    while IFS= read -r f; do
         if [ -f "$f" ] || [ -L "$f" ]; then
-            if [ "$DRY" = 1 ]; then say "would remove $f"; else rm -f "$f"; say "removed $f"; fi
+            [ "$DRY" = 1 ] || rm -f "$f"
+            case "$f" in
+                "$PREFIX"/*) n=$((n + 1)) ;;  # the program files: said in one line below
+                *) if [ "$DRY" = 1 ]; then say "would remove $f"; else say "removed $f"; fi ;;
+            esac
         fi
-    done
+    done <"$TMPD/files"
+    if [ "$n" -gt 0 ]; then
+        if [ "$DRY" = 1 ]; then say "would remove $n program file(s) from $PREFIX"; else say "removed $n program file(s) from $PREFIX"; fi
+    fi
     for d in "$PREFIX/kg/__pycache__" "$PREFIX/__pycache__"; do
         if [ -d "$d" ]; then
             if [ "$DRY" = 1 ]; then say "would remove $d"; else rm -rf "$d"; fi
@@ -435,20 +475,28 @@ say "Installing $SRC_VERSION ($SRC_KIND from $SRC) for Python $PYVER ($PY)"
 # ---------------------------------------------------------------- 1. program files
 
 make_dir "$PREFIX"
+QUIET_CHANGED=0
 if [ "$SRC_KIND" = tree ]; then
     make_dir "$PREFIX/kg"
-    put_file "$SRC/kgd.py" "$PREFIX/kgd.py" 644
+    put_file "$SRC/kgd.py" "$PREFIX/kgd.py" 644 quiet
     for f in README.md LICENSE; do
-        [ -f "$SRC/$f" ] && put_file "$SRC/$f" "$PREFIX/$f" 644
+        [ -f "$SRC/$f" ] && put_file "$SRC/$f" "$PREFIX/$f" 644 quiet
     done
     # every file of the kg package (modules and the viewer's kg/ui/ files), no caches
     (cd "$SRC" && find kg -type f ! -name '*.pyc' ! -path '*/__pycache__/*' | LC_ALL=C sort) >"$TMPD/pkgfiles"
     while IFS= read -r f; do
         make_dir "$PREFIX/$(dirname "$f")"
-        put_file "$SRC/$f" "$PREFIX/$f" 644
+        put_file "$SRC/$f" "$PREFIX/$f" 644 quiet
     done <"$TMPD/pkgfiles"
 else
-    put_file "$SRC" "$PREFIX/kgd.pyz" 644
+    put_file "$SRC" "$PREFIX/kgd.pyz" 644 quiet
+fi
+if [ "$QUIET_CHANGED" -gt 0 ]; then  # one line for the program, not one per file
+    if [ "$DRY" = 1 ]; then
+        say "would copy $QUIET_CHANGED program file(s) ($SRC_KIND) into $PREFIX"
+    else
+        say "copied $QUIET_CHANGED program file(s) ($SRC_KIND) into $PREFIX"
+    fi
 fi
 
 # ---------------------------------------------------------------- 2. launcher
@@ -551,13 +599,52 @@ fi
 
 if [ "$CLIENT" = 1 ] && [ "$HOOKS" = 1 ]; then
     make_dir "$HOME/.claude"  # recorded, so that --uninstall takes it away again if it is left empty
+    if [ "$PERMS" = 1 ]; then perm_arg=""; else perm_arg="--no-permissions"; fi
     if [ "$DRY" = 1 ]; then
-        say "would run: $PY $ENTRY hooks install --port $PORT   (adds kgd's hooks to ~/.claude/settings.json)"
-    elif out=$("$PY" "$ENTRY" hooks install --port "$PORT" 2>&1); then
+        if [ "$PERMS" = 1 ]; then
+            say "would add to ~/.claude/settings.json: kgd's hooks (SessionStart, UserPromptSubmit, PostToolUse, Stop) and permissions.allow $(printf '"mcp__kg__%s", ' $TOOL_NAMES | sed 's/, $//')"
+            PERMS_DONE=1
+        else
+            say "would add kgd's hooks (SessionStart, UserPromptSubmit, PostToolUse, Stop) to ~/.claude/settings.json"
+        fi
+        HOOKED=1
+    elif out=$("$PY" "$ENTRY" hooks install --port "$PORT" $perm_arg 2>&1); then
         [ -z "$out" ] || printf '%s\n' "$out" | sed 's/^/hooks: /'
+        HOOKED=1
+        PERMS_DONE=$PERMS
     else
         say "could not add kgd's hooks to ~/.claude/settings.json ($out); run: kgd hooks install"
     fi
+fi
+
+# ---------------------------------------------------------------- 4c. the other agents found on PATH
+
+agent_home() {  # agent_home NAME: the folder the agent reads its configuration from
+    case "$1" in
+        codex) printf '%s' "${CODEX_HOME:-$HOME/.codex}" ;;
+        gemini) printf '%s' "${GEMINI_CLI_HOME:-$HOME}/.gemini" ;;
+        copilot) printf '%s' "${COPILOT_HOME:-$HOME/.copilot}" ;;
+    esac
+}
+
+BY_HAND=""         # what the person must still do in an agent (one line each)
+if [ "$CLIENT" = 1 ] && [ "$HOOKS" = 1 ]; then
+    for agent in codex gemini copilot; do
+        command -v "$agent" >/dev/null 2>&1 || continue
+        ahome=$(agent_home "$agent")
+        make_dir "$ahome"  # recorded, so that --uninstall takes it away again if it is left empty
+        [ "$agent" != copilot ] || make_dir "$ahome/hooks"
+        if [ "$DRY" = 1 ]; then
+            say "would add kgd's MCP server and hooks for $agent to $ahome (kgd hooks install --agent $agent)"
+        elif out=$("$PY" "$ENTRY" hooks install --agent "$agent" --port "$PORT" 2>&1); then
+            printf '%s\n' "$out" | grep -v ': by hand: ' | sed 's/^/hooks: /'
+            hand=$(printf '%s\n' "$out" | grep ': by hand: ' || true)
+            [ -z "$hand" ] || BY_HAND="$BY_HAND$hand
+"
+        else
+            say "could not configure $agent for kgd ($out); run: kgd hooks install --agent $agent"
+        fi
+    done
 fi
 
 # ---------------------------------------------------------------- 5. manifest (what --uninstall removes)
@@ -568,6 +655,7 @@ OLD_DIRS=$(manifest_lines dir)
     say "port $PORT"
     say "entry $ENTRY"
     say "os $OS"
+    say "root ${KG_STORAGE_ROOT:-$HOME/.knowledge-graph}"
     printf '%s\n%s' "$OLD_DIRS" "$NEW_DIRS" | sed '/^$/d' | sort -u | sed 's/^/dir /'
     printf '%s' "$FILES" | sed '/^$/d' | sort -u | sed 's/^/file /'
 } >"$TMPD/manifest"
@@ -672,7 +760,7 @@ fi
 
 # ---------------------------------------------------------------- 8. what is left to the user
 
-cat <<EOF
+[ "$PERMS_DONE" = 1 ] || cat <<EOF
 
 So that Claude Code does not ask before every memory call, add to ~/.claude/settings.json:
     {
@@ -690,6 +778,7 @@ So that Claude Code does not ask before every memory call, add to ~/.claude/sett
       }
     }
 EOF
+[ -z "$BY_HAND" ] || printf '\n%s' "$BY_HAND"
 case ":${PATH:-}:" in
     *":$BIN_DIR:"*) ;;
     *) say "
@@ -699,7 +788,21 @@ if [ "$SERVICE" = 1 ] && [ "$OS" = linux ] && [ "$DRY" = 0 ]; then
     say "
 The service runs while you are logged in; to keep it running after you log out: loginctl enable-linger \$USER"
 fi
-if [ "$DRY" = 1 ]; then
+if [ "$SERVICE" = 0 ]; then
+    # no service (--no-service, e.g. where there is no user session): say what starts the daemon
+    if [ "$HOOKED" = 1 ]; then
+        starter="the first Claude Code session starts it (kgd's SessionStart hook), or run: kgd start"
+    else
+        starter="start it with: kgd start (a 'kgd stdio' client starts it too)"
+    fi
+    if [ "$DRY" = 1 ]; then
+        say "
+dry run: nothing was changed. Without a service, $starter"
+    else
+        say "
+kgd is installed ($ENTRY) without a service: $starter"
+    fi
+elif [ "$DRY" = 1 ]; then
     say "
 dry run: nothing was changed."
 elif [ "$CHANGED" = 0 ]; then

@@ -45,7 +45,7 @@ class App:
         cfg = self.cfg
         settings = Settings(max_tokens=cfg["max_tokens"], grace_days=cfg["grace_days"],
                             orphan_grace_days=cfg["orphan_grace_days"], save_interval=cfg["save_interval"],
-                            session_ttl=cfg["session_ttl"])
+                            session_ttl=cfg["session_ttl"], secret_scan=cfg.get("secret_scan", True))
         store = Store(cfg["root"], settings)
         try:
             store.open("starting")
@@ -165,13 +165,13 @@ def hooks_handler(store):
     loaded = []
     lock = threading.Lock()
 
-    def handle(payload):
+    def handle(payload, agent="claude", event=None):
         if not loaded:
             with lock:
                 if not loaded:
                     from . import hooks
                     loaded.append(hooks.handler(store))
-        return loaded[0](payload)
+        return loaded[0](payload, agent, event)
     return handle
 
 

@@ -10,6 +10,9 @@ Rules owned here:
   put). Otherwise it writes the files itself while holding the root lock, exactly: a node absent
   here is added as it was, a node present in both keeps the copy written last (`_write_ts`; the
   imported one on a tie); edges and task progress from the file replace their namesakes.
+- A node or edge holding a credential (kg/secrets.py) is refused on its own, named (never the
+  secret) and counted in the summary; the rest is imported. KG_SECRET_SCAN=0 lets them in, for
+  graphs not shared only; the daemon then keeps them hidden from agents (contract section 10).
 """
 
 import http.client
@@ -131,9 +134,13 @@ def load_export(path):
     return doc
 
 
-def _clean_graph(obj, level, label):
-    """The imported graph normalized as the daemon loads files, minus entries it would refuse."""
+def _clean_graph(obj, level, label, tally=None, scan=True):
+    """The imported graph normalized as the daemon loads files, minus entries it would refuse:
+    unusable ids, and (with `scan`) nodes and edges holding a credential, each refused and
+    counted on its own so the rest is imported (contract section 10)."""
     g = graph_from_obj(obj, level, fallback_ts=time.time())
+    if scan:
+        _refuse_credentials(g, label, tally)
     skipped = 0
     for nid in list(g.nodes):
         try:
@@ -155,6 +162,24 @@ def _clean_graph(obj, level, label):
     return g
 
 
+def _refuse_credentials(g, label, tally):
+    """Drop from g each node or edge that looks like it holds a credential, and the edges of a
+    dropped node; warn naming the field and kind, never the secret."""
+    for nid, (field, hit) in sorted(g.flagged.items()):
+        warn("%s: %s refused: %s looks like %s; save where the secret lives, not the secret" % (
+            label, "a node" if field == "id" else "node %r" % nid, field, hit.label))
+        for _ in g.delete_node(nid):
+            if tally is not None:
+                tally.add("edges", "skipped")
+        if tally is not None:
+            tally.add("nodes", "refused")
+    for key, (field, hit) in sorted(g.flagged_edges.items()):
+        warn("%s: an edge refused: %s looks like %s" % (label, field, hit.label))
+        g.delete_edge(key)
+        if tally is not None:
+            tally.add("edges", "refused")
+
+
 class Tally:
     def __init__(self, label):
         self.label = label
@@ -170,7 +195,7 @@ class Tally:
         parts = []
         for kind in ("nodes", "edges", "progress"):
             bits = ["%d %s" % (self.counts[(kind, w)], w) for w in ("added", "updated", "unchanged", "kept newer",
-                                                                      "skipped") if self.counts.get((kind, w))]
+                                                                      "skipped", "refused") if self.counts.get((kind, w))]
             if bits:
                 parts.append("%s: %s" % (kind, ", ".join(bits)))
         return "%s — %s" % (self.label, "; ".join(parts) or "empty")
@@ -227,6 +252,7 @@ def _write_graph(path, g):
 
 def _import_files(doc, cfg, dry_run):
     layout = Layout(cfg["root"])
+    scan = cfg.get("secret_scan", True)  # KG_SECRET_SCAN=0: off for graphs not shared
     lock = None
     if not dry_run:
         ensure_dir(layout.root)
@@ -238,7 +264,7 @@ def _import_files(doc, cfg, dry_run):
         if doc.get("user") is not None:
             t = Tally("user graph")
             g = snapshot_graph(layout.user_file, "user")
-            merge_graph(g, _clean_graph(doc["user"], "user", "user graph"), t)
+            merge_graph(g, _clean_graph(doc["user"], "user", "user graph", t, scan or g.shared), t)
             if t.changed() and not dry_run:
                 _write_graph(layout.user_file, g)
             tallies.append(t)
@@ -262,7 +288,7 @@ def _import_files(doc, cfg, dry_run):
             t = Tally("project %s (%s)" % (pp or "?", slug))
             g = snapshot_graph(layout.graph_file(slug), "project", pp, slug)
             g.project_path = pp
-            merge_graph(g, _clean_graph(p["graph"], "project", t.label), t)
+            merge_graph(g, _clean_graph(p["graph"], "project", t.label, t, scan or g.shared), t)
             if t.changed() and not dry_run:
                 _write_graph(layout.graph_file(slug), g)
             tallies.append(t)
@@ -303,22 +329,25 @@ def _merge_live(api, level, pp, src, live_graph, t, dry_run):
         if old is not None and _public(old) == _public(node):
             t.add("nodes", "unchanged")
             continue
+        if not dry_run:
+            body = dict(extra, gist=node["gist"], notes=node["notes"], touches=node["touches"])
+            if not _put(api, "/api/nodes/%s/%s" % (level, quote(nid, safe="")), body, t):
+                t.add("nodes", "refused")
+                continue
         t.add("nodes", "added" if old is None else "updated")
         if model.node_state(node) != model.ACTIVE:
             revived += 1
-        if not dry_run:
-            body = dict(extra, gist=node["gist"], notes=node["notes"], touches=node["touches"])
-            _put(api, "/api/nodes/%s/%s" % (level, quote(nid, safe="")), body)
     edges = {model.edge_key(e["from"], e["to"], e["rel"]): e for e in live_graph["edges"]}
     for key, e in src.edges.items():
         old = edges.get(key)
         if old is not None and list(old.get("notes") or []) == list(e.get("notes") or []):
             t.add("edges", "unchanged")
             continue
+        if not dry_run and not _put(api, "/api/edges/%s" % level, dict(extra, **{
+                "from": e["from"], "to": e["to"], "rel": e["rel"], "notes": e["notes"]}), t):
+            t.add("edges", "refused")
+            continue
         t.add("edges", "added" if old is None else "updated")
-        if not dry_run:
-            _put(api, "/api/edges/%s" % level, dict(extra, **{"from": e["from"], "to": e["to"],
-                                                              "rel": e["rel"], "notes": e["notes"]}))
     for task, state in (src.meta.get("progress") or {}).items():
         q = "?level=%s%s" % (level, "&project_path=" + quote(pp, safe="") if pp else "")
         code, cur = api.json("GET", "/api/progress/%s%s" % (quote(task, safe=""), q))
@@ -339,7 +368,7 @@ def _import_live(doc, cfg, port, dry_run):
     try:
         for level, pp, obj in graphs:
             t = Tally("user graph" if level == "user" else "project %s" % pp)
-            src = _clean_graph(obj, level, t.label)
+            src = _clean_graph(obj, level, t.label, t, cfg.get("secret_scan", True))
             if level == "project" and pp is None:
                 warn("%s: no project_path recorded; skipped (import it with the daemon stopped)" % t.label)
                 continue
@@ -356,10 +385,16 @@ def _import_live(doc, cfg, port, dry_run):
     return tallies
 
 
-def _put(api, path, body):
+def _put(api, path, body, tally=None):
+    """-> False when the daemon refused the write as holding a credential (422, its own scan):
+    counted by the caller, the import goes on. Any other failure stops the import."""
     code, obj = api.json("PUT", path, body)
+    if code == 422 and tally is not None:
+        warn("%s: refused by the daemon: %s" % (tally.label, (obj or {}).get("error")))
+        return False
     if code != 200:
         raise CommandError("PUT %s failed (%d): %s" % (path[:120], code, (obj or {}).get("error")))
+    return True
 
 
 def import_(args, cfg):

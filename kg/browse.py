@@ -8,8 +8,8 @@ Rules owned here:
 - Through the daemon that holds the root when one answers (REST: GET /api/graph, /api/nodes,
   /api/search; no session is started, and a node shown by id counts as read, as kg_read id=).
   Otherwise from the files, read-only: no root lock taken, nothing written, nothing promoted.
-- `show` first says whether the project's knowledge is shared in its repository's `.kg/`
-  (contract 9) or personal; what a person read or archived is personal either way.
+- `show` also says, on stderr (stdout stays exactly what the agent reads), whether the project's
+  knowledge is shared in its repository's `.kg/` (contract 9) or personal.
 """
 
 import os
@@ -17,7 +17,7 @@ from urllib.parse import quote
 
 from . import model, render, search as ranking, sharedmeta
 from .client import Api, connect_host, find_daemon, get_json
-from .console import CommandError, say
+from .console import CommandError, plural, say, warn
 from .diskview import project_graphs, snapshot_graph
 from .errors import KgError
 from .graph import graph_from_obj
@@ -63,13 +63,17 @@ def sharing_line(project, root):
     info = getattr(project, "sharing", None)
     if info is None:  # from the files: the daemon is not running
         meta = project.meta if project is not None else {}
+        nodes = len(project.nodes) if getattr(project, "shared", False) else len(
+            sharedmeta.state(dict(meta))["base"]["node"])
         info = {"shared": not sharedmeta.is_off(meta) and holds_kg(root), "off": sharedmeta.is_off(meta),
-                "kg_dir": kg_dir(root), "nodes": len(sharedmeta.state(dict(meta))["base"]["node"])}
+                "kg_dir": kg_dir(root), "nodes": nodes}
     if info.get("shared"):
         return ("project graph: shared in %s (%s); what you read and archive stays personal"
-                % (info.get("kg_dir") or kg_dir(root), "%d nodes" % info.get("nodes", 0)))
+                % (info.get("kg_dir") or kg_dir(root), plural(info.get("nodes", 0), "node")))
     if info.get("off"):
         return "project graph: personal (sharing turned off here with `kgd share --off`)"
+    if not os.path.exists(os.path.join(root, ".git")):
+        return None  # not a repository: nothing to share through
     return "project graph: personal (`kgd share` shares it with the team through the repository)"
 
 
@@ -84,6 +88,11 @@ def _graphs(cfg, api, root):
     layout = Layout(cfg["root"])
     user = snapshot_graph(layout.user_file, "user")
     project = next((g for _, g in project_graphs(layout) if g.project_path == root), None)
+    if project is None:
+        from .shared import holds_kg, snapshot
+
+        if holds_kg(root):  # a clone whose .kg/ no session has opened yet: what the first one will read
+            project = snapshot(root)
     return user, project, cfg["max_tokens"]
 
 
@@ -147,7 +156,9 @@ def show(args, cfg):
         if api is not None:
             api.close()
     result = {"session_id": NO_SESSION, "project_path": root, "user": _read_view(user), "project": _read_view(project)}
-    say(sharing_line(project, root))
+    line = sharing_line(project, root)
+    if line:
+        warn(line)
     say(render.render_read(result, max_tokens))
     return 0
 

@@ -1,6 +1,9 @@
 """`kgd bundle`: one zipapp holding kg/ (every file of the package: modules and the viewer's
 kg/ui/ files, no caches) plus kgd.py as __main__, and bytecode for the building Python, which
-other versions ignore. Inside a .pyz it copies the archive it runs from."""
+other versions ignore. Inside a .pyz it copies the archive it runs from.
+
+Without -o it is written to ~/.cache/kgd/kgd.pyz ($XDG_CACHE_HOME/kgd/kgd.pyz): a build product that
+can be made again, never dropped into the current folder (often a project's repository)."""
 
 import os
 import py_compile
@@ -27,8 +30,14 @@ def package_files(src_pkg):
     return sorted(out)
 
 
+def default_output():
+    base = os.environ.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache")
+    return os.path.join(base, "kgd", "kgd.pyz")
+
+
 def bundle(args, cfg):
-    out = os.path.abspath(args.output)
+    out = os.path.abspath(args.output or default_output())
+    os.makedirs(os.path.dirname(out), exist_ok=True)
     here = entry_point()
     interpreter = args.python or "/usr/bin/env python3"
     tmp_out = out + ".part"
@@ -53,5 +62,6 @@ def bundle(args, cfg):
             zipapp.create_archive(tmp, tmp_out, interpreter=interpreter, compressed=True)
     os.chmod(tmp_out, 0o755)
     os.replace(tmp_out, out)
-    say("wrote %s (%d bytes); run it with: python3 %s" % (out, os.path.getsize(out), args.output))
+    say("wrote %s (%d bytes); run it with: python3 %s%s" % (out, os.path.getsize(out), out,
+                                                             "" if args.output else " (-o FILE writes it elsewhere)"))
     return 0

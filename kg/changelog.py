@@ -115,14 +115,14 @@ class ChangeLog:
 
 
 def _current(node_keys, edge_keys):
-    """The current state of each touched node and edge, in key order; orphaned nodes are
-    left out (kg_read does not show them either)."""
+    """The current state of each touched node and edge, in key order; orphaned nodes, and nodes
+    and edges holding a credential, are left out (kg_read does not show them either)."""
     nodes, deleted_nodes, edges, deleted_edges = [], [], [], []
     for (level, nid), src in sorted(node_keys.items(), key=lambda kv: kv[0]):
         node = src.graph.nodes.get(nid)
         if node is None:
             deleted_nodes.append({"level": level, "id": nid})
-        elif model.node_state(node) != model.ORPHANED:
+        elif model.node_state(node) != model.ORPHANED and src.graph.shown(nid):
             item = model.public_node(node)
             item["level"] = level
             nodes.append(item)
@@ -130,7 +130,7 @@ def _current(node_keys, edge_keys):
         cur = src.graph.edges.get(key)
         if cur is None:
             deleted_edges.append({"level": level, "from": e["from"], "to": e["to"], "rel": e["rel"]})
-        else:
+        elif src.graph.edge_shown(key, cur):
             item = model.public_edge(cur)
             item["level"] = level
             edges.append(item)

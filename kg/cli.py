@@ -115,8 +115,15 @@ OPERATOR_COMMANDS = ("status", "start", "stop", "stdio", "export", "import", "bu
                      "show", "search", "hook", "hooks", "sync", "share")
 
 
+def help_argv(argv):
+    """`kgd help` is `kgd --help`; `kgd help COMMAND` is `kgd COMMAND --help`."""
+    if argv[:1] == ["help"]:
+        return argv[1:2] + ["--help"]
+    return argv
+
+
 def main(argv=None):
-    argv = list(sys.argv[1:] if argv is None else argv)
+    argv = help_argv(list(sys.argv[1:] if argv is None else argv))
     chosen = find_command(argv)
     parser, sub = build_parser()
     commands = None

@@ -8,6 +8,7 @@ show/search (browse), hook (hookcmd), hooks (hookconf), share (sharecmd).
 
 import argparse
 import importlib
+import os
 
 from .console import CommandError, warn
 
@@ -47,7 +48,7 @@ def register(sub, add_common):
     p.add_argument("file", help="a file written by `kgd export` (- for stdin)")
     p.add_argument("--dry-run", action="store_true", help="say what would change, change nothing")
     p = command("bundle", "build a single-file kgd.pyz (stdlib zipapp)")
-    p.add_argument("-o", "--output", default="kgd.pyz", help="where to write it (kgd.pyz)")
+    p.add_argument("-o", "--output", help="where to write it (default ~/.cache/kgd/kgd.pyz, never the current folder)")
     p.add_argument("--python", help="the #! interpreter line (/usr/bin/env python3)")
     p.add_argument("--no-bytecode", action="store_true", help="sources only (smaller, slower first start)")
     p = command("doctor", "check Python, port, storage, service, client and hooks setup")
@@ -67,11 +68,18 @@ def register(sub, add_common):
     p.add_argument("words", nargs="+", metavar="WORD", help="the words to look for")
     p.add_argument("--cwd", help="search as from this folder (default: the current one)")
     p.add_argument("--limit", type=int, default=20, help="at most this many results (20)")
-    command("hook", "Claude Code command hook (SessionStart): forward stdin to the daemon, print its answer")
+    p = command("hook", "an agent's command hook: forward its hook input (stdin) to the daemon, print the answer")
+    p.add_argument("--agent", default="claude", help="the agent running it: claude, codex, gemini, copilot (claude)")
+    p.add_argument("--event", help="the agent's event name, when its input carries none (Copilot CLI)")
     p = command("hooks", "install, remove or print kgd's hooks in Claude Code's ~/.claude/settings.json")
     p.add_argument("action", choices=("install", "remove", "print"), help="what to do")
+    p.add_argument("--agent", choices=("claude", "codex", "gemini", "copilot", "all"), default="claude",
+                   help="whose configuration: claude (~/.claude/settings.json, the default), codex (~/.codex), "
+                        "gemini (~/.gemini), copilot (~/.copilot), or all (install: those found here)")
     p.add_argument("--dry-run", action="store_true", help="show the change, write nothing")
-    p.add_argument("--settings", help="the settings file (default: ~/.claude/settings.json)")
+    p.add_argument("--settings", help="Claude Code's settings file (default: ~/.claude/settings.json)")
+    p.add_argument("--no-permissions", action="store_true",
+                   help="do not add permissions.allow entries for kgd's tools (Claude Code then asks before each call)")
     p = command("sync", "keep this memory on your other machines through a private git remote")
     g = p.add_mutually_exclusive_group()
     g.add_argument("--remote", metavar="URL", help="set the remote (a git URL, or a path: a bare repository "
@@ -93,6 +101,23 @@ def run(command, args, cfg):
         return 130
     except BrokenPipeError:
         return 1
-    except (CommandError, OSError) as exc:
+    except CommandError as exc:
         warn(str(exc))
         return 1
+    except OSError as exc:
+        warn(os_error_line(exc, cfg))
+        return 1
+
+
+def os_error_line(exc, cfg):
+    """One clear line for a refused file operation: no "[Errno N]"; a path under the storage root is
+    said as the root being unusable (as `serve` says it), with what to do."""
+    reason = exc.strerror or str(exc)
+    where = exc.filename if isinstance(exc.filename, str) else None
+    root = (cfg or {}).get("root")
+    if where and root:
+        path = os.path.abspath(where)
+        if path == root or path.startswith(root.rstrip(os.sep) + os.sep):
+            return ("storage root %s is not usable: %s (%s); make it writable, or give kgd another root "
+                    "(--root or KG_STORAGE_ROOT)" % (root, reason, path))
+    return "%s: %s" % (where, reason) if where else reason

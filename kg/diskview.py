@@ -15,24 +15,42 @@ from .console import warn
 from .graph import apply_record, graph_from_obj
 from .storage import Journal, base_slug, journal_path
 
+_said = set()  # each problem is said once per command, however often the file is read
+
+
+def _say_once(text):
+    if text not in _said:
+        _said.add(text)
+        warn(text)
+
+
 def read_obj(path):
-    """A JSON object file parsed read-only (main file, else its .prev): (obj or None, mtime)."""
+    """A JSON object file parsed read-only (main file, else its .prev): (obj or None, mtime).
+    What was wrong is said in one line: which file, and what was read instead."""
+    states = []
     for candidate in (path, path + ".prev"):
         try:
             with open(candidate, "rb") as f:
                 data = f.read()
             mtime = os.stat(candidate).st_mtime
         except FileNotFoundError:
+            states.append("is missing")
             continue
         try:
             obj = json.loads(data.decode("utf-8"))
-            if isinstance(obj, dict):
-                if candidate != path:
-                    warn("%s is missing or does not parse; using %s" % (path, candidate))
-                return obj, mtime
         except (UnicodeDecodeError, ValueError):
-            pass
-        warn("%s does not parse; skipped" % candidate)
+            obj = None
+        if isinstance(obj, dict):
+            if candidate != path:
+                _say_once("%s %s; read its .prev copy instead" % (path, "does not parse" if states[0] != "is missing"
+                                                                  else "is missing"))
+            return obj, mtime
+        states.append("does not parse")
+    if states != ["is missing", "is missing"]:
+        main, prev = states
+        what = ("%s and its .prev copy do not parse" % path if main == prev else
+                "%s %s" % (path, main) + ("" if prev == "is missing" else " and its .prev copy %s" % prev))
+        _say_once("%s; read as empty (the daemon moves a bad file aside, as .corrupt-*, when it starts)" % what)
     return None, None
 
 

@@ -50,9 +50,44 @@ def _port_free(host, port):
         s.close()
 
 
+def _writable(rep, root):
+    """A root (or the folder it will be made in) kgd cannot write to is a problem: every save fails."""
+    where = root
+    while not os.path.exists(where) and os.path.dirname(where) != where:
+        where = os.path.dirname(where)
+    if os.access(where, os.W_OK):
+        return True
+    try:
+        read_only_fs = bool(os.statvfs(where).f_flag & os.ST_RDONLY)
+    except (OSError, AttributeError):
+        read_only_fs = False
+    what = "storage root %s" % root if where == root else "the folder %s (where kgd would create %s)" % (where, root)
+    if read_only_fs:
+        rep.fail("%s is on a read-only file system: kgd can save nothing" % what,
+                 "mount it read-write, or run kgd with a writable root (--root DIR or KG_STORAGE_ROOT)")
+    else:
+        rep.fail("%s is not writable by this user: kgd can save nothing" % what,
+                 "chmod u+w %s (or chown it to %s), or run kgd with another root (--root DIR or "
+                 "KG_STORAGE_ROOT)" % (where, os.environ.get("USER") or os.getuid()))
+    return False
+
+
+def _started_empty(corrupt):
+    """Graph files whose main file and .prev were both quarantined: kgd had to start them empty.
+    (.prev is read only when the main file is missing or corrupt, so a quarantined .prev means both.)"""
+    out = []
+    for p in corrupt:
+        head = p.split(".corrupt-", 1)[0]
+        if head.endswith(".json.prev") and os.path.basename(head)[:-len(".prev")] in ("user.json", "graph.json"):
+            out.append(head[:-len(".prev")])
+    return sorted(set(out))
+
+
 def _check_storage(rep, root):
+    writable = _writable(rep, root)
     if not os.path.exists(root):
-        rep.ok("storage root %s does not exist yet (kgd creates it, mode 0700, on first start)" % root)
+        if writable:
+            rep.ok("storage root %s does not exist yet (kgd creates it, mode 0700, on first start)" % root)
         return
     uid = os.getuid()
     bad_modes, foreign, unparsable, corrupt = [], [], [], []
@@ -83,7 +118,8 @@ def _check_storage(rep, root):
                 bad = journal_problem(p)
                 if bad:
                     unparsable.append("%s (%s)" % (p, bad))
-    rep.ok("storage root %s exists" % root)
+    if writable:
+        rep.ok("storage root %s exists and is writable" % root)
     if foreign:
         rep.fail("%d path(s) under the root belong to another user, e.g. %s" % (len(foreign), foreign[0]),
                  "chown -R %s %s" % (os.environ.get("USER") or uid, root))
@@ -100,8 +136,16 @@ def _check_storage(rep, root):
                  "from an export with `kgd import`")
     else:
         rep.ok("graph files and journals parse")
-    if corrupt:
-        rep.warn("%d quarantined file(s) (.corrupt-*), e.g. %s" % (len(corrupt), corrupt[0]),
+    lost = _started_empty(corrupt)
+    if lost:
+        rep.fail("%s had to start empty: it and its .prev copy were both corrupt (kept as %s.corrupt-* and "
+                 ".prev.corrupt-*)%s" % (lost[0], os.path.basename(lost[0]),
+                                        " (and %d more graph(s))" % (len(lost) - 1) if len(lost) > 1 else ""),
+                 "restore it from your latest export (kgd import FILE), or recover what you can by hand from "
+                 "the .corrupt-* files; delete them afterwards (this check looks for them)")
+    rest = [p for p in corrupt if p.split(".corrupt-", 1)[0].replace(".prev", "") not in lost]
+    if rest:
+        rep.warn("%d quarantined file(s) (.corrupt-*), e.g. %s" % (len(rest), rest[0]),
                  "look inside; delete them once you are sure nothing in them is missed")
 
 
@@ -112,6 +156,17 @@ def _quiet_parse(path):
         return (obj, None) if isinstance(obj, dict) else (None, "not an object")
     except (OSError, UnicodeDecodeError, ValueError) as exc:
         return None, str(exc)
+
+
+def _service_file():
+    """The user service file kgd's installer writes on this OS, when it exists."""
+    home = os.path.expanduser("~")
+    if target_os() == "darwin":
+        path = os.path.join(home, "Library", "LaunchAgents", "local.kgd.plist")
+    else:
+        path = os.path.join(os.environ.get("XDG_CONFIG_HOME") or os.path.join(home, ".config"), "systemd", "user",
+                            "kgd.service")
+    return path if os.path.exists(path) else None
 
 
 def _check_service(rep, port):
@@ -138,6 +193,11 @@ def _check_service(rep, port):
     base = os.environ.get("XDG_CONFIG_HOME") or os.path.join(home, ".config")
     unit = os.path.join(base, "systemd", "user", "kgd.service")
     if not os.path.exists(unit):
+        if not _user_bus():
+            # the installer cannot put a service here either: say what starts kgd instead
+            rep.ok("no systemd user service, and no user session here to run one: kgd starts with Claude Code's "
+                   "SessionStart hook (kgd hook) or `kgd start`")
+            return
         rep.warn("no systemd user service (%s)" % unit, "./install.sh installs one; or start kgd yourself (kgd start)")
         return
     with open(unit, "r", encoding="utf-8", errors="replace") as f:
@@ -159,6 +219,15 @@ def _check_service(rep, port):
     else:
         rep.fail("systemd user service kgd.service is %s" % (state or "not active"),
                  "systemctl --user enable --now kgd.service; journalctl --user -u kgd shows why it stopped")
+
+
+def _user_bus():
+    """Can systemctl reach a user instance (a container or a plain SSH session has none)?"""
+    try:
+        return subprocess.run(["systemctl", "--user", "show-environment"], stdout=subprocess.DEVNULL,
+                              stderr=subprocess.DEVNULL, timeout=5).returncode == 0
+    except (OSError, subprocess.SubprocessError):
+        return False
 
 
 def _run(argv, timeout=5):
@@ -237,6 +306,43 @@ def _check_hooks(rep, port):
         rep.ok("Claude Code hooks in %s -> port %d" % (path, port))
 
 
+def _check_agents(rep, port):
+    """Each other agent found here (Codex CLI, Gemini CLI, Copilot CLI): its MCP entry and hooks."""
+    from . import agentconf
+
+    for name in agentconf.NAMES:
+        if not agentconf.present(name):
+            continue
+        for level, what, fix in agentconf.check(name, port):
+            {"ok": lambda w, f: rep.ok(w), "warn": rep.warn, "fail": rep.fail}[level](what, fix)
+
+
+def _check_credentials(rep, root):
+    """Nodes and edges that look like credentials (contract section 10): kgd hides them from
+    agents; a person deletes them. Names ids, fields and kinds, never the secret."""
+    from .diskview import project_graphs, snapshot_graph
+    from .storage import Layout
+    if not os.path.isdir(root):
+        return
+    layout = Layout(root)
+    graphs = [("user graph", snapshot_graph(layout.user_file, "user"))]
+    graphs += [("project %s" % (g.project_path or slug), g) for slug, g in project_graphs(layout)]
+    found = 0
+    for label, g in graphs:
+        level = "user" if g.level == "user" else "project"
+        for nid, (field, hit) in sorted(g.flagged.items()):
+            found += 1
+            what = "a node (its id is not printed)" if field == "id" else "node %r" % nid
+            rep.warn("%s: %s: %s looks like %s; kgd never shows it to an agent" % (label, what, field, hit.label),
+                     "delete it: kg_delete_node id=... level=%s, or in the viewer (/ui)" % level)
+        for _, (field, hit) in sorted(g.flagged_edges.items()):
+            found += 1
+            rep.warn("%s: an edge's %s looks like %s" % (label, field, hit.label),
+                     "delete it: kg_delete_edge (from, to, rel) level=%s, or in the viewer (/ui)" % level)
+    if not found:
+        rep.ok("no stored node or edge looks like a credential")
+
+
 def _check_shared(rep, root):
     """Contract 9: every project shared through its repository's .kg/ loads cleanly (kgd skips
     what it cannot read; this says what and where)."""
@@ -289,12 +395,14 @@ def doctor(args, cfg):
                      "see %s/%s or the service log; kgd stop, then start it again" % (cfg["root"], LOG_NAME))
         elif port and _port_free(host, port):
             rep.warn("kgd is not running (port %d is free)" % port,
-                     "start it: kgd start, or the service (systemctl --user start kgd / launchctl)")
+                     "start it: kgd start (a new Claude Code session starts it too, through kgd's SessionStart "
+                     "hook)%s" % (", or the service (systemctl --user start kgd / launchctl)" if _service_file() else ""))
         elif port:
             rep.fail("port %d on %s is taken by another program (not kgd)" % (port, host),
                      "find it with `lsof -i :%d` (or `ss -ltnp`); or run kgd on another port (--port / "
                      "KG_HTTP_PORT) and re-register the client with that port" % port)
     _check_storage(rep, cfg["root"])
+    _check_credentials(rep, cfg["root"])
     synccmd.check(rep, cfg)
     _check_shared(rep, cfg["root"])
     if not args.skip_service:
@@ -302,6 +410,7 @@ def doctor(args, cfg):
     if not args.skip_client:
         _check_clients(rep, port or DEFAULT_PORT)
         _check_hooks(rep, port or DEFAULT_PORT)
+        _check_agents(rep, port or DEFAULT_PORT)
     say("%d problem(s), %d warning(s)" % (rep.problems, rep.warnings))
     return 1 if rep.problems else 0
 

@@ -50,6 +50,7 @@ class Durable:
         self.journal = Journal(journal_path(path))
         self.dirty = False  # journal records not yet folded into the file
         self.shared = None  # kg/shared.Shared when the project is shared through its repository
+        self.opened = False  # a session or call has addressed this project (not only a search)
         self.fold_failing = False
 
     @classmethod

@@ -1,4 +1,4 @@
-"""The three kinds of failure kgd reports, and nothing else.
+"""The kinds of failure kgd reports, and nothing else.
 
 Each transport maps them to the wire in exactly one function: MCP tools turn them into
 `isError` results (kg/tools.py), REST into status codes (kg/rest.py). Anything that is not
@@ -31,6 +31,13 @@ class NotFound(KgError):
 class Conflict(KgError):
     status = 409
     kind = "conflict"
+
+
+class SecretRefused(KgError):
+    """A write holding a credential (contract section 10): nothing was written."""
+
+    status = 422
+    kind = "secret"
 
 
 class StorageError(KgError):

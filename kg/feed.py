@@ -36,6 +36,7 @@ import time
 from collections import deque
 
 from . import ws
+from .text import compact_json
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
@@ -51,10 +52,6 @@ PONG = '{"type":"pong"}'
 
 _READ = selectors.EVENT_READ
 _WRITE = selectors.EVENT_WRITE
-
-
-def _dumps(obj: Any) -> str:
-    return json.dumps(obj, ensure_ascii=False, separators=(",", ":"))
 
 
 def is_ping_text(text: str) -> bool:
@@ -168,7 +165,7 @@ class Hub:
                         continue
                 if frame is None:
                     try:
-                        frame = ws.prepare_text(_dumps(event))
+                        frame = ws.prepare_text(compact_json(event))
                     except (TypeError, ValueError):
                         log.exception("live-feed event is not JSON-serialisable; not published")
                         return 0
@@ -255,6 +252,18 @@ class Feed:
         return ws.CLOSE_ABNORMAL
 
 
+class _Loop:
+    """The broadcaster thread's state from one pass to the next."""
+
+    __slots__ = ("sel", "feeds", "touched", "timer_at")
+
+    def __init__(self, sel: selectors.BaseSelector) -> None:
+        self.sel = sel
+        self.feeds: Set[Feed] = set()
+        self.touched: Set[Feed] = set()  # feeds with socket events since the last pass
+        self.timer_at: Optional[float] = None  # the earliest feed timer when last waited
+
+
 class Broadcaster:
     """Serves every live-feed socket from one thread; the thread runs while feeds exist."""
 
@@ -316,7 +325,7 @@ class Broadcaster:
             full = self._open >= self.max_feeds
             self._open += 1
         feed = Feed(sock, None, now)
-        feed.conn.send_text(_dumps(hello))
+        feed.conn.send_text(compact_json(hello))
         feed.initial = bytes(initial_data)
         if full:
             self._begin_close(feed, ws.CLOSE_TRY_AGAIN_LATER, "too many live-feed clients; try again later", now)
@@ -341,79 +350,117 @@ class Broadcaster:
         return self.stop_event is not None and self.stop_event.is_set()
 
     def _run(self) -> None:
-        sel = self._sel = selectors.DefaultSelector()
-        sel.register(self._wake_r, _READ, None)
-        feeds: Set[Feed] = set()
-        touched: Set[Feed] = set()  # feeds with socket events since the last pass
-        timer_at: Optional[float] = None
+        """Pass after pass: admit new feeds, service those with news (all of them on a delivery,
+        a due timer or shutdown), then wait for sockets, a wake-up or the next timer. The thread
+        ends once no feed is left."""
+        loop = _Loop(selectors.DefaultSelector())
+        self._sel = loop.sel
+        loop.sel.register(self._wake_r, _READ, None)
         try:
             while True:
-                with self._lock:
-                    new, self._pending = self._pending, []
-                    if not new and not feeds:
-                        self._thread = None
-                        return
+                new = self._take_pending(loop)
+                if new is None:
+                    return
                 now = time.monotonic()
-                for feed in new:
-                    feeds.add(feed)
-                    touched.add(feed)
-                    feed.mask = _READ
-                    sel.register(feed.sock, _READ, feed)
-                    if feed.initial:
-                        self._received(feed, feed.initial, now)
-                        feed.initial = b""
-                deliver = self._deliver_at is not None and now >= self._deliver_at
-                if deliver:
-                    self._deliver_at = None
-                    self._delivered_at = now
-                    self._woken = False  # queues are read below: a publish from now on wakes us again
-                if (deliver or (timer_at is not None and now >= timer_at) or self.hub.closed
-                        or self._stopping()):
-                    touched = set(feeds)
-                for feed in touched:
-                    if feed.sock is not None:
-                        self._service(feed, now, deliver)
-                    if feed.sock is None:
-                        feeds.discard(feed)
-                    elif feed.mask != (_READ | (_WRITE if feed.out else 0)):
-                        feed.mask = _READ | (_WRITE if feed.out else 0)
-                        sel.modify(feed.sock, feed.mask, feed)
-                touched = set()
-                if not feeds:
-                    continue
-                timer_at = self._timer_at(feeds)
-                due = timer_at
-                if self._deliver_at is not None and (due is None or self._deliver_at < due):
-                    due = self._deliver_at
-                timeout = None if due is None else max(due - time.monotonic(), 0.0)
-                if self.stop_event is not None:
-                    timeout = self.poll_interval if timeout is None else min(timeout, self.poll_interval)
-                for key, mask in sel.select(timeout):
-                    feed = key.data
-                    if feed is None:
-                        try:
-                            while self._wake_r.recv(4096):
-                                pass
-                        except (BlockingIOError, InterruptedError):
-                            pass
-                        # `_woken` stays set until the delivery: publishes meanwhile need no wake-up.
-                        if self._deliver_at is None:
-                            self._deliver_at = max(time.monotonic(), self._delivered_at + self.batch_delay)
-                        continue
-                    if mask & _READ and feed.sock is not None:
-                        self._read(feed)
-                    touched.add(feed)
+                self._admit(loop, new, now)
+                self._service_touched(loop, now, self._delivery_due(now))
+                if loop.feeds:
+                    self._wait(loop)
         except Exception:
             log.exception("live-feed broadcaster failed; closing its clients")
-            with self._lock:
-                feeds.update(self._pending)
-                self._pending = []
-                self._thread = None
-            for feed in feeds:
-                self._finish(feed)
+            self._fail(loop)
         finally:
             self._sel = None
-            sel.close()
+            loop.sel.close()
+
+    def _take_pending(self, loop: _Loop) -> Optional[List[Feed]]:
+        """The feeds attached since the last pass; None (the thread ends) once none is left."""
+        with self._lock:
+            new, self._pending = self._pending, []
+            if not new and not loop.feeds:
+                self._thread = None
+                return None
+        return new
+
+    def _admit(self, loop: _Loop, new: List[Feed], now: float) -> None:
+        for feed in new:
+            loop.feeds.add(feed)
+            loop.touched.add(feed)
+            feed.mask = _READ
+            loop.sel.register(feed.sock, _READ, feed)
+            if feed.initial:
+                self._received(feed, feed.initial, now)
+                feed.initial = b""
+
+    def _delivery_due(self, now: float) -> bool:
+        """Whether the batched delivery is due; if so it starts now."""
+        if self._deliver_at is None or now < self._deliver_at:
+            return False
+        self._deliver_at = None
+        self._delivered_at = now
+        self._woken = False  # queues are read in this pass: a publish from now on wakes us again
+        return True
+
+    def _service_touched(self, loop: _Loop, now: float, deliver: bool) -> None:
+        """The feeds with news; all of them on a delivery, a due feed timer or shutdown."""
+        if deliver or (loop.timer_at is not None and now >= loop.timer_at) or self.hub.closed or self._stopping():
+            loop.touched = set(loop.feeds)
+        for feed in loop.touched:
+            if feed.sock is not None:
+                self._service(feed, now, deliver)
+            self._rearm(loop, feed)
+        loop.touched = set()
+
+    @staticmethod
+    def _rearm(loop: _Loop, feed: Feed) -> None:
+        """A finished feed leaves; a live one is watched for writing while it has output."""
+        if feed.sock is None:
+            loop.feeds.discard(feed)
+        elif feed.mask != (_READ | (_WRITE if feed.out else 0)):
+            feed.mask = _READ | (_WRITE if feed.out else 0)
+            loop.sel.modify(feed.sock, feed.mask, feed)
+
+    def _wait(self, loop: _Loop) -> None:
+        """Until a socket event, a wake-up or the next timer; readable feeds are read."""
+        loop.timer_at = self._timer_at(loop.feeds)
+        for key, mask in loop.sel.select(self._timeout(loop.timer_at)):
+            feed = key.data
+            if feed is None:
+                self._woken_up()
+                continue
+            if mask & _READ and feed.sock is not None:
+                self._read(feed)
+            loop.touched.add(feed)
+
+    def _timeout(self, timer_at: Optional[float]) -> Optional[float]:
+        """Seconds to the next timer or delivery (None: none), at most poll_interval with a stop event."""
+        due = timer_at
+        if self._deliver_at is not None and (due is None or self._deliver_at < due):
+            due = self._deliver_at
+        timeout = None if due is None else max(due - time.monotonic(), 0.0)
+        if self.stop_event is not None:
+            timeout = self.poll_interval if timeout is None else min(timeout, self.poll_interval)
+        return timeout
+
+    def _woken_up(self) -> None:
+        """Drain the wake-up socket and schedule the batched delivery."""
+        try:
+            while self._wake_r.recv(4096):
+                pass
+        except (BlockingIOError, InterruptedError):
+            pass
+        # `_woken` stays set until the delivery: publishes meanwhile need no wake-up.
+        if self._deliver_at is None:
+            self._deliver_at = max(time.monotonic(), self._delivered_at + self.batch_delay)
+
+    def _fail(self, loop: _Loop) -> None:
+        """The thread failed: every feed, running or still pending, is finished."""
+        with self._lock:
+            loop.feeds.update(self._pending)
+            self._pending = []
+            self._thread = None
+        for feed in loop.feeds:
+            self._finish(feed)
 
     def _timer_at(self, feeds: Set[Feed]) -> Optional[float]:
         """The earliest keepalive ping, idle timeout or close deadline of any feed."""

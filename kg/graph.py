@@ -3,9 +3,12 @@
 Why it exists: the store must not rescan a graph per write. The token estimate of contract
 section 5 and the count of nodes per state are kept incrementally: every change to a node
 goes through `refresh(id)`, which re-counts that node and the edges that touch it.
+The same holds for the nodes and edges that look like they hold a credential (contract
+section 10, kg/secrets.py): `flagged` is kept by refresh / put_edge / recount, rescanning a
+node only when its text changed, so reads filter them in O(1) per node.
 """
 
-from . import model, sharedmeta
+from . import model, secrets, sharedmeta
 
 
 class Graph:
@@ -30,6 +33,9 @@ class Graph:
         self.compact_idle_until = 0.0  # see Store._compact_after
         self.path_known = True  # False for an old project file that does not record its path
         self.shared = False  # the project's knowledge is shared through its repository's .kg/ (kg/shared.py)
+        self.flagged = {}  # node id -> (field, Hit): holds a credential; never shown, kept until deleted
+        self.flagged_edges = {}  # edge key -> (field, Hit), likewise
+        self._scanned = {}  # node id -> the texts last scanned for credentials
 
     # ---- figures
 
@@ -47,9 +53,57 @@ class Graph:
                 self.counted_edges.discard(key)
                 self.tokens -= model.EDGE_TOKENS
 
+    def _scan(self, node_id, node):
+        """Keep `flagged` current for one node; scan only texts not scanned before."""
+        if node is None:
+            self._scanned.pop(node_id, None)
+            self.flagged.pop(node_id, None)
+            return
+        texts = (node.get("gist"), tuple(node.get("notes") or ()), tuple(node.get("touches") or ()))
+        if self._scanned.get(node_id) == texts:
+            return
+        self._scanned[node_id] = texts
+        found = secrets.scan_node(node)
+        if found is None:
+            self.flagged.pop(node_id, None)
+        else:
+            self.flagged[node_id] = found
+
+    def _scan_edge(self, key, edge):
+        found = secrets.scan_edge(edge) if edge is not None else None
+        if found is None:
+            self.flagged_edges.pop(key, None)
+        else:
+            self.flagged_edges[key] = found
+
+    def shown(self, node_id):
+        """May this node be shown to an agent (it holds no credential)?"""
+        return node_id not in self.flagged
+
+    def visible(self, state):
+        """Ids of a state that may be shown (a set; the state's own set when nothing is flagged)."""
+        ids = self.by_state[state]
+        return ids - self.flagged.keys() if self.flagged else ids
+
+    def visible_nodes(self):
+        """id -> node of every node that may be shown."""
+        if not self.flagged:
+            return self.nodes
+        return {k: n for k, n in self.nodes.items() if k not in self.flagged}
+
+    def edge_shown(self, key, edge):
+        return key not in self.flagged_edges and edge["from"] not in self.flagged and edge["to"] not in self.flagged
+
+    def withheld(self):
+        """(ids of the flagged nodes that can be named, how many are flagged in all): a node whose
+        id itself looks like a credential is counted, not named."""
+        named = sorted(i for i, (field, _) in self.flagged.items() if field != "id")
+        return named, len(self.flagged)
+
     def refresh(self, node_id):
         """Re-count one node (after any change to it, in place or not) and its edges."""
         node = self.nodes.get(node_id)
+        self._scan(node_id, node)
         self.search_cache.pop(node_id, None)
         self.corpus = self.recall_index = None
         old_state = self._node_state.pop(node_id, None)
@@ -82,7 +136,13 @@ class Graph:
         for key, edge in self.edges.items():
             self.adj.setdefault(edge["from"], set()).add(key)
             self.adj.setdefault(edge["to"], set()).add(key)
+        for gone in [i for i in self._scanned if i not in self.nodes]:
+            self._scan(gone, None)
+        self.flagged_edges = {}
+        for key, edge in self.edges.items():
+            self._scan_edge(key, edge)
         for node_id, node in self.nodes.items():
+            self._scan(node_id, node)
             self._count_node(node_id, node)
         for key in self.edges:
             self._count_edge(key)
@@ -111,6 +171,7 @@ class Graph:
         key = model.edge_key(edge["from"], edge["to"], edge["rel"])
         self.edges[key] = edge
         self.recall_index = None  # recall also matches edge ends
+        self._scan_edge(key, edge)
         self.adj.setdefault(edge["from"], set()).add(key)
         self.adj.setdefault(edge["to"], set()).add(key)
         self._count_edge(key)
@@ -120,6 +181,7 @@ class Graph:
         edge = self.edges.pop(key, None)
         if edge is None:
             return None
+        self.flagged_edges.pop(key, None)
         self.recall_index = None
         if key in self.counted_edges:
             self.counted_edges.discard(key)
@@ -139,18 +201,21 @@ class Graph:
         """A read by id's view of one node: NODE + its level + every edge touching it."""
         item = model.public_node(self.nodes[node_id])
         item["level"] = self.level
-        item["edges"] = [model.public_edge(e) for e in self.edges_of(node_id)]
+        item["edges"] = [model.public_edge(e) for e in self.edges_of(node_id)
+                         if self.edge_shown(model.edge_key(e["from"], e["to"], e["rel"]), e)]
         return item
 
     def active_view(self):
         """A full kg_read's view of the graph: its active nodes, their recency, the archived
-        ids, the edges counted in the estimate and the estimate."""
-        nodes = sorted((self.nodes[nid] for nid in self.by_state[model.ACTIVE]), key=lambda n: n["id"])
+        ids, the edges counted in the estimate and the estimate; nodes and edges holding a
+        credential left out, and `withheld` (named ids, count) saying so."""
+        nodes = sorted((self.nodes[nid] for nid in self.visible(model.ACTIVE)), key=lambda n: n["id"])
         return {"nodes": [model.public_node(n) for n in nodes],
                 "recency": {n["id"]: model.recency(n) for n in nodes},
-                "archived": sorted(self.by_state[model.ARCHIVED]),
-                "edges": [model.public_edge(self.edges[k]) for k in sorted(self.counted_edges)],
-                "tokens": self.tokens}
+                "archived": sorted(self.visible(model.ARCHIVED)),
+                "edges": [model.public_edge(self.edges[k]) for k in sorted(self.counted_edges)
+                          if self.edge_shown(k, self.edges[k])],
+                "tokens": self.tokens, "withheld": self.withheld()}
 
     def visible_edges(self):
         """Edges shown by kg_read: at least one end an active node (contract 5, revised)."""

@@ -4,18 +4,20 @@ Rules owned here:
 - DNS-rebinding guard: a `Host` that is not this machine (localhost, 127.0.0.1, [::1], or the
   configured --host) is refused with 403 and the connection closed; no Host header passes.
 - An `Origin` that is not on this machine is refused with 403; no Origin passes (non-browser
-  clients). What counts as local is ws.origin_is_local's rule.
+  clients). Local: `http(s)://` with host `localhost`, a loopback address (`127.0.0.0/8`,
+  `[::1]`, written in full) or the configured --host, and nothing else (no user, path or query).
+- Hosts compare lower-cased, an IPv6 address without its brackets (normal_host), in both rules.
 - With a token configured, every request needs `Authorization: Bearer <token>` except the
   public pages (GET/HEAD /health and the viewer's files, which hold no data); only the
   WebSocket may pass it as `?token=` (a browser cannot set headers there; anywhere else a
   token in a URL would leak into logs and history). Tokens are compared in constant time.
 """
 
+import socket
 from collections import namedtuple
+from urllib.parse import urlsplit
 
-from .ws import origin_is_local
-
-LOCAL_HOSTS = frozenset({"localhost", "127.0.0.1", "::1", "[::1]"})
+LOCAL_HOSTS = frozenset({"localhost", "127.0.0.1", "::1"})
 WILDCARD_HOSTS = ("0.0.0.0", "::", "")
 PUBLIC_PATHS = frozenset({"/health", "/ui", "/ui/", "/ui/app.css", "/ui/app.js"})
 
@@ -44,21 +46,59 @@ def host_name(value):
     return host
 
 
+def normal_host(host):
+    """A host as the guards compare it: trimmed, lower case, an IPv6 address without brackets."""
+    host = host.strip().lower()
+    if host.startswith("[") and host.endswith("]") and ":" in host:
+        host = host[1:-1]
+    return host
+
+
+def origin_is_local(origin, extra_hosts=()):
+    """True when a request with this `Origin` header may come in (None means absent)."""
+    if origin is None:
+        return True
+    try:
+        parts = urlsplit(origin.strip())
+        host = parts.hostname
+        parts.port  # raises ValueError on a bad port
+    except ValueError:
+        return False
+    if parts.scheme.lower() not in ("http", "https") or not host:
+        return False
+    if parts.username is not None or parts.password is not None:
+        return False
+    if parts.path not in ("", "/") or parts.query or parts.fragment:
+        return False
+    host = normal_host(host)
+    return host == "localhost" or _is_loopback_address(host) or host in {normal_host(h) for h in extra_hosts if h}
+
+
+def _is_loopback_address(host):
+    """127.0.0.0/8 or ::1, written in full (no shorthand such as 127.1)."""
+    for family, loopback in ((socket.AF_INET, None), (socket.AF_INET6, b"\0" * 15 + b"\1")):
+        try:
+            packed = socket.inet_pton(family, host)
+        except (OSError, ValueError):
+            continue
+        return packed[0] == 127 if loopback is None else packed == loopback
+    return False
+
+
 class Policy:
     """The guard for one daemon: its bind address (an extra local name) and optional token."""
 
     def __init__(self, host="127.0.0.1", token=None):
-        host = (host or "").lower()
+        host = normal_host(host or "")
         self.extra_hosts = (host,) if host not in WILDCARD_HOSTS else ()
-        self.allowed_hosts = LOCAL_HOSTS | set(self.extra_hosts) | {
-            "[%s]" % h for h in self.extra_hosts if ":" in h}
+        self.allowed_hosts = LOCAL_HOSTS | set(self.extra_hosts)
         self.token = token or None
 
     def check(self, method, path, headers, query):
         """None when the request may go on, else the Refusal to answer.
         `headers` has lower-cased names; `query` is parse_qs output."""
         host = headers.get("host")
-        if host is not None and host_name(host) not in self.allowed_hosts:
+        if host is not None and normal_host(host_name(host)) not in self.allowed_hosts:
             return Refusal(403, "Host %r is not this machine; kgd only answers requests addressed to it "
                                 "(DNS-rebinding guard)." % host[:100], None, True)
         origin = headers.get("origin")

@@ -1,14 +1,18 @@
-"""`kgd hook`: Claude Code's command hook (SessionStart runs hooks only as commands).
+"""`kgd hook [--agent NAME] [--event EVENT]`: an agent's command hook (Claude Code runs
+SessionStart hooks only as commands; Codex and Gemini CLI run only command hooks).
 
 Rules owned here:
 - Reads the hook input from stdin (at most 1 MiB; anything that is not a JSON object is dropped),
-  POSTs it unchanged to /api/hooks of the daemon serving the root (the port in the root's lock
+  POSTs it unchanged to /api/hooks (?agent=NAME&event=EVENT unless Claude Code's with no event
+  named) of the daemon serving the root (the port in the root's lock
   file, else the configured one once /health says it is kgd), starting that daemon in the
   background when none runs, and prints the answer when it is a 200 with a non-empty JSON object.
 - Exits 0 in every case and returns within BUDGET seconds, spawning and waiting included: a hook
   must never block or fail the session it serves. Problems go to stderr as one line.
 - Keeps its import path small (no store, no HTTP server, no http.client): it runs once per event
   in a fresh Python.
+- An unknown agent or a malformed event name is said on stderr and nothing is sent; `--help`
+  prints the usage instead of waiting on stdin.
 """
 
 import json
@@ -18,6 +22,7 @@ import socket
 import sys
 import time
 
+from . import agents
 from .config import DEFAULTS, ConfigError, connect_host, resolve_config
 from .storage import lock_state
 from .storage import Layout
@@ -128,7 +133,7 @@ def _is_kgd(host, port, deadline):
     return status == 200 and isinstance(obj, dict) and obj.get("status") == "ok" and "version" in obj
 
 
-def forward(cfg, body, deadline):
+def forward(cfg, body, deadline, path=PATH):
     """POST body to the daemon serving cfg's root, starting it when none runs. -> (status, body)."""
     host = connect_host(cfg)
     layout = Layout(cfg["root"])
@@ -138,12 +143,12 @@ def forward(cfg, body, deadline):
         held, _, port, _ = lock_state(layout)
         if held and port:
             try:
-                return post(host, port, PATH, body, cfg.get("token"), deadline)
+                return post(host, port, path, body, cfg.get("token"), deadline)
             except OSError as exc:  # refused while it starts or stops: retry until the deadline
                 last_error = exc
         elif not held and not spawned:
             if cfg["port"] and _is_kgd(host, cfg["port"], min(deadline, time.monotonic() + 0.3)):
-                return post(host, cfg["port"], PATH, body, cfg.get("token"), deadline)
+                return post(host, cfg["port"], path, body, cfg.get("token"), deadline)
             from .client import spawn_daemon  # only now: subprocess and http.client cost start-up time
 
             spawn_daemon(cfg)
@@ -152,16 +157,41 @@ def forward(cfg, body, deadline):
     raise OSError("no kgd answered within %.1f s%s" % (BUDGET, ": %s" % last_error if last_error else ""))
 
 
+HELP = """usage: kgd hook [--agent NAME] [--event EVENT] [--root DIR] [--port N] ...
+
+An agent's command hook: reads the agent's hook input (JSON) on stdin, forwards it to the kgd
+daemon (starting it when none runs) and prints the answer for the agent. Always exits 0, within
+about 2 seconds.
+
+  --agent NAME   the agent that runs this hook: %s (default claude)
+  --event EVENT  the agent's event name, when its input does not carry one (Copilot CLI's
+                 command hooks: sessionStart, userPromptSubmitted, postToolUse, agentStop)
+""" % ", ".join(agents.NAMES)
+
+
+def hook_path(agent, event):
+    """The /api/hooks path for an agent and event, or raise ValueError saying what is wrong."""
+    agent = agent or agents.CLAUDE
+    if not agents.known(agent):
+        raise ValueError(agents.unknown_message(agent))
+    if event is not None and not (0 < len(event) <= 64 and event.isalnum() and event.isascii()):
+        raise ValueError("--event takes an event name such as postToolUse")
+    if agent == agents.CLAUDE and event is None:
+        return PATH
+    return PATH + "?agent=" + agent + ("&event=" + event if event else "")
+
+
 def hook(args, cfg):
     deadline = time.monotonic() + BUDGET
     try:
+        path = hook_path(getattr(args, "agent", None), getattr(args, "event", None))
         body = read_input(sys.stdin, deadline)
         if body is None:
             raise ValueError("the hook input was over 1 MiB or never ended")
         obj = json.loads(body.decode("utf-8"))
         if not isinstance(obj, dict):
             raise ValueError("the hook input is not a JSON object")
-        status, answer = forward(cfg, body, deadline)
+        status, answer = forward(cfg, body, deadline, path)
         if status == 200 and answer.strip():
             reply = json.loads(answer.decode("utf-8"))
             if isinstance(reply, dict) and reply:
@@ -178,26 +208,35 @@ def hook(args, cfg):
 
 
 class _Args:
-    """What `kgd hook` takes from its command line: the settings' flags (unknown words are
-    ignored: a hook must not fail over its command line)."""
+    """What `kgd hook` takes from its command line: the settings' flags, --agent, --event and
+    --help (unknown words are ignored: a hook must not fail over its command line)."""
 
     def __init__(self, argv):
         flags = {"--" + name.replace("_", "-"): name for name in DEFAULTS}
+        flags.update({"--agent": "agent", "--event": "event"})
+        self.agent = self.event = None
+        self.help = False
         it = iter(argv)
         for word in it:
             name, eq, value = word.partition("=")
             if name == "--structured-output":
                 continue
-            if name in flags:
+            if name in ("-h", "--help"):
+                self.help = True
+            elif name in flags:
                 setattr(self, flags[name], value if eq else next(it, None))
 
 
 def main(argv):
     """`kgd hook` started straight from kgd.py: no argparse, nothing of the rest of the CLI."""
+    args = _Args(argv)
+    if args.help:
+        sys.stdout.write(HELP)
+        return 0
     try:
-        cfg = resolve_config(_Args(argv))
+        cfg = resolve_config(args)
     except ConfigError as exc:
         sys.stderr.write("kgd hook: %s\n" % exc)
         return 0
-    return hook(None, cfg)
+    return hook(args, cfg)
 

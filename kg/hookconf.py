@@ -1,4 +1,5 @@
-"""`kgd hooks install|remove|print`: kgd's entries in Claude Code's ~/.claude/settings.json.
+"""`kgd hooks install|remove|print [--agent NAME|all]`: kgd's entries in Claude Code's
+~/.claude/settings.json here; the other agents' (Codex, Gemini, Copilot) in kg/agentconf.py.
 
 Rules owned here:
 - kgd's entries: SessionStart runs the command hook `<python> -S <kgd.py or kgd.pyz> hook` (plus
@@ -7,31 +8,32 @@ Rules owned here:
   http://127.0.0.1:PORT/api/hooks with a short timeout. With a token, the HTTP hooks send
   `Authorization: Bearer $KG_TOKEN`, resolved by Claude Code from its environment (listed in
   allowedEnvVars): the token itself is never written to the file; `kgd hook` reads KG_TOKEN too.
-- An entry is kgd's when it is a command hook running `kgd.py hook` / `kgd.pyz hook`, or an HTTP
-  hook to /api/hooks on a loopback address. `install` replaces kgd's entries (any port) and
-  touches nothing else; installing twice changes nothing; `remove` takes out only kgd's entries
-  (and the matcher groups and event lists that held nothing else).
-- The file is changed as userconf says: a file that is not a JSON object is refused, the old
-  bytes are kept as a dated backup, the new file is written whole.
+- Which entries are kgd's, and how they are replaced or taken out leaving every other one, is
+  kg/hooklists.py's: installing twice changes nothing; `remove` takes out only kgd's entries.
+- kgd's tool permissions: `install` also adds `mcp__kg__<tool>` for each of kgd's tools to
+  permissions.allow (so Claude Code does not ask before every memory call; --no-permissions skips
+  it); `remove` takes exactly those names out again (and the list / object it emptied).
+- The file is changed as userconf says: a file that is not a JSON object is refused, the person's
+  formatting and file mode are kept, and a dated backup is left only when the rewrite could not
+  reproduce their formatting.
 """
 
 import json
 import os
-import re
 import shlex
 
-from . import userconf
-from .client import entry_point, python_executable
-from .config import DEFAULT_PORT, DEFAULT_ROOT
-from .console import CommandError, say
+from . import hooklists, userconf
+from .config import DEFAULT_PORT
+from .console import CommandError, say, warn
 
 TOOLS_MATCHER = "Read|Edit|Write|MultiEdit|Grep|Glob|NotebookEdit|WebFetch|WebSearch"
 HTTP_EVENTS = (("UserPromptSubmit", None), ("PostToolUse", TOOLS_MATCHER), ("Stop", None))
 HTTP_TIMEOUT = 5
 COMMAND_TIMEOUT = 10
 TOKEN_VAR = "KG_TOKEN"
-_KGD_COMMAND = re.compile(r"""(?:^|[\s/'"])kgd\.pyz?['"]?\s+hook(?:\s|$)""")
-_KGD_URL = re.compile(r"\Ahttps?://(?:127\.0\.0\.1|localhost|\[::1\]):(\d+)/api/hooks/?\Z")
+TOOL_NAMES = ("kg_read", "kg_put_node", "kg_put_edge", "kg_delete_node", "kg_delete_edge", "kg_search", "kg_sync",
+              "kg_progress")
+PERMISSIONS = tuple("mcp__kg__" + t for t in TOOL_NAMES)
 
 
 def settings_path(args=None):
@@ -41,12 +43,7 @@ def settings_path(args=None):
 
 
 def hook_command(cfg):
-    argv = [python_executable(), "-S", entry_point(), "hook"]
-    if cfg["port"] != DEFAULT_PORT:
-        argv += ["--port", str(cfg["port"])]
-    if cfg["root"] != DEFAULT_ROOT:
-        argv += ["--root", cfg["root"]]
-    return " ".join(shlex.quote(a) for a in argv)
+    return hooklists.hook_command(cfg)
 
 
 def hook_url(port):
@@ -70,129 +67,144 @@ def kgd_entries(cfg):
     return out
 
 
-def is_kgd_hook(hook):
-    if not isinstance(hook, dict):
-        return False
-    if hook.get("type") == "command":
-        return isinstance(hook.get("command"), str) and bool(_KGD_COMMAND.search(hook["command"]))
-    if hook.get("type") == "http":
-        return isinstance(hook.get("url"), str) and bool(_KGD_URL.match(hook["url"].strip()))
-    return False
-
-
-def _event_lists(conf):
-    hooks = conf.get("hooks")
-    if hooks is None:
-        return {}
-    if not isinstance(hooks, dict):
-        raise CommandError("\"hooks\" in the settings is not an object; fix it, then run this again")
-    return hooks
-
-
-def found(conf):
-    """{event: [kgd's hook objects]} in conf."""
-    out = {}
-    for event, groups in _event_lists(conf).items():
-        for group in groups if isinstance(groups, list) else ():
-            for hook in _inner(group):
-                if is_kgd_hook(hook):
-                    out.setdefault(event, []).append(hook)
-    return out
+is_kgd_hook = hooklists.is_kgd_hook
+found = hooklists.found
 
 
 def without_kgd(conf):
+    """A copy of conf with kgd's hooks and tool permissions taken out -> (copy, how many hooks, how
+    many permissions were taken out)."""
+    conf, hooks_removed = without_hooks(conf)
+    conf, perms_removed = without_permissions(conf)
+    return conf, hooks_removed, perms_removed
+
+
+def without_hooks(conf):
     """A copy of conf with kgd's hooks taken out -> (copy, how many were taken out)."""
+    return hooklists.without(conf)
+
+
+def _allow_list(conf):
+    perms = conf.get("permissions")
+    allow = perms.get("allow") if isinstance(perms, dict) else None
+    return allow if isinstance(allow, list) else None
+
+
+def without_permissions(conf):
+    """A copy of conf without kgd's tool permissions -> (copy, how many were taken out); the allow
+    list and permissions object are dropped when kgd's names were all they held."""
     conf = json.loads(json.dumps(conf))
-    hooks = _event_lists(conf)
-    removed = 0
-    for event in list(hooks):
-        groups = hooks[event]
-        if not isinstance(groups, list):
-            continue
-        kept_groups, touched = [], False
-        for group in groups:
-            inner = group.get("hooks") if isinstance(group, dict) else None
-            if not isinstance(inner, list) or not any(is_kgd_hook(h) for h in inner):
-                kept_groups.append(group)
-                continue
-            touched = True
-            kept = [h for h in inner if not is_kgd_hook(h)]
-            removed += len(inner) - len(kept)
-            if kept:
-                kept_groups.append(dict(group, hooks=kept))
-        if touched:
-            if kept_groups:
-                hooks[event] = kept_groups
-            else:
-                del hooks[event]
-    if "hooks" in conf and not conf["hooks"] and removed:
-        del conf["hooks"]
+    allow = _allow_list(conf)
+    if not allow:
+        return conf, 0
+    kept = [p for p in allow if p not in PERMISSIONS]
+    removed = len(allow) - len(kept)
+    if removed:
+        conf["permissions"]["allow"] = kept
+        if not kept:
+            del conf["permissions"]["allow"]
+            if not conf["permissions"]:
+                del conf["permissions"]
     return conf, removed
 
 
-def _installed_as_wanted(conf, wanted):
-    have = found(conf)
-    return set(have) == set(wanted) and all(
-        have[e] == [h for g in wanted[e] for h in g["hooks"]] for e in wanted) and all(
-        _matcher_of(conf, e) == wanted[e][0].get("matcher") for e in wanted)
+def with_permissions(conf):
+    """conf with kgd's tool permissions appended to permissions.allow (the missing ones) -> (conf, added)."""
+    perms = conf.get("permissions", {})
+    if not isinstance(perms, dict) or not isinstance(perms.get("allow", []), list):
+        raise CommandError("\"permissions\".allow in the settings is not a list; fix it, or run this with "
+                           "--no-permissions")
+    have = perms.get("allow", [])
+    missing = [p for p in PERMISSIONS if p not in have]
+    if missing:
+        conf = dict(conf, permissions=dict(perms, allow=list(have) + missing))
+    return conf, len(missing)
 
 
-def _inner(group):
-    """The hook objects of one matcher group; nothing when the group is not shaped as one."""
-    inner = group.get("hooks") if isinstance(group, dict) else None
-    return inner if isinstance(inner, list) else ()
-
-
-def _matcher_of(conf, event):
-    for group in _event_lists(conf).get(event) or []:
-        if any(is_kgd_hook(h) for h in _inner(group)):
-            return group.get("matcher")
-    return None
-
-
-def install_into(conf, cfg):
+def install_into(conf, cfg, permissions=True):
     """-> (new conf, changed?)."""
-    wanted = kgd_entries(cfg)
-    if _installed_as_wanted(conf, wanted):
-        return conf, False
-    new, _ = without_kgd(conf)
-    if new.get("hooks") is None:
-        new["hooks"] = {}
-    hooks = new["hooks"]
-    for event, groups in wanted.items():
-        if not isinstance(hooks.get(event, []), list):
-            raise CommandError("\"hooks\".%s in the settings is not a list; fix it, then run this again" % event)
-        hooks.setdefault(event, []).extend(groups)
-    return new, True
+    new, changed = hooklists.merge(conf, kgd_entries(cfg))
+    if permissions:
+        new, added = with_permissions(new)
+        changed = changed or bool(added)
+    return new, changed
+
+
+AGENT_NAMES = ("claude", "codex", "gemini", "copilot")
 
 
 def hooks(args, cfg):
+    """`kgd hooks ACTION [--agent NAME|all]`: Claude Code's here, the other agents' in kg/agentconf.py.
+    `all` is every agent for remove and print, and Claude Code plus each agent found here for install;
+    one agent's refusal does not stop the others (exit 1 at the end)."""
+    from . import agentconf
+
+    agent = getattr(args, "agent", None) or "claude"
+    if agent != "all":
+        names = [agent]
+    elif args.action == "install":
+        names = ["claude"] + [n for n in agentconf.NAMES if agentconf.present(n)]
+    else:
+        names = list(AGENT_NAMES)
+    failed = 0
+    for name in names:
+        try:
+            if name == "claude":
+                code = claude_hooks(args, cfg)
+            elif args.action == "print":
+                say(agentconf.show(name, cfg))
+                code = 0
+            else:
+                do = agentconf.install if args.action == "install" else agentconf.remove
+                lines = do(name, cfg, dry_run=args.dry_run)
+                if not lines and agent != "all":
+                    lines = ["%s: no kgd entries in %s; nothing to remove" % (agentconf.AGENTS[name]["label"],
+                                                                               agentconf.home(name))]
+                for line in lines:
+                    say(line)
+                code = 0
+        except CommandError as exc:
+            if agent != "all":
+                raise
+            warn("%s: %s" % (name, exc))
+            code = 1
+        failed += code
+    return 1 if failed else 0
+
+
+def claude_hooks(args, cfg):
     path = settings_path(args)
+    permissions = not getattr(args, "no_permissions", False)
     if args.action == "print":
-        say(json.dumps({"hooks": kgd_entries(cfg)}, indent=2))
+        shown = {"hooks": kgd_entries(cfg)}
+        if permissions:
+            shown["permissions"] = {"allow": list(PERMISSIONS)}
+        say(json.dumps(shown, indent=2))
         return 0
     conf, raw = userconf.load(path)
     if args.action == "install":
-        new, changed = install_into(conf, cfg)
+        new, changed = install_into(conf, cfg, permissions)
         if not changed:
-            say("kgd's hooks are already in %s; unchanged" % path)
+            say("kgd's hooks%s are already in %s; unchanged" % (" and tool permissions" if permissions else "", path))
             return 0
-        action = "added kgd's hooks (SessionStart: kgd hook; UserPromptSubmit, PostToolUse, Stop: %s) to" % (
-            hook_url(cfg["port"]))
+        added = len(_allow_list(new) or []) - len(_allow_list(conf) or [])
+        action = "added kgd's hooks (SessionStart: kgd hook; UserPromptSubmit, PostToolUse, Stop: %s)%s to" % (
+            hook_url(cfg["port"]), " and %d tool permission(s)" % added if added else "")
     else:
-        new, removed = without_kgd(conf)
-        if not removed:
+        new, removed, perms = without_kgd(conf)
+        if not removed and not perms:
             say("no kgd hooks in %s; nothing to remove" % path)
             return 0
-        action = "removed kgd's %d hook(s) from" % removed
+        action = "removed kgd's %d hook(s)%s from" % (removed, " and %d tool permission(s)" % perms if perms else "")
     if args.dry_run:
         say("would have %s %s; the file would read:" % (action, path))
-        say(userconf.encode(new).decode("utf-8").rstrip())
+        say(userconf.encode(new, raw).decode("utf-8").rstrip())
         return 0
-    # A backup only when the old file held something of the person's own, besides kgd's hooks;
-    # a file that held nothing else is removed with them.
-    backup = userconf.save(path, new, raw, backup=bool(without_kgd(conf)[0]))
-    say("%s %s%s; this takes effect in new Claude Code sessions" % (action, path, " (backup: %s)" % backup if backup else ""))
+    # A file that held nothing but kgd's entries is removed with them; otherwise a backup only when
+    # the person's formatting could not be kept.
+    backup = userconf.save(path, new, raw, backup="if-lossy" if without_kgd(conf)[0] else False)
+    say("%s %s%s; this takes effect in new Claude Code sessions" % (
+        action, path, " (backup, as its formatting could not be kept: %s)" % backup if backup else ""))
     return 0
 
 
@@ -205,7 +217,7 @@ def check(conf, port):
     for event, hooks_ in have.items():
         for h in hooks_:
             if h.get("type") == "http":
-                m = _KGD_URL.match(h["url"].strip())
+                m = hooklists.KGD_URL.match(h["url"].strip())
                 if int(m.group(1)) != port:
                     wrong.append("%s posts to %s, not port %d" % (event, h["url"], port))
             else:

@@ -1,22 +1,28 @@
-"""Claude Code hook events -> what to put in the agent's context (contract section 8).
+"""Hook events of every agent -> what to put in its context: the one ambient loop (contract
+sections 8 and 11).
 
 Rules owned here:
-- One handler for every event, dispatched on `hook_event_name`; an unknown event, a missing or
-  ill-typed field, or anything going wrong answers None (an empty 200): a hook never disturbs.
-- A Claude session id is bound to one kgd session (store.bind_client). What it was shown lives
-  in the session ("level:id" keys), so nothing is shown twice until a compact or a clear.
+- One handler for every agent and event: kg/agents.py turns the agent's input into Claude Code's
+  shape (a Call: START, PROMPT, TOOL or STOP), the loop answers in Claude Code's shape, and
+  kg/agents.py shapes that for the agent. An unknown event, a missing or ill-typed field, or
+  anything going wrong answers None (an empty 200): a hook never disturbs.
+- A client session id is bound to one kgd session (store.bind_client), which remembers the agent
+  that bound it (session.hook["agent"]: it sets the result bounds of kg_read for that session).
+  What it was shown lives in the session ("level:id" keys), so nothing is shown twice until a
+  compact or a clear.
 - SessionStart: a preload within PRELOAD_LIMIT characters (startup, clear, compact, fork, and a
   resume kgd does not know), or a short continuity note (a resume it knows). The preload gives
   gists of the most valuable active nodes (recency first) in all but CRUMB_SHARE of its room,
-  then ids only (crumbs) of the active nodes left out and of the archived ones (issue 13).
+  then ids only (crumbs) of the active nodes left out and of the archived ones; it opens with
+  the usage guide kgd's MCP instructions give (an agent may not show its model those).
 - UserPromptSubmit: words-matched recall (kg/recall.py), every state, at most PROMPT_NODES and
-  PROMPT_CHARS; a node shown counts as read (store.read_nodes: recency, promotion).
-- PostToolUse: nodes about the file just used (FILE_NODES, FILE_CHARS), and a nudge to save what
-  keeps being re-derived: a target used in 2+ Claude sessions (a url or query also twice in one)
-  that no node covers, at most one per NUDGE_GAP per session, NUDGE_MAX per session, one per
-  target per day. Targets over TARGET_MAX chars are ignored; a nudge quotes at most NUDGE_SHOWN.
-- Stop: once per Claude session, after substantial work with nothing written to memory, never
-  when stop_hook_active, off with KG_CAPTURE_NUDGE=0.
+  PROMPT_CHARS, never matching kgd's own words (<hook_context> blocks, a Stop's reason sent back
+  as the next prompt); a node shown counts as read (store.read_nodes: recency, promotion).
+- PostToolUse: nodes about the files or url just used (FILE_NODES, FILE_CHARS in all), and a nudge
+  to save what keeps being re-derived (kg/nudges.py). Targets over TARGET_MAX chars are ignored.
+  For agents that read files through their shell, the files a shell command reads or a patch
+  edits (kg/shellfiles.py) are the targets.
+- Stop: kg/nudges.py.
 - Prompt text is never kept; per-session counters are small and bounded, targets are hashed.
 - Recall indexes: one per graph in `recall_index` (the store resets it to None on any change),
   rebuilt from `recall_prev` (only changed nodes redone); a big graph's first index is built on
@@ -24,16 +30,14 @@ Rules owned here:
 """
 
 import collections
-import hashlib
-import json
 import logging
 import os
-import re
 import threading
-import weakref
 
-from . import model, recall
+from . import agents, model, nudges, recall, shellfiles
 from .errors import KgError
+from .nudges import CLIENTS_PER_TARGET, SESSION_TARGETS, STOP_TOOLS  # noqa: F401 (the loop's numbers, in one place)
+from .nudges import Targets as _Targets  # noqa: F401
 
 log = logging.getLogger(__name__)
 
@@ -44,43 +48,32 @@ CRUMB_HEAD = "Ids only (kg_read id=... gives one; an archived one comes back): "
 PROMPT_NODES, PROMPT_CHARS = 5, 2500
 FILE_NODES, FILE_CHARS = 3, 1500
 TARGET_MAX = 65536          # characters of a file path, url or web query worth looking at
-NUDGE_SHOWN = 300           # a path or url longer than this is not spelled out in a nudge
-NUDGE_GAP, NUDGE_MAX, NUDGE_TARGET_GAP = 600.0, 3, 86400.0
-STOP_EDITS, STOP_TOOLS = 3, 12
-SESSION_TARGETS = 64        # targets remembered per Claude session
-DAEMON_TARGETS = 5000       # targets remembered by the daemon
-CLIENTS_PER_TARGET = 4
 WARM_INLINE = 2000          # nodes: a graph this small is indexed inline at session start
 
 FILE_TOOLS = {"Read": "file_path", "Edit": "file_path", "Write": "file_path", "MultiEdit": "file_path",
               "NotebookEdit": "notebook_path"}
-EDIT_TOOLS = frozenset(("Edit", "Write", "MultiEdit", "NotebookEdit"))
+EDIT_TOOLS = frozenset(("Edit", "Write", "MultiEdit", "NotebookEdit", "apply_patch"))
 SOURCES = ("startup", "resume", "clear", "compact", "fork")
 
 
 def handler(store, env=None):
-    """handle(payload) -> hook output dict, or None when there is nothing to say."""
+    """handle(payload, agent="claude", event=None) -> the agent's hook output dict, or None when
+    there is nothing to say. `event` names the event when the input does not (Copilot)."""
     env = os.environ if env is None else env
-    with _TARGETS_LOCK:  # one memory per store, however often handler() is called
-        targets = _TARGETS.get(store)
-        if targets is None:
-            targets = _TARGETS[store] = _Targets()
+    targets = nudges.targets_for(store)  # one memory per store, however often handler() is called
 
-    def handle(payload):
-        if not isinstance(payload, dict):
-            return None
-        event = payload.get("hook_event_name")
-        fn = _EVENTS.get(event) if isinstance(event, str) else None
-        if fn is None:
+    def handle(payload, agent=agents.CLAUDE, event=None):
+        call = agents.normalise(agent, payload, event)
+        if call is None:
             return None
         try:
-            return fn(_Memory(store), payload, targets, env)
+            return agents.shape(call, _EVENTS[call.kind](_Memory(store, agent), call, targets, env))
         except _Warming:
             pass
         except KgError as exc:
-            log.info("hook %s answered nothing: %s", event, exc.message)
+            log.info("hook %s answered nothing: %s", call.event, exc.message)
         except Exception:  # a hook must never break the agent's turn
-            log.exception("hook %s failed", event)
+            log.exception("hook %s failed", call.event)
         return None
     return handle
 
@@ -90,16 +83,22 @@ def handler(store, env=None):
 class _Memory:
     """What the hooks need of the store."""
 
-    def __init__(self, store):
+    def __init__(self, store, agent=agents.CLAUDE):
         self.store = store
+        self.agent = agent
 
     def bind(self, payload, fresh=False):
         cid, cwd = payload.get("session_id"), payload.get("cwd")
         if not (isinstance(cid, str) and cid.strip() and len(cid) <= 200 and isinstance(cwd, str) and cwd):
             return None, False
         if fresh:
-            return self.store.bind_client(cid, cwd, fresh=True)
-        return self.store.bind_client(cid, cwd)
+            session, known = self.store.bind_client(cid, cwd, fresh=True)
+        else:
+            session, known = self.store.bind_client(cid, cwd)
+        if session.hook.get("agent") != self.agent:
+            with self.store.lock:
+                session.hook["agent"] = self.agent
+        return session, known
 
     def now(self):
         return self.store.clock()
@@ -118,10 +117,10 @@ class _Memory:
             if prev is None and len(g.nodes) > WARM_INLINE:
                 if not g.recall_warming:
                     g.recall_warming = True
-                    threading.Thread(target=self._warm, args=(g, dict(g.nodes), dict(g.edges)),
+                    threading.Thread(target=self._warm, args=(g, dict(g.visible_nodes()), dict(g.edges)),
                                      name="kgd-recall-index", daemon=True).start()
                 raise _Warming()
-            ix = recall.Index(g.nodes, g.edges, prev=prev)
+            ix = recall.Index(g.visible_nodes(), g.edges, prev=prev)  # never a node holding a credential
             g.recall_index = g.recall_prev = ix
         return ix
 
@@ -178,7 +177,8 @@ class _Warming(Exception):
 
 # ---- SessionStart
 
-def _session_start(mem, payload, targets, env):
+def _session_start(mem, call, targets, env):
+    payload = call.payload
     source = payload.get("source", "startup")
     if source not in SOURCES:
         source = "startup"
@@ -208,11 +208,18 @@ def _session_start(mem, payload, targets, env):
 
 
 def _usage(session_id):
+    """The usage guide kgd's MCP instructions give, in short: some agents (Copilot CLI) do not show
+    their model those instructions, so the preload carries them."""
     return ["Session: %s" % session_id,
-            "kg memory (kgd): what earlier sessions learned is below. kg_read id=... gives a node's notes and "
-            "edges, kg_search query=... finds more (archived too); pass session_id=%s to every kg_* call." % session_id,
-            "Save what a future session would need as nodes with kg_put_node (level project = this codebase, "
-            "user = across projects): decisions, gotchas, how things work; link them with kg_put_edge."]
+            "kg memory (kgd) is loaded: what earlier sessions learned is below, so do not call kg_read with cwd; "
+            "pass session_id=%s to every kg_* call. kg_read id=... gives a node's notes and edges (an archived one "
+            "comes back), kg_search query=... finds more (archived too)." % session_id,
+            "Save what a future session would need as nodes with kg_put_node (a short stable kebab-case id, a "
+            "one-line gist, notes, touches = the files it concerns; level project = this codebase, user = across "
+            "projects): decisions and their reasons, gotchas, conventions, how things work. Put an existing id "
+            "again to update it rather than adding a near-duplicate (kg_search first when unsure), fix or delete "
+            "nodes that turn out wrong, link related ones with kg_put_edge. In long sessions kg_sync shows what "
+            "other sessions changed; kg_progress keeps a long task's state."]
 
 
 def _value_order(g):
@@ -220,7 +227,7 @@ def _value_order(g):
     connectedness (edges to active nodes or files), each as a rank; ties by id. Recency leads
     (issue 13): compaction already kept the well-connected nodes active, and a tenth of the
     room should show what is being worked on now; recall brings the rest when it is named."""
-    active = g.by_state[model.ACTIVE]
+    active = g.visible(model.ACTIVE)  # never a node holding a credential
     nodes = g.nodes
     deg = {}
     for nid in active:
@@ -254,7 +261,7 @@ def _value_order(g):
 def _crumb_order(g, left):
     """Ids a preload shows without their gists: the active nodes it left out (most valuable
     first), then the archived ones, most recently used first (ties by id)."""
-    archived = sorted(g.by_state[model.ARCHIVED], key=lambda i: (-model.recency(g.nodes[i]), i))
+    archived = sorted(g.visible(model.ARCHIVED), key=lambda i: (-model.recency(g.nodes[i]), i))
     return list(left) + archived
 
 
@@ -333,7 +340,7 @@ def _preload(mem, session):
 def _continuity(mem, session, since):
     changed = []
     for g in mem.graphs(session):
-        for nid, node in g.nodes.items():
+        for nid, node in g.visible_nodes().items():
             w = node.get("_write_ts")
             if isinstance(w, (int, float)) and w > since:
                 changed.append((w, g.level, nid))
@@ -355,9 +362,10 @@ def _context(event, text):
 
 # ---- UserPromptSubmit
 
-def _prompt(mem, payload, targets, env):
-    text = recall.user_text(payload.get("prompt"))
-    if text is None:
+def _prompt(mem, call, targets, env):
+    payload = call.payload
+    text = recall.user_text(agents.strip_hook_context(payload.get("prompt")))
+    if text is None or text.startswith(nudges.STOP_HEAD):  # Gemini and Copilot send a Stop's reason back as a prompt
         return None
     session, _ = mem.bind(payload)
     if session is None:
@@ -389,12 +397,18 @@ def _lines(mem, session, hits, max_nodes, max_chars):
 
 # ---- PostToolUse
 
-def _target(payload):
-    """(kind, target) of a file or web tool call, or None. A value over TARGET_MAX characters, or a
-    path without a single component ("/", "."), names nothing worth recalling or nudging about."""
-    tool, ti = payload.get("tool_name"), payload.get("tool_input")
+def _targets(call):
+    """[(kind, target)] of a file, web or (for agents that read through their shell) shell or patch
+    tool call. A value over TARGET_MAX characters, or a path without a single component ("/",
+    "."), names nothing worth recalling or nudging about."""
+    payload = call.payload
+    tool, ti, cwd = payload.get("tool_name"), payload.get("tool_input"), payload.get("cwd")
     if not isinstance(tool, str) or not isinstance(ti, dict):
-        return None
+        return []
+    if call.shell and tool == "Bash":
+        return [("file", f) for f in shellfiles.command_files(ti.get("command"), cwd)]
+    if call.shell and tool == "apply_patch":
+        return [("file", f) for f in shellfiles.patch_files(ti.get("command"), cwd)]
     kind, value = None, None
     if tool in FILE_TOOLS:
         kind, value = "file", ti.get(FILE_TOOLS[tool])
@@ -405,19 +419,19 @@ def _target(payload):
     elif tool == "WebSearch":
         kind, value = "query", ti.get("query")
     if not isinstance(value, str) or not value.strip() or len(value) > TARGET_MAX:
-        return None
+        return []
     if kind == "file" and not recall.path_parts(value):
-        return None
+        return []
     if tool in ("Grep", "Glob"):  # a search over one file is about it; over a folder, about no one file
-        cwd = payload.get("cwd")
         if not os.path.isabs(value) and isinstance(cwd, str) and os.path.isabs(cwd):
             value = os.path.join(cwd, value)
         if not os.path.isfile(value):
-            return None
-    return kind, value
+            return []
+    return [(kind, value)]
 
 
-def _tool(mem, payload, targets, env):
+def _tool(mem, call, targets, env):
+    payload = call.payload
     tool = payload.get("tool_name")
     if not isinstance(tool, str):
         return None
@@ -425,7 +439,7 @@ def _tool(mem, payload, targets, env):
     if session is None:
         return None
     parts, used = [], []
-    target = _target(payload)  # may look at the file system: before the lock
+    found = _targets(call)  # may look at the file system: before the lock
     with mem.store.lock:
         h = session.hook
         h["seen"] = mem.now()
@@ -434,9 +448,12 @@ def _tool(mem, payload, targets, env):
             h["edits"] = int(h.get("edits", 0)) + 1
         if "kg_put_node" in tool or "kg_put_edge" in tool:
             h["kg_writes"] = int(h.get("kg_writes", 0)) + 1
-        if target is not None:
-            parts, used = _about_target(mem, session, payload, target, targets, env)
-            mem.shown(session, used)
+        for target in found:
+            more, shown = _about_target(mem, session, payload, target, targets, env,
+                                        FILE_NODES - len(used), FILE_CHARS - sum(len(x) + 1 for x in parts))
+            parts.extend(more)
+            used.extend(shown)
+            mem.shown(session, shown)
     mem.read(session, used)
     mem.save(session)
     if not parts:
@@ -444,8 +461,8 @@ def _tool(mem, payload, targets, env):
     return _context("PostToolUse", "\n".join(parts))
 
 
-def _about_target(mem, session, payload, target, targets, env):
-    """(lines, hits shown) for one file or web target (lock held)."""
+def _about_target(mem, session, payload, target, targets, env, max_nodes=FILE_NODES, max_chars=FILE_CHARS):
+    """(lines, hits shown) for one file or web target within what is left of the budget (lock held)."""
     kind, value = target
     indexes = mem.indexes(session)
     root = session.project_path
@@ -455,152 +472,23 @@ def _about_target(mem, session, payload, target, targets, env):
         covered = recall.url_hits(indexes, value, limit=1000)
     else:
         covered = recall.prompt_hits(indexes, value, limit=FILE_NODES)
-    fresh = [c for c in covered if "%s:%s" % (c.level, c.id) not in session.shown][:FILE_NODES]
+    fresh = [c for c in covered if "%s:%s" % (c.level, c.id) not in session.shown][:max(0, max_nodes)]
     parts, used = [], []
     if fresh and kind != "query":
         name = recall.relative_path(value, root) if kind == "file" else value
         head = "kg memory about %s:" % recall.clip(name, 200)
-        lines, used = _lines(mem, session, fresh, FILE_NODES, FILE_CHARS - len(head) - 1)
+        lines, used = _lines(mem, session, fresh, max_nodes, max_chars - len(head) - 1)
         if lines:
             parts.append(head)
             parts.extend(lines)
-    nudge = _nudge(mem, session, payload, kind, value, bool(covered), targets, env)
+    nudge = nudges.nudge(mem, session, payload, kind, value, bool(covered), targets, env)
     if nudge:
         parts.append(nudge)
     return parts, used
 
 
-def _digest(kind, value, root):
-    v = recall.relative_path(value.strip(), root) if kind == "file" else value.strip()
-    if kind == "url":
-        v = recall.norm_url(v)
-    elif kind == "query":
-        v = " ".join(sorted(set(recall.words(v))))
-    return hashlib.sha256(("%s\0%s\0%s" % (kind, root or "", v)).encode("utf-8", "replace")).hexdigest()[:20]
+def _stop(mem, call, targets, env):
+    return nudges.stop(mem, call.payload, targets, env)
 
 
-_TARGETS = weakref.WeakKeyDictionary()
-_TARGETS_LOCK = threading.Lock()
-
-
-class _Targets:
-    """Daemon-wide, bounded: per target digest, the Claude sessions that used it and when it was
-    last nudged about."""
-
-    def __init__(self, limit=DAEMON_TARGETS):
-        self.limit = limit
-        self.items = collections.OrderedDict()
-
-    def use(self, digest, client):
-        rec = self.items.pop(digest, None) or {"clients": [], "nudged": None}
-        if client not in rec["clients"]:
-            rec["clients"] = (rec["clients"] + [client])[-CLIENTS_PER_TARGET:]
-        self.items[digest] = rec
-        while len(self.items) > self.limit:
-            self.items.popitem(last=False)
-        return rec
-
-
-def _nudge(mem, session, payload, kind, value, covered, targets, env):
-    if env.get("KG_CAPTURE_NUDGE", "1") == "0":
-        return None
-    h = session.hook
-    root = session.project_path
-    digest = _digest(kind, value, root)
-    mine = h.setdefault("targets", {})
-    if not isinstance(mine, dict):
-        mine = h["targets"] = {}
-    count = mine.pop(digest, 0) + 1
-    mine[digest] = count
-    while len(mine) > SESSION_TARGETS:
-        mine.pop(next(iter(mine)))
-    rec = targets.use(digest, getattr(session, "client_id", None) or session.id)
-    repeated = len(rec["clients"]) >= 2 or (kind != "file" and count >= 2)
-    if covered or not repeated:
-        return None
-    now = mem.now()
-    if int(h.get("nudges", 0)) >= NUDGE_MAX:
-        return None
-    if now - float(h.get("nudge_ts", -1e18)) < NUDGE_GAP:
-        return None
-    if rec["nudged"] is not None and now - rec["nudged"] < NUDGE_TARGET_GAP:
-        return None
-    if kind == "url" and _url_in_text(mem, session, value):
-        return None
-    rec["nudged"] = now
-    h["nudges"] = int(h.get("nudges", 0)) + 1
-    h["nudge_ts"] = now
-    return _nudge_text(session, kind, value, root, count, len(rec["clients"]))
-
-
-def _url_in_text(mem, session, url):
-    """A node that quotes the url in its gist or notes covers it too (checked only before a nudge)."""
-    key = recall.norm_url(url)
-    for g in mem.graphs(session):
-        for n in g.nodes.values():
-            if key in recall.norm_url(n.get("gist", "")) or any(key in note.lower() for note in n.get("notes", ())):
-                return True
-    return False
-
-
-def _slug(text):
-    s = re.sub(r"[^a-z0-9]+", "-", text.lower()).strip("-")
-    return s[:60].strip("-") or "note"
-
-
-def _quoted(value, placeholder):
-    """value as it goes between double quotes in a suggested call, or the placeholder when it is too
-    long to spell out (the nudge stays short; the agent knows the path it just used)."""
-    return json.dumps(value, ensure_ascii=False)[1:-1] if len(value) <= NUDGE_SHOWN else placeholder
-
-
-def _nudge_text(session, kind, value, root, count, clients):
-    if kind == "file":
-        rel = recall.relative_path(value, root)
-        what = "You have now read %s in %d Claude sessions and no kg node covers it." % (recall.clip(rel, 200), clients)
-        call = 'kg_put_node session_id="%s" level="project" id="%s" gist="<what this file does and why, in one ' \
-               'line>" notes=["<what you had to work out>"] touches=["%s"]' % (
-                   session.id, _slug(recall.path_parts(rel)[-1]), _quoted(rel, "<the file's path>"))
-    elif kind == "url":
-        what = "You keep fetching %s (%d time(s) here, %d Claude session(s)) and no kg node covers it." % (
-            recall.clip(value, 200), count, clients)
-        key = recall.norm_url(value)
-        call = 'kg_put_node session_id="%s" level="user" id="%s" gist="<what this page says that matters>" ' \
-               'touches=["%s"]' % (session.id, _slug(key.split("/")[0] + "-" + "-".join(key.split("/")[1:3])),
-                                   _quoted(value, "<the url>"))
-    else:
-        what = "You searched the web for %r again and no kg node covers it." % recall.clip(value, 120)
-        call = 'kg_put_node session_id="%s" level="user" id="%s" gist="<the answer you found>" ' \
-               'notes=["<sources>"]' % (session.id, _slug(" ".join(recall.words(value)[:5])))
-    return "kg memory nudge: %s If what you learned will be needed again, save it once:\n%s" % (what, call)
-
-
-# ---- Stop
-
-def _stop(mem, payload, targets, env):
-    if env.get("KG_CAPTURE_NUDGE", "1") == "0":
-        return None
-    if payload.get("stop_hook_active") is not False and payload.get("stop_hook_active") is not None:
-        return None
-    session, _ = mem.bind(payload)
-    if session is None:
-        return None
-    with mem.store.lock:
-        h = session.hook
-        if h.get("stop_nudged"):
-            return None
-        substantial = int(h.get("edits", 0)) >= STOP_EDITS or int(h.get("tools", 0)) >= STOP_TOOLS
-        if not substantial or session.writes or h.get("kg_writes"):
-            return None
-        h["stop_nudged"] = True
-    mem.save(session)
-    reason = ("Before you stop: this session did substantial work (%d file edits, %d tool calls) and saved "
-              "nothing to kg memory. Save what a future session would need — decisions, gotchas, how things "
-              "work — as nodes: kg_put_node session_id=\"%s\" level=\"project\" (or \"user\" when it holds "
-              "across projects) id=... gist=... notes=[...] touches=[files]; link them with kg_put_edge. If "
-              "nothing is worth keeping, say so in one line and stop." % (
-                  int(h.get("edits", 0)), int(h.get("tools", 0)), session.id))
-    return {"decision": "block", "reason": reason}
-
-
-_EVENTS = {"SessionStart": _session_start, "UserPromptSubmit": _prompt, "PostToolUse": _tool, "Stop": _stop}
+_EVENTS = {agents.START: _session_start, agents.PROMPT: _prompt, agents.TOOL: _tool, agents.STOP: _stop}

@@ -14,7 +14,6 @@ Rules owned here:
 - Any unexpected exception becomes a plain 500 JSON error; the traceback goes to the log.
 """
 
-import json
 import logging
 import socket
 import socketserver
@@ -28,6 +27,7 @@ from . import __version__, feed, guard, jsonrpc, mcp, ws
 from .errors import KgError
 from .projects import resolve_project_root
 from .sessions import new_session_id
+from .text import compact_json
 
 log = logging.getLogger(__name__)
 
@@ -144,7 +144,7 @@ class Handler(BaseHTTPRequestHandler):
     def respond(self, status, obj=None, headers=None, body=None, content_type="application/json"):
         self._skip_unread_body()
         if body is None and obj is not None:
-            body = json.dumps(obj, ensure_ascii=False, separators=(",", ":")).encode("utf-8")
+            body = compact_json(obj).encode("utf-8")
         body = body or b""
         reason = self.responses.get(status, ("",))[0]
         lines = ["HTTP/1.1 %d %s" % (status, reason), "Server: " + self.server_version,
@@ -350,7 +350,7 @@ class Handler(BaseHTTPRequestHandler):
         if body is None:
             return
         req = mcp.Request(self.h.get("mcp-protocol-version"), self.h.get("mcp-method"),
-                          self.h.get("mcp-name"))
+                          self.h.get("mcp-name"), self.h.get("user-agent"))
         payload, status = jsonrpc.handle(body, self.server.mcp.dispatch, req)
         if payload is None:
             return self.respond(202)
@@ -385,7 +385,8 @@ class Handler(BaseHTTPRequestHandler):
 
 
 def no_hooks(payload):
-    """The hook answer until kg/hooks.py is wired in: nothing to say (an empty 200)."""
+    """The hook answer of a Daemon built without kg/hooks.py's handler (kg/app.py sets it; tests
+    may not): nothing to say, an empty 200."""
     return None
 
 
@@ -398,8 +399,7 @@ class Daemon(ThreadingHTTPServer):
 
     def __init__(self, address, store, host="127.0.0.1", token=None, structured_output=False):
         self.store = store
-        # Passed only when asked: mcp.Server gains the keyword in a parallel change.
-        self.mcp = mcp.Server(store, structured=True) if structured_output else mcp.Server(store)
+        self.mcp = mcp.Server(store, structured=structured_output)
         self.hub = feed.Hub()
         self.feeds = feed.Broadcaster(self.hub)
         self.stop_event = threading.Event()

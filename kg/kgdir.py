@@ -87,10 +87,11 @@ def tombstone(rec_or_key, deleted, edge=None):
 
 def node_record(node):
     """The shared half of a node held in memory (personal fields stay behind)."""
-    created = node.get("_created_ts") or node.get("_write_ts") or 0
+    created, changed = node.get("_created_ts"), node.get("_write_ts")
+    created = created if created is not None else (changed or 0)
     return {"id": node["id"], "gist": node.get("gist", ""), "notes": list(node.get("notes", [])),
             "touches": list(node.get("touches", [])), "created": ts(created),
-            "changed": ts(node.get("_write_ts") or created)}
+            "changed": ts(changed if changed is not None else created)}
 
 
 def edge_record(edge):
@@ -212,17 +213,45 @@ def parse(data, kind):
     """({key: record}, [problem]) from the bytes of nodes.jsonl (kind "node") or edges.jsonl
     ("edge"). Never raises on bad content: what cannot be read is reported and skipped; several
     lines of one key are merged by merge_versions."""
+    records, problems, _ = _parse(data, kind, {}, None)
+    return records, problems
+
+
+class Reader:
+    """Parses one file again and again, reading only the lines it has not seen (a pull changes
+    a few lines of a large file). parse() also gives each record's stamp: key -> stamp."""
+
+    def __init__(self, kind):
+        self.kind = kind
+        self.lines = {}  # line -> (record, stamp), for the lines of the last parse
+
+    def parse(self, data):
+        fresh = {}
+        records, problems, stamps = _parse(data, self.kind, self.lines, fresh)
+        self.lines = fresh
+        return records, problems, stamps
+
+
+def _parse(data, kind, known, fresh):
     name = NODES_FILE if kind == "node" else EDGES_FILE
-    problems = []
+    problems, stamps = [], {}
     if data is None:
-        return {}, problems
+        return {}, problems, stamps
     if len(data) > MAX_FILE:
-        return {}, ["%s is %d bytes; the limit is %d: not loaded" % (name, len(data), MAX_FILE)]
+        return {}, ["%s is %d bytes; the limit is %d: not loaded" % (name, len(data), MAX_FILE)], stamps
     versions = {}
     skipped = 0
     for lineno, raw in enumerate(data.split(b"\n"), 1):
         line = raw.rstrip(b"\r")
         if not line.strip() or line.startswith(CONFLICT_MARKERS):
+            continue
+        hit = known.get(line)
+        if hit is not None:
+            if fresh is not None:
+                fresh[line] = hit
+            key = key_of(hit[0])
+            versions.setdefault(key, []).append(hit[0])
+            stamps[key] = hit[1]
             continue
         what = None
         if len(line) > MAX_LINE:
@@ -241,10 +270,19 @@ def parse(data, kind):
             if len(problems) < MAX_PROBLEMS:
                 _problem(problems, name, lineno, what)
             continue
-        versions.setdefault(key_of(rec), []).append(rec)
+        key = key_of(rec)
+        versions.setdefault(key, []).append(rec)
+        if fresh is not None:
+            fresh[line] = (rec, stamp(rec))
+            stamps[key] = fresh[line][1]
     if skipped > len(problems):
         problems.append("%s: %d more bad lines skipped" % (name, skipped - len(problems)))
-    return {k: merge_versions(v) for k, v in versions.items()}, problems
+    records = {}
+    for k, v in versions.items():
+        records[k] = v[0] if len(v) == 1 else merge_versions(v)
+        if len(v) > 1 and records[k] is not v[0]:
+            stamps.pop(k, None)  # merged: its stamp is computed when needed
+    return records, problems, stamps
 
 
 def needs_rewrite(data, records):

@@ -2,7 +2,8 @@
 stopping it. Rules owned here: `status` exits 0 only when the daemon answers and lets it list the
 graphs (a missing or wrong token is one clear line and exit 1); `stop` signals the process named
 by the lock file (SIGTERM: it finishes in-flight requests and flushes) and waits for the lock to
-be released; it never signals a `kgd import` holding the root.
+be released; it never signals a `kgd import` holding the root. `start` and `status` for a root
+whose port is answered by a daemon serving another root refuse in one line (exit 1), naming `--port`.
 """
 
 import json
@@ -38,8 +39,23 @@ def _counts_line(c):
         plural(c.get("edges", 0), "edge"))
 
 
+def other_root(cfg, found):
+    """The one line for a daemon on cfg's port that serves another storage root (None: it is ours)."""
+    if found["holds_root"]:
+        return None
+    return ("the kgd on port %d serves another storage root, not %s; give this root its own port "
+            "(kgd start --root %s --port N) or stop that daemon (kgd stop --root THAT_ROOT)" % (
+                found["port"], cfg["root"], cfg["root"]))
+
+
 def status(args, cfg):
     found = find_daemon(cfg)
+    refusal = other_root(cfg, found) if found else None
+    if refusal:
+        if args.json:
+            say(json.dumps({"running": False, "root": cfg["root"], "port": found["port"], "error": refusal}))
+            return 1
+        raise CommandError(refusal)
     if not found:
         held, pid, lock_port, _ = root_lock(cfg)
         out = {"running": False, "root": cfg["root"], "port": cfg["port"]}
@@ -64,7 +80,7 @@ def status(args, cfg):
     finally:
         api.close()
     out = {"running": True, "version": h.get("version"), "url": "http://%s:%d/" % (connect_host(cfg), port),
-           "port": port, "pid": found["pid"], "root": cfg["root"] if found["holds_root"] else None,
+           "port": port, "pid": found["pid"], "root": cfg["root"],
            "uptime_s": h.get("uptime_s"), "sessions": h.get("sessions"), "graphs_loaded": h.get("graphs_loaded"),
            "user": user, "projects": projects, "remote": remote}
     if args.json:
@@ -72,10 +88,7 @@ def status(args, cfg):
         return 0
     say("kgd %s is running at %s%s, up %s" % (out["version"], out["url"],
                                                " (pid %s)" % found["pid"] if found["pid"] else "", _age(out["uptime_s"])))
-    if found["holds_root"]:
-        say("root:     %s" % cfg["root"])
-    else:
-        say("root:     not %s (that root is not locked by a running kgd); this daemon uses another" % cfg["root"])
+    say("root:     %s" % cfg["root"])
     say("sessions: %s live" % out["sessions"])
     say("graphs:   %s loaded (user + projects in use)" % out["graphs_loaded"])
     say("user:     %s" % _counts_line(user))
@@ -88,6 +101,10 @@ def status(args, cfg):
 
 
 def start(args, cfg):
+    found = find_daemon(cfg)
+    refusal = other_root(cfg, found) if found else None
+    if refusal:
+        raise CommandError(refusal)
     port, proc = ensure_daemon(cfg, timeout=args.timeout)
     host = connect_host(cfg)
     if proc is None:

@@ -21,13 +21,15 @@ Rules owned here (contract section 3; the 2026-07-28 rules from that revision's 
   server/discover and tools/list carry the cache fields ttlMs and cacheScope.
 - No Mcp-Session-Id: every POST stands alone; tools/list and tools/call need no initialize.
 - Notifications are ignored (202) in both generations.
+- tools/call tells kg/tools.py which agent asks (kg/agents.py: clientInfo in params._meta, else
+  the User-Agent header), for the result bounds of that agent.
 - Tool results are one text item only unless the Server is built with structured=True; then
   tools/list carries each outputSchema and results their structuredContent (kg/tools.py).
 """
 
 import base64
 
-from . import __version__, tools
+from . import __version__, agents, tools
 from .jsonrpc import INVALID_PARAMS, METHOD_NOT_FOUND, RpcError
 
 HANDSHAKE_VERSIONS = ("2025-11-25", "2025-06-18", "2025-03-26")
@@ -52,8 +54,10 @@ TTL_MS = 3600 * 1000
 INSTRUCTIONS = """\
 kgd is your long-term memory: a knowledge graph of distilled insights that persists across sessions \
 and is shared with the user's other agent sessions.
-1. At the start of every session call kg_read with cwd = your working directory (absolute path). It \
-returns the active memory of two levels, user (cross-project wisdom) and project (this codebase), and a \
+1. If your context already holds kg memory (a line `Session: <id>` from kgd's session-start hook), it \
+is loaded: pass that id as session_id to every kg_* call and do not call kg_read with cwd. Otherwise, \
+at the start of the session call kg_read with cwd = your working directory (absolute path). It returns \
+the active memory of two levels, user (cross-project wisdom) and project (this codebase), and a \
 session_id on its first line (Session: <id>): pass it to every other kg_* call.
 2. Whenever you learn something a future session would need (a decision and its reason, a pitfall, a \
 convention, how parts of the code fit together, a user preference) save it with kg_put_node: a short \
@@ -71,10 +75,11 @@ Keep nodes small and true; delete or fix nodes that turn out wrong."""
 class Request:
     """What the HTTP layer tells us about the POST (headers only; the body is JSON-RPC's)."""
 
-    def __init__(self, header_version=None, header_method=None, header_name=None):
+    def __init__(self, header_version=None, header_method=None, header_name=None, user_agent=None):
         self.header_version = header_version
         self.header_method = header_method
         self.header_name = header_name
+        self.user_agent = user_agent
 
 
 def decode_header_value(value):
@@ -120,14 +125,14 @@ class Server:
             if handler is None:
                 raise RpcError(METHOD_NOT_FOUND, "Method not found: %s. kgd serves tools only (tools/list, tools/call)."
                                % method[:100])
-            return handler(self, params)
+            return handler(self, params, req)
         self._check_stateless(method, params, req)
         handler = self.STATELESS_METHODS.get(method)
         if handler is None:
             raise RpcError(METHOD_NOT_FOUND, "Method not found: %s. Protocol 2026-07-28 here serves server/discover, "
                            "tools/list and tools/call." % method[:100], http_status=404)
         try:
-            result = handler(self, params)
+            result = handler(self, params, req)
         except RpcError as exc:
             if exc.code == INVALID_PARAMS:
                 exc.http_status = 400
@@ -155,23 +160,23 @@ class Server:
             raise RpcError(UNSUPPORTED_PROTOCOL_VERSION, "Unsupported protocol version",
                            {"supported": SUPPORTED_VERSIONS, "requested": str(version)[:100]}, http_status=400)
 
-    def initialize(self, params):
+    def initialize(self, params, req=None):
         asked = params.get("protocolVersion")
         version = asked if asked in HANDSHAKE_VERSIONS else LATEST_HANDSHAKE
         return {"protocolVersion": version, "capabilities": capabilities(), "serverInfo": dict(SERVER_INFO),
                 "instructions": INSTRUCTIONS}
 
-    def discover(self, params):
+    def discover(self, params, req=None):
         return {"supportedVersions": list(SUPPORTED_VERSIONS), "capabilities": capabilities(),
                 "serverInfo": dict(SERVER_INFO), "instructions": INSTRUCTIONS, "ttlMs": TTL_MS, "cacheScope": "public"}
 
-    def ping(self, params):
+    def ping(self, params, req=None):
         return {}
 
-    def tools_list(self, params):
+    def tools_list(self, params, req=None):
         return {"tools": tools.list_tools(self.structured), "ttlMs": TTL_MS, "cacheScope": "public"}
 
-    def tools_call(self, params):
+    def tools_call(self, params, req=None):
         name = params.get("name")
         args = params.get("arguments")
         if not isinstance(name, str):
@@ -179,7 +184,8 @@ class Server:
         if args is not None and not isinstance(args, dict):
             raise RpcError(INVALID_PARAMS, "Invalid params: arguments must be an object.")
         try:
-            return tools.call(self.store, name, args, self.structured)
+            agent = agents.agent_of_request(req.user_agent if req is not None else None, params)
+            return tools.call(self.store, name, args, self.structured, agent=agent)
         except tools.UnknownTool as exc:
             raise RpcError(INVALID_PARAMS, "Invalid params: %s" % exc)
 

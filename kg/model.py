@@ -66,6 +66,11 @@ def edge_key(frm, to, rel):
     return "%s->%s:%s" % (frm, to, rel)
 
 
+def node_key(level, node_id):
+    """"level:id", a node of either graph: how a client session records what it was shown."""
+    return "%s:%s" % (level, node_id)
+
+
 def edge_counts(edge, nodes):
     """An edge counts in kg_read (and the estimate) when one end is an ACTIVE node of this graph
     (contract 5, revised 2026-12-01). A file-path end alone does not count: nothing could ever

@@ -23,6 +23,9 @@ Rules owned here:
 import math
 import re
 
+from .model import node_key
+from .text import clip  # also kg/hooks.py's recall.clip
+
 STOPWORDS = frozenset("""
 a about above after again against all almost also am an and any are aren as at be because been
 before being below between both but by can cannot could couldn did didn do does doesn doing don
@@ -348,7 +351,7 @@ def prompt_hits(indexes, text, exclude=(), limit=5):
                 a[3] = True
         for nid, (score, matched, head, strong) in acc.items():
             if strong or (matched >= 2 and score >= MIN_SCORE and (head or score >= STRONG_SCORE)):
-                if "%s:%s" % (level, nid) not in exclude:
+                if node_key(level, nid) not in exclude:
                     out.append(Hit(round(score, 4), level, nid, matched))
     out.sort(key=lambda h: (-h.score, h.level != "project", h.id))
     return out[:limit]
@@ -368,7 +371,7 @@ def file_hits(indexes, path, root=None, exclude=(), limit=3):
         for tparts, nid in ix.file_entries(parts[-1]):
             if not _suffix_match(parts, tparts, root):
                 continue
-            key = "%s:%s" % (level, nid)
+            key = node_key(level, nid)
             if key in exclude or key in seen:
                 continue
             seen.add(key)
@@ -396,18 +399,13 @@ def url_hits(indexes, url, exclude=(), limit=3):
     out = []
     for level, ix in indexes:
         for nid in sorted(ix.url_ids(key)):
-            k = "%s:%s" % (level, nid)
+            k = node_key(level, nid)
             if k not in exclude:
                 out.append(Hit(1.0, level, nid, 1))
     return out[:limit]
 
 
 # ---- budgets
-
-def clip(s, n):
-    s = " ".join(s.split())
-    return s if len(s) <= n else s[: max(0, n - 1)] + "…"
-
 
 def node_line(level, node, state, gist_len=240, note_len=160):
     """One compact line: level, id, state when not active, gist, a clipped first note, how to get

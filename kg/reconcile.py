@@ -33,13 +33,16 @@ def _live(rec):
     return rec is not None and not is_tombstone(rec)
 
 
-def reconcile(memory, disk, base, now, dropped=None, frozen=()):
+def reconcile(memory, disk, base, now, dropped=None, frozen=(), memory_stamps=None, disk_stamps=None):
+    """`memory_stamps` / `disk_stamps` (key -> stamp of that side's record) spare recomputing
+    the stamps of records a caller has seen before (large graphs, small changes)."""
     mem_out, disk_out, new_base = {}, {}, {}
     dropped = dict(dropped or {})
+    memory_stamps, disk_stamps = memory_stamps or {}, disk_stamps or {}
     for key in set(memory) | set(disk) | set(base) | set(dropped):
         m, d, b = memory.get(key), disk.get(key), base.get(key)
-        sm = stamp(m) if _live(m) else None
-        sd = stamp(d) if _live(d) else None
+        sm = (memory_stamps.get(key) or stamp(m)) if _live(m) else None
+        sd = (disk_stamps.get(key) or stamp(d)) if _live(d) else None
         if key in dropped and m is not None:
             del dropped[key]  # put again by this person: no longer dropped
         elif key in dropped:

@@ -17,6 +17,7 @@ Rules owned here:
   `.kg/`, which is its own graph. A graph records its identity in `_meta.repo_id`.
 """
 
+import logging
 import os
 
 from . import model
@@ -24,6 +25,9 @@ from . import identities
 from .durable import Durable
 from .errors import BadInput, KgError
 from .projects import resolve_project_root
+from .storage import exists_or_prev
+
+log = logging.getLogger(__name__)
 
 
 class Registry:
@@ -48,7 +52,9 @@ class Registry:
         self._index_old_graphs()
 
     def _load(self, path, level, project_path=None, slug=None):
-        return Durable.load(path, level, project_path, slug, self.clock)
+        durable = Durable.load(path, level, project_path, slug, self.clock)
+        _report_credentials(durable)
+        return durable
 
     def _register(self, project_path, durable):
         self.projects[project_path] = durable
@@ -70,6 +76,8 @@ class Registry:
             if durable is None:
                 durable = self._claim(project_path, self._slug(project_path))
                 self._identify(durable)
+            elif not durable.opened and self.on_load is not None:
+                self.on_load(durable)  # loaded earlier for a search: now a session opens it
             return durable
 
     def existing(self, project_path):
@@ -81,7 +89,7 @@ class Registry:
                 return durable
             slug = self._slug(project_path)
             path = self.layout.graph_file(slug)
-            if not (os.path.exists(path) or os.path.exists(path + ".prev")):
+            if not exists_or_prev(path):
                 return None
             return self._claim(project_path, slug)
 
@@ -216,6 +224,19 @@ class Registry:
         elif project_path:
             out.append(self.project(resolve_project_root(project_path)))
         return out
+
+
+def _report_credentials(durable):
+    """A graph loaded holding nodes that look like credentials (contract section 10): a warning
+    naming their ids (never the secret); they stay, hidden, until deleted."""
+    g = durable.graph
+    if not g.flagged and not g.flagged_edges:
+        return
+    named, count = g.withheld()
+    log.warning("%s holds %d node(s) and %d edge(s) that look like credentials; kgd never shows them to an "
+                "agent; delete them (kg_delete_node / kg_delete_edge; kgd doctor lists them): %s%s",
+                durable.path, count, len(g.flagged_edges), ", ".join(named[:50]) or "-",
+                " (%d more whose id itself looks like one)" % (count - len(named)) if count > len(named) else "")
 
 
 def _fold_replayed(durable):

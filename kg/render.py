@@ -3,8 +3,9 @@
 By default this text is all a client gets (no structuredContent), so it carries everything an
 agent needs from a result: created or updated, the level and state of each node, every active id
 of a full read, and counts of whatever it leaves out. Compact lines, no JSON dumps.
-A full kg_read and a kg_sync are at most READ_LIMIT characters, a search at most SEARCH_LIMIT and
-a read of ids at most NODE_TEXT_LIMIT, whatever the graph holds. When a full read would be
+A full kg_read and a kg_sync are at most READ_LIMIT characters (or the smaller bound of the agent
+that asks, kg/agents.py), a search at most SEARCH_LIMIT and a read of ids at most NODE_TEXT_LIMIT,
+whatever the graph holds. When a full read would be
 longer, the least valuable parts go first and the text says what was left out and how to get
 it: notes and touches are never shown there, edge lines go first (counted), then archived ids
 are cut to a count (they are the crumbs that lead back to archived knowledge, so they outlive the
@@ -15,14 +16,11 @@ saying so.
 
 import json
 
+from .text import clip
+
 READ_LIMIT = 40000
 SEARCH_LIMIT = 10000
 NODE_TEXT_LIMIT = 40000
-
-
-def _clip(s, n):
-    s = " ".join(s.split())
-    return s if len(s) <= n else s[: max(0, n - 1)] + "…"
 
 
 def _edge_line(e):
@@ -38,7 +36,8 @@ def _plural(n, word):
 # count the archived ids.
 _MODES = [(None, None, None), (None, None, None), (None, None, None), (160, None, None),
           (120, 400, 15000), (100, 350, 14000), (100, 300, 13000), (100, 250, 12000), (80, 200, 10000),
-          (80, 150, 9000), (60, 120, 8000), (60, 90, 7000), (60, 60, 6000), (40, 40, 4000), (40, 20, 2000)]
+          (80, 150, 9000), (60, 120, 8000), (60, 90, 7000), (60, 60, 6000), (40, 40, 4000), (40, 20, 2000),
+          (40, 10, 1000), (30, 5, 400)]  # the last two for the smaller bounds of some agents (kg/agents.py)
 
 
 def _id_list(ids, budget):
@@ -76,6 +75,7 @@ def _graph_lines(title, g, prepared, max_tokens, mode):
         " (over: recent nodes stay active for a grace period)" if tokens > max_tokens else "")]
     if not nodes and not again and not g["archived"]:
         lines.append("(empty)")
+    lines.extend(_withheld_lines(g.get("withheld")))
     if again:
         lines.append("Already in your context (kgd's hooks showed them in this session), gists not repeated: " + ", ".join(again))
     gist_len, full, id_budget = _MODES[mode]
@@ -105,6 +105,21 @@ def _graph_lines(title, g, prepared, max_tokens, mode):
             lines.append("%d edges not listed to fit the context; kg_read id=... shows a node's edges."
                          % len(g["edges"]))
     return lines
+
+
+def _withheld_lines(withheld):
+    """Contract section 10: nodes holding a credential are never shown, and the read says so."""
+    named, count = withheld or ((), 0)
+    if not count:
+        return []
+    line = "%s withheld because %s; delete %s with kg_delete_node" % (
+        _plural(count, "node"), "it looks like a credential" if count == 1 else "they look like credentials",
+        "it" if count == 1 else "them")
+    if named:
+        line += ": " + ", ".join(_id_list(named, 1000))
+    if count > len(named):
+        line += " (%d whose id itself looks like one: kgd doctor lists where)" % (count - len(named))
+    return [line]
 
 
 def _node_lines_estimate(prepared, mode):
@@ -186,7 +201,7 @@ def render_nodes(result, limit=NODE_TEXT_LIMIT):
                         cut_notes += 1
                     continue
                 if kind == "head" and used + len(line) + 1 > budget - 200:
-                    line = _clip(line, max(40, budget - 200 - used))
+                    line = clip(line, max(40, budget - 200 - used))
                 kept.append(line)
                 used += len(line) + 1
         if cut_edges or cut_notes:
@@ -201,11 +216,14 @@ def render_nodes(result, limit=NODE_TEXT_LIMIT):
         named = _id_list(not_shown, 2000)
         out.append("%s read but not shown to fit the context (read fewer ids at once): %s%s" % (
             _plural(len(not_shown), "more node"), ", ".join(named), " …" if len(named) < len(not_shown) else ""))
+    if result.get("withheld"):
+        out.append("Withheld, %s looks like a credential (kgd never shows one; kg_delete_node removes it): %s" % (
+            "this node" if len(result["withheld"]) == 1 else "these nodes", ", ".join(_id_list(result["withheld"], 2000))))
     if result["missing"]:
         named = _id_list(result["missing"], 2000)
         out.append("Not found: %s%s (kg_search finds ids)." % (
             ", ".join(named), " and %d more" % (len(result["missing"]) - len(named)) if len(named) < len(result["missing"]) else ""))
-    if not result["nodes"] and not result["missing"]:
+    if not result["nodes"] and not result["missing"] and not result.get("withheld"):
         out.append("Nothing found.")
     text = "\n".join(out).strip()
     if len(text) > limit:
@@ -221,7 +239,7 @@ def _counts(r):
 def render_put_node(r):
     verb = "Created" if r["created"] else "Updated"
     n = r["node"]
-    return "%s %s node %s (%s; %s): %s" % (verb, r["level"], n["id"], n["state"], _counts(n), _clip(n["gist"], 200))
+    return "%s %s node %s (%s; %s): %s" % (verb, r["level"], n["id"], n["state"], _counts(n), clip(n["gist"], 200))
 
 
 def render_put_edge(r):
@@ -242,8 +260,8 @@ def render_search(result, query, limit=SEARCH_LIMIT, project_path=None, asked=No
     """project_path: the session's project; results from other projects name theirs."""
     rows = result["results"]
     if not rows:
-        return "No node matches %r." % _clip(query, 200)
-    head = "%d result(s) for %r, best first" % (len(rows), _clip(query, 200))
+        return "No node matches %r." % clip(query, 200)
+    head = "%d result(s) for %r, best first" % (len(rows), clip(query, 200))
     if asked is not None and len(rows) >= asked:
         head += " (limit %d reached; a higher limit= gives more)" % asked
     out = [head + ":"]
@@ -254,7 +272,7 @@ def render_search(result, query, limit=SEARCH_LIMIT, project_path=None, asked=No
             where = "project %s" % r["project_path"]
         flag = "" if r["state"] == "active" else " [%s%s]" % (
             r["state"], ": kg_read id recalls it" if r["state"] == "orphaned" else "")
-        line = "- %s (%s)%s: %s" % (r["id"], where, flag, _clip(r["gist"], 300))
+        line = "- %s (%s)%s: %s" % (r["id"], where, flag, clip(r["gist"], 300))
         if used + len(line) + 1 > limit - 100:
             out.append("… %d more not shown to fit the context; narrow the query." % (len(rows) - i))
             break
@@ -271,7 +289,7 @@ def render_sync(r, limit=READ_LIMIT):
         out.append("The change log did not reach back to your last sync (daemon restarted): this is the whole current graph.")
     used = sum(len(x) + 1 for x in out)
     groups = [
-        ("nodes", r["nodes"], lambda n: "node %s (%s, %s): %s" % (n["id"], n["level"], n["state"], _clip(n["gist"], 300))),
+        ("nodes", r["nodes"], lambda n: "node %s (%s, %s): %s" % (n["id"], n["level"], n["state"], clip(n["gist"], 300))),
         ("edges", r["edges"], lambda e: "edge (%s): %s" % (e["level"], _edge_line(e))),
         ("deleted nodes", r["deleted_nodes"], lambda d: "deleted node %s (%s)" % (d["id"], d["level"])),
         ("deleted edges", r["deleted_edges"], lambda d: "deleted edge (%s): %s" % (d["level"], _edge_line(d)))]
@@ -293,4 +311,4 @@ def render_progress(r):
     if r["state"] is None:
         return "No progress stored for task %s (%s level)." % (r["task_id"], r["level"])
     body = json.dumps(r["state"], ensure_ascii=False, separators=(", ", ": "))
-    return "Progress of task %s (%s level): %s" % (r["task_id"], r["level"], _clip(body, 20000))
+    return "Progress of task %s (%s level): %s" % (r["task_id"], r["level"], clip(body, 20000))

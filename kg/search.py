@@ -14,8 +14,20 @@ import math
 import operator
 import re
 
+from .errors import BadInput
+
 _WORD = re.compile(r"[^\s,;]+")
 EXACT_ID_BONUS = 1000.0
+
+
+def check_query(query, limit):
+    """kg_search's arguments: a query of words (at most 1000 characters), a limit from 1 to 200."""
+    if not isinstance(query, str) or not query.strip():
+        raise BadInput("query must be a non-empty string of words to look for.")
+    if len(query) > 1000:
+        raise BadInput("query is over 1000 characters; use a few words.")
+    if not isinstance(limit, int) or isinstance(limit, bool) or not 1 <= limit <= 200:
+        raise BadInput("limit must be an integer from 1 to 200.")
 
 
 def query_words(query):
@@ -102,7 +114,7 @@ def rank_graphs(query, graphs, limit=20):
                 if t is None:
                     t = cache[n["id"]] = node_text(n)
                 return t
-            g.corpus = Corpus(((g, n) for n in g.nodes.values()), text_of)
+            g.corpus = Corpus(((g, n) for n in g.visible_nodes().values()), text_of)  # no credential
         corpora.append(g.corpus)
     return rank_corpora(query, corpora, limit)
 

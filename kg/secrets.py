@@ -282,16 +282,13 @@ KINDS = (
         r"(?:AKIA|ASIA|AGPA|AIDA|AROA|AIPA|ANPA|ANVA|ABIA|ACCA)(?<![A-Za-z0-9]....)(?P<body>[A-Z0-9]{16})(?![A-Za-z0-9])"),
         _check_aws_id, False),
     _token("github", "a GitHub token", "github_pat_", "[A-Za-z0-9_]{50,255}"),
-    _token("github", "a GitHub token", "ghp_", "[A-Za-z0-9]{30,255}"),
-    _token("github", "a GitHub token", "gho_", "[A-Za-z0-9]{30,255}"),
-    _token("github", "a GitHub token", "ghu_", "[A-Za-z0-9]{30,255}"),
-    _token("github", "a GitHub token", "ghs_", "[A-Za-z0-9]{30,255}"),
-    _token("github", "a GitHub token", "ghr_", "[A-Za-z0-9]{30,255}"),
+    Kind("github", "a GitHub token", re.compile(  # ghp_ gho_ ghu_ ghs_ ghr_
+        r"gh[pousr]_(?<![A-Za-z0-9_\-]gh._)(?P<body>[A-Za-z0-9]{30,255})"), _check_token, False),
     _token("gitlab", "a GitLab token", "glpat-", "[A-Za-z0-9_\\-]{20,255}"),
     Kind("slack", "a Slack token", re.compile(
         r"xox[abeoprs]-(?<![A-Za-z0-9_\-]xox.-)(?P<body>[A-Za-z0-9\-]{20,255})"), _check_slack, False),
-    _token("stripe", "a Stripe secret key", "sk_live_", "[A-Za-z0-9]{20,255}"),
-    _token("stripe", "a Stripe secret key", "rk_live_", "[A-Za-z0-9]{20,255}"),
+    Kind("stripe", "a Stripe secret key", re.compile(  # sk_live_ rk_live_
+        r"k_live_(?<![A-Za-z0-9_\-][rs]k_live_)(?<=[rs]k_live_)(?P<body>[A-Za-z0-9]{20,255})"), _check_token, False),
     _token("google", "a Google API key", "AIza", "[A-Za-z0-9_\\-]{35,255}"),
     _token("anthropic", "an Anthropic API key", "sk-ant-", "[A-Za-z0-9_\\-]{30,255}"),
     Kind("openai", "an OpenAI API key", re.compile(

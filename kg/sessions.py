@@ -6,6 +6,10 @@ Rules owned here:
   Code's session id) is kept at least CLIENT_TTL (30 days) idle: a resumed conversation
   finds its memory state again.
 - One live session per client id; the binding survives a clean daemon restart.
+- A kg_read(cwd) without a session id, within ADOPT_WINDOW of a session-start preload for the
+  same project that no tool call has used yet, adopts that hook-bound session instead of
+  starting a second one: the agent then gets only what the preload did not show (an agent
+  that obeys the MCP instructions rather than the preload must not read its memory twice).
 - `shown` holds "level:id" -> unix time of what the client session was shown, insertion
   ordered and bounded to MAX_SHOWN (oldest dropped); `hook` holds small JSON counters the
   hooks keep. Neither ever holds prompt text.
@@ -20,6 +24,7 @@ from .errors import BadInput, NotFound
 from .storage import atomic_write, dumps, load_json, storage_error
 
 CLIENT_TTL = 30 * 86400.0
+ADOPT_WINDOW = 30 * 60.0
 MAX_SHOWN = 2000
 MAX_CLIENT_ID = 200
 
@@ -45,7 +50,7 @@ def check_client_id(client_id):
 
 class Session:
     __slots__ = ("id", "project_path", "started", "last_active", "sync_mark", "writes", "reads",
-                 "client_id", "shown", "hook")
+                 "client_id", "shown", "hook", "claimed")
 
     def __init__(self, sid, project_path, started, sync_mark, client_id=None):
         self.id = sid
@@ -58,12 +63,13 @@ class Session:
         self.client_id = client_id
         self.shown = {}
         self.hook = {}
+        self.claimed = 0.0  # when a tool call last used this session by id (or adopted it)
 
     def to_obj(self):
         return {"id": self.id, "project_path": self.project_path, "started": self.started,
                 "last_active": self.last_active, "sync_mark": self.sync_mark,
                 "writes": self.writes, "reads": self.reads, "client_id": self.client_id,
-                "shown": dict(self.shown), "hook": dict(self.hook)}
+                "shown": dict(self.shown), "hook": dict(self.hook), "claimed": self.claimed}
 
     @classmethod
     def from_obj(cls, raw):
@@ -79,6 +85,8 @@ class Session:
             _bound(s.shown)
         hook = raw.get("hook")
         s.hook = dict(hook) if isinstance(hook, dict) else {}
+        claimed = raw.get("claimed", 0.0)
+        s.claimed = float(claimed) if isinstance(claimed, (int, float)) and not isinstance(claimed, bool) else 0.0
         return s
 
     def mark_shown(self, keys, now):
@@ -155,8 +163,26 @@ class Sessions:
             s = None
         if s is None:
             raise NotFound("unknown or expired session_id %r: call kg_read with cwd to start a new session." % sid[:100])
-        self.touch(s, now)
+        self.claim(s, now)
         return s
+
+    def adoptable(self, project_path, now):
+        """The hook-bound session whose preload for this project is the newest within
+        ADOPT_WINDOW and that no tool call has used since, or None."""
+        best = None
+        for s in self.by_client.values():
+            seen = s.hook.get("seen")
+            if (s.project_path != project_path or not isinstance(seen, (int, float)) or isinstance(seen, bool)
+                    or not now - ADOPT_WINDOW <= seen <= now or s.claimed >= seen or self.expired(s, now)):
+                continue
+            if best is None or seen > best.hook["seen"]:
+                best = s
+        return best
+
+    def claim(self, s, now):
+        """A tool call used s: it is no longer waiting to be adopted."""
+        s.claimed = now
+        self.touch(s, now)
 
     def for_client(self, client_id, now):
         """The live session bound to client_id (touched), or None."""

@@ -111,16 +111,14 @@ def ensure_layout(root):
             write_repo_file(path, text.encode("utf-8"))
 
 
-def _credential_keys(records):
-    """Keys of records holding a credential (kg/secrets.py, when this build has it)."""
-    try:
-        from . import secrets
-    except ImportError:
-        return set()
-    check = getattr(secrets, "record_has_secret", None)
-    if check is None:
-        return set()
-    return {k for k, rec in records.items() if check(rec)}
+def held_back(g):
+    """Keys never written to `.kg/`: nodes and edges holding a credential (the graph's scan,
+    kg/secrets.py, flags them) and the edges touching such a node (its id may be the secret)."""
+    nodes = set(getattr(g, "flagged", ()))
+    edges = set(getattr(g, "flagged_edges", ()))
+    for nid in nodes:
+        edges.update(g.adj.get(nid, ()))
+    return {"node": nodes, "edge": edges}
 
 
 class Shared:
@@ -135,6 +133,9 @@ class Shared:
         self.problems = []  # what the last read could not load
         self._reported = {}  # kind -> file state whose problems were logged
         self.lock = threading.Lock()  # one sync at a time per project
+        self.readers = {kind: kgdir.Reader(kind) for kind in FILES}  # re-read only changed lines
+        self.held = {kind: {} for kind in FILES}  # key -> (object, _write_ts, record, stamp) from memory
+        self._held_logged = {kind: set() for kind in FILES}  # keys held back for a credential, logged
         self.syncs = self.pickups = 0
         self.last_error = None
 
@@ -186,16 +187,16 @@ class Shared:
         states, datas, read_problems = self._read()
         if states != self.seen:
             self.pickups += 1
-        parsed = {}
+        parsed, disk_stamps = {}, {}
         problems = list(read_problems)
         for kind, data in datas.items():
-            parsed[kind], found = kgdir.parse(data, kind)
+            parsed[kind], found, disk_stamps[kind] = self.readers[kind].parse(data)
             problems.extend(found)
         self._report(states, problems)
         now = store.clock()
         with store.writes.writing(None, lenient=(logging.ERROR, "changes from %s not saved" % self.dir)) as w:
             g = self.durable.graph
-            results, snap = self._reconcile(g, parsed, now)
+            results, snap = self._reconcile(g, parsed, disk_stamps, now)
             self._apply(store, w, results, snap)
         outs = {kind: written(parsed[kind], results[kind], datas[kind], now, force) for kind in FILES}
         if not any(results[kind].disk for kind in FILES) and not any(o is not None for o in outs.values()):
@@ -227,17 +228,37 @@ class Shared:
             self._reported["files"] = states
             log.warning("%s: %d problem(s), skipped: %s", self.dir, len(problems), "; ".join(problems[:5]))
 
-    def _reconcile(self, g, parsed, now):
+    def _records(self, kind, items, to_record):
+        """The shared records of what memory holds, and their stamps; a node or edge object
+        seen before (same object, same write time) costs a lookup."""
+        held, fresh, live, stamps = self.held[kind], {}, {}, {}
+        for key, obj in items:
+            hit = held.get(key)
+            if hit is None or hit[0] is not obj or hit[1] != obj.get("_write_ts"):
+                rec = to_record(obj)
+                hit = (obj, obj.get("_write_ts"), rec, kgdir.stamp(rec))
+            fresh[key] = hit
+            live[key], stamps[key] = hit[2], hit[3]
+        self.held[kind] = fresh
+        return live, stamps
+
+    def _reconcile(self, g, parsed, disk_stamps, now):
         """Per kind the reconcile Result, and the snapshot of the sync state it started from."""
         s = sharedmeta.state(g.meta)
-        live = {"node": {nid: kgdir.node_record(n) for nid, n in g.nodes.items()},
-                "edge": {k: kgdir.edge_record(e) for k, e in g.edges.items()}}
         results, snap = {}, {}
-        for kind in FILES:
+        frozen = held_back(g)
+        for kind, items, to_record in (("node", g.nodes.items(), kgdir.node_record),
+                                       ("edge", g.edges.items(), kgdir.edge_record)):
+            live, mem_stamps = self._records(kind, items, to_record)
             base0, dropped0, deleted0 = (dict(s[sec][kind]) for sec in ("base", "dropped", "deleted"))
-            memory, base, dropped = memory_view(live[kind], deleted0, base0, dropped0)
-            frozen = _credential_keys(live[kind])
-            results[kind] = reconcile(memory, parsed[kind], base, now, dropped, frozen)
+            memory, base, dropped = memory_view(live, deleted0, base0, dropped0)
+            results[kind] = reconcile(memory, parsed[kind], base, now, dropped, frozen[kind], mem_stamps,
+                                      disk_stamps[kind])
+            fresh = {k for k in frozen[kind] if k in live} - self._held_logged[kind]
+            if fresh:  # counted, not named: an id may itself be the secret
+                self._held_logged[kind] |= fresh
+                log.warning("%s: %d %s(s) holding a credential are never written there (kgd doctor lists them)",
+                            self.dir, len(fresh), kind)
             snap[kind] = (base0, dropped0, deleted0)
         return results, snap
 
@@ -257,6 +278,7 @@ class Shared:
             node = dict(old) if old is not None else {"_read_ts": None}
             node.update(kgdir.node_fields(r))
             rec["nodes"].append(node)
+            self.held["node"][nid] = (node, node["_write_ts"], r, results["node"].base[nid])
             events.append(("node_put", {"node": model.public_node(node)}))
         for key, r in sorted(results["edge"].memory.items()):
             old = g.edges.get(key)
@@ -268,6 +290,7 @@ class Shared:
             edge = dict(old) if old is not None else {}
             edge.update(kgdir.edge_fields(r))
             rec["edges"].append(edge)
+            self.held["edge"][key] = (edge, edge["_write_ts"], r, results["edge"].base[key])
             events.append(("edge_put", {"edge": model.public_edge(edge)}))
         for kind in FILES:
             r, (base0, dropped0, deleted0) = results[kind], snap[kind]
@@ -284,6 +307,10 @@ class Shared:
             del rec[k]
         store.writes.change(w, self.durable, [rec], lambda g: sharedmeta.apply(g, rec), lambda _: events,
                             counted=False, compact=content)
+        if content:
+            log.info("%s: took %d node(s) and %d edge(s), %d node(s) and %d edge(s) left this view", self.dir,
+                     len(rec.get("nodes", ())), len(rec.get("edges", ())), len(rec.get("drop_nodes", ())),
+                     len(rec.get("drop_edges", ())))
 
     def _written(self, store, results, snap):
         """Phase 2, once the files hold what memory brought: the base of the written keys, and
@@ -321,6 +348,7 @@ def attach(store, durable):
     """At a project's load (lock held): its repository holds `.kg/` -> it is shared and loaded
     from there, unless this person turned sharing off for it. Never fails the load."""
     g = durable.graph
+    durable.opened = True
     if durable.shared is not None or g.level != "project" or not g.path_known:
         return
     if sharedmeta.is_off(g.meta) or not holds_kg(durable.project_path):
@@ -367,6 +395,22 @@ def delete_record(durable, rec, now):
     if durable.shared is not None:
         rec = dict(rec, tomb=kgdir.ts(now))
     return rec
+
+
+def snapshot(root):
+    """A read-only Graph of what a repository's `.kg/` holds (`kgd show` with no daemon and no
+    graph of that project yet)."""
+    from .graph import graph_from_obj
+
+    obj = {"nodes": {}, "edges": {}}
+    for kind, path in Shared.paths_of(root).items():
+        records, _ = kgdir.parse(read_file(path)[0], kind)
+        for key, r in records.items():
+            if not kgdir.is_tombstone(r):
+                obj[kind + "s"][key] = kgdir.node_fields(r) if kind == "node" else kgdir.edge_fields(r)
+    g = graph_from_obj(obj, "project", root)
+    g.shared = True
+    return g
 
 
 def describe(durable):

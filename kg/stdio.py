@@ -20,6 +20,7 @@ import sys
 
 from . import client
 from .console import CommandError
+from .text import compact_json
 
 log = logging.getLogger("kgd.stdio")
 
@@ -79,14 +80,14 @@ def _error_line(ids, code, message, batch=False):
     if not errors:
         return None
     obj = errors if batch else errors[0]
-    return json.dumps(obj, ensure_ascii=False, separators=(",", ":")).encode("utf-8")
+    return compact_json(obj).encode("utf-8")
 
 
 def _one_line(body):
     """A JSON-RPC body as exactly one line (the daemon's compact JSON has no raw newline anyway)."""
     body = body.strip()
     if b"\n" in body or b"\r" in body:
-        body = json.dumps(json.loads(body.decode("utf-8")), ensure_ascii=False, separators=(",", ":")).encode("utf-8")
+        body = compact_json(json.loads(body.decode("utf-8"))).encode("utf-8")
     return body
 
 
@@ -105,6 +106,7 @@ class Bridge:
         self.out = out
         self.api = None
         self.negotiated = None  # protocolVersion from the last initialize (handshake revisions)
+        self.client_name = None  # clientInfo.name from initialize: sent as the User-Agent (result bounds)
 
     def connect(self):
         port, proc = client.ensure_daemon(self.cfg, timeout=5.0)
@@ -122,6 +124,9 @@ class Bridge:
         batch = isinstance(msg, list)
         headers = {"Accept": "application/json, text/event-stream"}
         headers.update(_http_headers(msg, self.negotiated))
+        self._remember_client(msg)
+        if self.client_name:
+            headers["User-Agent"] = "%s (kgd stdio)" % self.client_name
         for attempt in (0, 1):
             try:
                 if self.api is None:
@@ -150,6 +155,12 @@ class Bridge:
             detail = "%s Give the bridge the daemon's token: KG_TOKEN or --token." % (detail or "unauthorized.")
         log.error("kgd answered %d: %s", status, detail)
         return _error_line(_request_ids(msg), INTERNAL_ERROR, "kgd answered HTTP %d: %s" % (status, detail), batch)
+
+    def _remember_client(self, msg):
+        if isinstance(msg, dict) and msg.get("method") == "initialize" and isinstance(msg.get("params"), dict):
+            info = msg["params"].get("clientInfo")
+            name = info.get("name") if isinstance(info, dict) else None
+            self.client_name = name if isinstance(name, str) and len(name) <= 100 and _header_safe(name) else None
 
     def _remember_version(self, data):
         try:

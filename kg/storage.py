@@ -24,6 +24,7 @@ import threading
 import time
 
 from .errors import BadInput, Conflict, StorageError
+from .text import compact_json
 
 log = logging.getLogger(__name__)
 
@@ -108,8 +109,13 @@ def atomic_write(path, data, keep_prev=True, mode=None):
         raise
 
 
+def exists_or_prev(path):
+    """The file or its .prev copy exists: what load_json can read (it falls back to .prev)."""
+    return os.path.exists(path) or os.path.exists(path + ".prev")
+
+
 def dumps(obj):
-    return json.dumps(obj, ensure_ascii=False, separators=(",", ":")).encode("utf-8")
+    return compact_json(obj).encode("utf-8")
 
 
 def _parse_file(path):
@@ -237,7 +243,7 @@ class Layout:
         out = []
         for n in names:
             f = self.graph_file(n)
-            if os.path.exists(f) or os.path.exists(f + ".prev"):
+            if exists_or_prev(f):
                 out.append(n)
             elif with_journals:
                 j = journal_path(f)
@@ -260,7 +266,7 @@ class Layout:
         known = known or {}
         for slug in (base_slug(project_path), hashed_slug(project_path)):
             owner = known.get(slug)
-            if owner is None and (os.path.exists(self.graph_file(slug)) or os.path.exists(self.graph_file(slug) + ".prev")):
+            if owner is None and exists_or_prev(self.graph_file(slug)):
                 owner = self.recorded_project_path(slug)
                 if owner is None:
                     # A graph without a recorded path (an old plugin file): claim it for the first

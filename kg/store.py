@@ -12,15 +12,19 @@ Rules owned here:
 - An edge end that is not a node of its graph must look like a path (holds / . or \\), be a
   node of the other level, name an existing entry under the project root, or already be in
   some node's touches.
+- A put whose node or edge holds a credential (kg/secrets.py) is refused before anything is
+  written, unless KG_SECRET_SCAN=0 and the graph is not shared (contract section 10). A node
+  holding one that arrived otherwise (an old file, a scan-off write) is never read, searched
+  nor synced; it is named as withheld and can be deleted.
 """
 
 import logging
 import threading
 import time
 
-from . import compaction, model, projects, search, shared
+from . import compaction, model, projects, search, secrets, shared
 from .changelog import ChangeLog
-from .errors import BadInput, Conflict, KgError, NotFound, StorageError
+from .errors import BadInput, Conflict, KgError, NotFound, SecretRefused, StorageError
 from .graph import apply_record
 from .projects import resolve_project_root
 from .registry import Registry
@@ -36,8 +40,9 @@ CHANGE_LOG_MAX = 200000
 class Settings:
     def __init__(self, max_tokens=model.DEFAULT_MAX_TOKENS, grace_days=model.DEFAULT_GRACE_DAYS,
                  orphan_grace_days=model.DEFAULT_ORPHAN_GRACE_DAYS, save_interval=model.DEFAULT_SAVE_INTERVAL,
-                 session_ttl=model.DEFAULT_SESSION_TTL, fold_delay=1.0, fold_records=20000):
+                 session_ttl=model.DEFAULT_SESSION_TTL, fold_delay=1.0, fold_records=20000, secret_scan=True):
         self.max_tokens = int(max_tokens)
+        self.secret_scan = bool(secret_scan)  # KG_SECRET_SCAN=0: off, for graphs not shared only
         self.grace_s = float(grace_days) * 86400
         self.orphan_grace_s = float(orphan_grace_days) * 86400
         self.save_interval = float(save_interval)
@@ -150,11 +155,17 @@ class Store:
 
     # ------------------------------------------------------------ sessions
 
-    def start_session(self, cwd=None):
+    def start_session(self, cwd=None, adopt=False):
+        """A new session for cwd's project; with adopt (a kg_read(cwd) without a usable session id)
+        the hook-bound session whose preload for this project is fresh and unused, if any."""
         project_path = resolve_project_root(cwd) if cwd is not None else None
         self.registry.warm_identity(project_path)  # git, if it must run, runs outside the lock
         with self.lock:
-            return self._start(project_path)
+            s = self._sessions.adoptable(project_path, self.clock()) if adopt else None
+            if s is None:
+                return self._start(project_path)
+            self._sessions.claim(s, self.clock())
+            return s
 
     def _start(self, project_path, client_id=None):
         if project_path is not None:
@@ -275,6 +286,7 @@ class Store:
             durable = self.registry.durable_for(level, session, project_path)
             old = durable.graph.nodes.get(node_id)
             node = model.check_node_text(model.put_result(old, node_id, gist, notes, touches, self.clock()))
+            self._refuse_secret(durable.graph, secrets.scan_node, node)
             if old is not None and compaction.revive_on_put(node):
                 durable.graph.compact_idle_until = 0.0
             self.writes.change(w, durable, [{"op": "node", "node": node}], lambda g: g.put_node(node),
@@ -307,20 +319,27 @@ class Store:
             if old is not None:
                 edge = dict(old, **edge)
             edge["_write_ts"] = self.clock()  # when it changed: the merge rule of a shared graph needs it
+            self._refuse_secret(g, secrets.scan_edge, edge)
             self.writes.change(w, durable, [{"op": "edge", "edge": edge}], lambda g: g.put_edge(edge),
                                lambda _: [("edge_put", {"edge": model.public_edge(edge)})])
             return {"level": durable.level, "created": old is None, "edge": model.public_edge(edge)}
 
-    def _find_level(self, session, node_id, level, project_path, what="node"):
+    def _refuse_secret(self, g, scan, item):
+        """SecretRefused naming the field and the kind when `scan(item)` finds a credential in
+        the node or edge about to be written; no scan when it is off (KG_SECRET_SCAN=0) and the
+        graph is private."""
+        if self.settings.secret_scan or g.shared:
+            found = scan(item)
+            if found is not None:
+                raise SecretRefused(secrets.refusal(*found))
+
+    def _find_level(self, session, node_id, level, project_path):
         """The Durable holding node_id: the given level, else the one level that has it."""
-        if level is not None:
-            d = self.registry.durable_for(level, session, project_path)
-            if node_id not in d.graph.nodes:
-                raise NotFound("no %s %r in the %s graph; kg_search finds ids." % (what, node_id[:200], d.level))
-            return d
-        found = [d for d in self.registry.durables_for(session, project_path) if node_id in d.graph.nodes]
+        durables = self._addressed(session, level, project_path)
+        found = [d for d in durables if node_id in d.graph.nodes]
         if not found:
-            raise NotFound("no node %r in the user or project graph; kg_search finds ids." % node_id[:200])
+            where = "the %s graph" % durables[0].level if level is not None else "the user or project graph"
+            raise NotFound("no node %r in %s; kg_search finds ids." % (node_id[:200], where))
         if len(found) > 1:
             raise Conflict("node %r exists in both the user and the project graph: say which with level." % node_id[:200])
         return found[0]
@@ -364,18 +383,23 @@ class Store:
             for g in self.graphs_for(session):
                 out[g.level] = g.active_view()
             if "project" not in out:
-                out["project"] = {"nodes": [], "archived": [], "edges": [], "tokens": 0}
+                out["project"] = {"nodes": [], "archived": [], "edges": [], "tokens": 0, "withheld": ([], 0)}
             return out
 
     def read_nodes(self, session, ids, level=None, project_path=None):
         """Full content of each node; promotes archived / orphaned ones (contract 3)."""
         ids = model.check_ids(ids)
-        out, missing = [], []
+        out, missing, withheld = [], [], []
         with self.writes.writing(session, lenient=(logging.WARNING, "a read's recency was not saved")) as w:
             durables = self._addressed(session, level, project_path)
             now = self.clock()
             for nid in dict.fromkeys(ids):
                 holding = [d for d in durables if nid in d.graph.nodes]
+                if any(not d.graph.shown(nid) for d in holding):
+                    withheld.append(nid)  # it holds a credential: neither shown nor promoted
+                    holding = [d for d in holding if d.graph.shown(nid)]
+                    if not holding:
+                        continue
                 for durable in holding:
                     self._promote(w, durable, nid, now)
                     out.append(durable.graph.node_in_full(nid))
@@ -385,7 +409,10 @@ class Store:
             # archive again the node the agent just recalled. The next write or pass does it.
             if session:
                 session.reads += 1
-        return {"session_id": w.sid, "nodes": out, "missing": missing}
+        result = {"session_id": w.sid, "nodes": out, "missing": missing}
+        if withheld:
+            result["withheld"] = withheld
+        return result
 
     def _promote(self, w, durable, nid, now):
         """A read of nid: refresh its recency and promote it (and rescued neighbours), through
@@ -404,12 +431,7 @@ class Store:
             log.warning("read of %r not recorded (%s)", nid[:100], exc.message)
 
     def search(self, query, session=None, limit=20, project_path=None):
-        if not isinstance(query, str) or not query.strip():
-            raise BadInput("query must be a non-empty string of words to look for.")
-        if len(query) > 1000:
-            raise BadInput("query is over 1000 characters; use a few words.")
-        if not isinstance(limit, int) or isinstance(limit, bool) or not 1 <= limit <= 200:
-            raise BadInput("limit must be an integer from 1 to 200.")
+        search.check_query(query, limit)
         with self.lock:
             if session is not None or project_path:
                 graphs = self.graphs_for(session, project_path)

@@ -13,107 +13,130 @@ the order the text drops them, and a `truncated` object in the result counts wha
 - kg_sync: notes and touches, then deleted edges, deleted nodes, edges, nodes from the end.
 """
 
-import json
-
 from .render import READ_LIMIT, SEARCH_LIMIT
+from .text import clip, compact_json
 
 GIST_STEPS = (160, 120, 80, 40)
+LEVELS = ("user", "project")
 
 
 def size(obj):
-    return len(json.dumps(obj, ensure_ascii=False, separators=(",", ":")))
-
-
-def _clip(s, n):
-    return s if len(s) <= n else s[: n - 1] + "…"
+    return len(compact_json(obj))
 
 
 def bound_read(result, recency, limit=READ_LIMIT):
     """result: the full kg_read object; recency: {level: {id: recency}} for newest-first order."""
     if size(result) <= limit:
         return result
-    out = dict(result)
-    levels = ("user", "project")
-    graphs = {lv: dict(result[lv]) for lv in levels}
-    cut = {lv: {} for lv in levels}
-    out.update(graphs)
-    out["truncated"] = {"user": cut["user"], "project": cut["project"],
-                        "hint": "left out to fit {:,} characters; kg_read ids=[...] gives whole nodes, "
-                                "kg_search finds the rest".format(limit)}
+    read = _ReadCut(result, recency, limit)
+    for step in (read.drop_edge_notes, read.drop_node_notes, read.drop_lists, read.shorten_gists):
+        if step():
+            return read.out
+    read.keep_newest_nodes()
+    return read.out
 
-    def fits():
-        return size(out) <= limit
 
-    for lv in levels:  # edge notes
-        g = graphs[lv]
-        n = sum(len(e["notes"]) for e in g["edges"])
-        if n:
-            g["edges"] = [dict(e, notes=[]) for e in g["edges"]]
-            cut[lv]["edge_notes"] = n
-    if fits():
-        return out
-    order = {lv: sorted(range(len(graphs[lv]["nodes"])), key=lambda i, lv=lv: recency[lv].get(
-        graphs[lv]["nodes"][i]["id"], 0)) for lv in levels}  # oldest first
-    for lv in levels:
-        graphs[lv]["nodes"] = list(graphs[lv]["nodes"])
-    over = size(out) - limit
-    for oldest in _round_robin([order[lv] for lv in levels]):  # notes and touches, oldest first
-        lv, i = levels[oldest[0]], oldest[1]
-        node = graphs[lv]["nodes"][i]
-        if not node["notes"] and not node["touches"]:
-            continue
-        saved = _rough(node["notes"]) + _rough(node["touches"])  # checked exactly below
-        graphs[lv]["nodes"][i] = dict(node, notes=[], touches=[])
-        cut[lv]["notes_of_nodes"] = cut[lv].get("notes_of_nodes", 0) + 1
-        over -= saved
-        if over <= 0:
-            over = size(out) - limit
+class _ReadCut:
+    """A full kg_read being cut to `limit`, one step at a time, each step a little harsher; a step
+    answers whether the result fits now. `out` is the result with its level graphs copied (the
+    caller's object is left alone), `cut` what each level lost so far (out["truncated"])."""
+
+    def __init__(self, result, recency, limit):
+        self.limit, self.recency = limit, recency
+        self.graphs = {lv: dict(result[lv], nodes=list(result[lv]["nodes"])) for lv in LEVELS}
+        self.cut = {lv: {} for lv in LEVELS}
+        self.out = dict(result, **self.graphs)
+        self.out["truncated"] = dict(self.cut, hint="left out to fit {:,} characters; kg_read ids=[...] gives "
+                                                    "whole nodes, kg_search finds the rest".format(limit))
+        self.oldest_first = {lv: sorted(range(len(self.graphs[lv]["nodes"])), key=self._age_key(lv))
+                             for lv in LEVELS}
+        self.whole = None  # the nodes before their gists were shortened
+
+    def _age_key(self, lv):
+        nodes, recency = self.graphs[lv]["nodes"], self.recency[lv]
+        return lambda i: recency.get(nodes[i]["id"], 0)
+
+    def over(self):
+        return size(self.out) - self.limit
+
+    def drop_edge_notes(self):
+        for lv, g in self.graphs.items():
+            n = sum(len(e["notes"]) for e in g["edges"])
+            if n:
+                g["edges"] = [dict(e, notes=[]) for e in g["edges"]]
+                self.cut[lv]["edge_notes"] = n
+        return self.over() <= 0
+
+    def drop_node_notes(self):
+        """Notes and touches of active nodes, oldest first, one level then the other."""
+        over = self.over()
+        for k, i in _round_robin([self.oldest_first[lv] for lv in LEVELS]):
+            lv = LEVELS[k]
+            nodes = self.graphs[lv]["nodes"]
+            if not nodes[i]["notes"] and not nodes[i]["touches"]:
+                continue
+            over -= _rough(nodes[i]["notes"]) + _rough(nodes[i]["touches"])  # checked exactly below
+            nodes[i] = dict(nodes[i], notes=[], touches=[])
+            self.cut[lv]["notes_of_nodes"] = self.cut[lv].get("notes_of_nodes", 0) + 1
             if over <= 0:
-                return out
-    for key, name in (("edges", "edges"), ("archived", "archived")):
-        for lv in levels:
-            if graphs[lv][key]:
-                cut[lv][name] = len(graphs[lv][key])
-                graphs[lv][key] = []
-        if fits():
-            return out
-    full = {lv: graphs[lv]["nodes"] for lv in levels}
-    for n in GIST_STEPS:
-        for lv in levels:
-            graphs[lv]["nodes"] = [dict(x, gist=_clip(x["gist"], n)) for x in full[lv]]
-            if any(len(x["gist"]) > n for x in full[lv]):
-                cut[lv]["gists_cut_to"] = n
-        if fits():
-            return out
-    # Oldest nodes out: keep the newest, the same number per level, while they fit.
-    for lv in levels:
-        cut[lv]["nodes"] = len(graphs[lv]["nodes"])
-    kept_nodes = {lv: [] for lv in levels}
-    for lv in levels:
-        graphs[lv]["nodes"] = []
-    room = limit - size(out) - 20
-    newest = [list(reversed(order[lv])) for lv in levels]
-    for k, i in _round_robin(newest):
-        lv = levels[k]
-        node = _clip_node(full[lv][i], GIST_STEPS[-1])
-        cost = size(node) + 1
-        if cost > room:
-            break
-        room -= cost
-        kept_nodes[lv].append(i)
-        cut[lv]["nodes"] -= 1
-    for lv in levels:
-        graphs[lv]["nodes"] = [_clip_node(full[lv][i], GIST_STEPS[-1]) for i in sorted(kept_nodes[lv])]
-        if not cut[lv]["nodes"]:
-            del cut[lv]["nodes"]
-    while not fits():  # the counters grew by a few digits: the oldest kept node goes
-        lv = max(levels, key=lambda x: len(graphs[x]["nodes"]))
-        if not graphs[lv]["nodes"]:
-            break
-        oldest = min(range(len(graphs[lv]["nodes"])), key=lambda i: recency[lv].get(graphs[lv]["nodes"][i]["id"], 0))
-        graphs[lv]["nodes"].pop(oldest)
-        cut[lv]["nodes"] = cut[lv].get("nodes", 0) + 1
-    return out
+                over = self.over()
+                if over <= 0:
+                    return True
+        return False
+
+    def drop_lists(self):
+        """Edges, then archived ids."""
+        for key in ("edges", "archived"):
+            for lv in LEVELS:
+                if self.graphs[lv][key]:
+                    self.cut[lv][key] = len(self.graphs[lv][key])
+                    self.graphs[lv][key] = []
+            if self.over() <= 0:
+                return True
+        return False
+
+    def shorten_gists(self):
+        self.whole = {lv: self.graphs[lv]["nodes"] for lv in LEVELS}
+        for n in GIST_STEPS:
+            for lv in LEVELS:
+                self.graphs[lv]["nodes"] = [_clip_node(x, n) for x in self.whole[lv]]
+                if any(len(x["gist"]) > n for x in self.whole[lv]):
+                    self.cut[lv]["gists_cut_to"] = n
+            if self.over() <= 0:
+                return True
+        return False
+
+    def keep_newest_nodes(self):
+        """The oldest nodes out: the newest kept, one per level in turn, while they fit."""
+        shortest = GIST_STEPS[-1]
+        for lv in LEVELS:
+            self.cut[lv]["nodes"] = len(self.graphs[lv]["nodes"])
+            self.graphs[lv]["nodes"] = []
+        kept = {lv: [] for lv in LEVELS}
+        room = self.limit - size(self.out) - 20
+        for k, i in _round_robin([self.oldest_first[lv][::-1] for lv in LEVELS]):
+            lv = LEVELS[k]
+            cost = size(_clip_node(self.whole[lv][i], shortest)) + 1
+            if cost > room:
+                break
+            room -= cost
+            kept[lv].append(i)
+            self.cut[lv]["nodes"] -= 1
+        for lv in LEVELS:
+            self.graphs[lv]["nodes"] = [_clip_node(self.whole[lv][i], shortest) for i in sorted(kept[lv])]
+            if not self.cut[lv]["nodes"]:
+                del self.cut[lv]["nodes"]
+        self._drop_oldest_kept()
+
+    def _drop_oldest_kept(self):
+        """The counters grew by a few digits: the oldest kept node of the fuller level goes."""
+        while self.over() > 0:
+            lv = max(LEVELS, key=lambda x: len(self.graphs[x]["nodes"]))
+            nodes = self.graphs[lv]["nodes"]
+            if not nodes:
+                break
+            nodes.pop(min(range(len(nodes)), key=lambda i: self.recency[lv].get(nodes[i]["id"], 0)))
+            self.cut[lv]["nodes"] = self.cut[lv].get("nodes", 0) + 1
 
 
 def _rough(strings):
@@ -122,7 +145,7 @@ def _rough(strings):
 
 
 def _clip_node(node, n):
-    return dict(node, gist=_clip(node["gist"], n))
+    return dict(node, gist=clip(node["gist"], n, line=False))
 
 
 def _round_robin(lists):

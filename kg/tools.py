@@ -8,7 +8,7 @@ and the single mapping of KgError to a tool result with isError (contract sectio
 
 import logging
 
-from . import model, render, structured as bounds
+from . import agents, model, render, structured as bounds
 from .errors import BadInput, KgError
 
 log = logging.getLogger(__name__)
@@ -78,10 +78,12 @@ TOOLS = [
         "name": "kg_read",
         "title": "Read memory",
         "description": (
-            "Load your long-term memory. Call it FIRST in every session with cwd = your working directory: "
-            "it returns the whole active knowledge graph of both levels (user: cross-project wisdom; project: "
-            "this codebase) and a session_id (first line: Session: <id>) to pass to the other kg_* tools. Later, call it with id or ids to "
-            "read a node's full notes and edges (this also recalls archived nodes into the active graph)."),
+            "Load your long-term memory. If your context already shows it (a `Session: <id>` line from kgd's "
+            "session-start hook), it is loaded: pass that session_id and do not call this with cwd. Otherwise call "
+            "it FIRST with cwd = your working directory: it returns the whole active knowledge graph of both "
+            "levels (user: cross-project wisdom; project: this codebase) and a session_id (first line: "
+            "Session: <id>) to pass to the other kg_* tools. Later, call it with id or ids to read a node's full "
+            "notes and edges (this also recalls archived nodes into the active graph)."),
         "inputSchema": _in([], cwd={"type": "string", "description": "absolute path of your working directory"},
                            session_id=_SESSION,
                            id={"type": "string", "description": "read one node in full"},
@@ -92,7 +94,7 @@ TOOLS = [
                              budget=_obj(["max_tokens", "user_tokens", "project_tokens"], max_tokens={"type": "integer"},
                                          user_tokens={"type": "integer"}, project_tokens={"type": "integer"}),
                              nodes={"type": "array", "items": _with(NODE, level=_LEVEL, edges={"type": "array", "items": EDGE})},
-                             missing=_STRS, truncated=READ_CUT),
+                             missing=_STRS, withheld=_STRS, truncated=READ_CUT),
         "annotations": {"title": "Read memory", "readOnlyHint": False, "destructiveHint": False,
                         "idempotentHint": True, "openWorldHint": False},
     },
@@ -104,7 +106,8 @@ TOOLS = [
             "a one-line gist, optional notes (details, reasons, gotchas) and touches (files or areas it concerns). "
             "Put what a future session would want to know: decisions, pitfalls, conventions, how things fit. "
             "An existing id is updated: given fields replace, omitted ones stay. level=user for lessons that hold "
-            "across projects, project for this codebase."),
+            "across projects, project for this codebase. Never a secret (token, password, key): a put holding "
+            "one is refused; note where it lives instead (e.g. 'in .env as GITHUB_TOKEN')."),
         "inputSchema": _in(["session_id", "level", "id", "gist"], session_id=_SESSION, level=_LEVEL,
                            id={"type": "string", "maxLength": model.MAX_ID},
                            gist={"type": "string", "maxLength": model.MAX_GIST}, notes=_STRS, touches=_STRS),
@@ -184,7 +187,7 @@ TOOLS = [
         "description": (
             "Keep the state of a long task across sessions: with state (a JSON object) it stores it under task_id, "
             "replacing what was there; without state (or with null) it returns what is stored (null if nothing). "
-            "Default level user."),
+            "Default level user (the answer says which level was used); level project keeps it with this project."),
         "inputSchema": _in(["session_id", "task_id"], session_id=_SESSION, task_id=_STR,
                            state={"type": ["object", "null"]}, level=_LEVEL),
         "outputSchema": _obj(["task_id", "level", "state"], task_id=_STR, level=_LEVEL, state={"type": ["object", "null"]}),
@@ -255,7 +258,7 @@ def _same(result):
     return result
 
 
-def _read(store, a):
+def _read(store, a, agent=None):
     session = None
     sid = a.get("session_id")
     if sid is not None:
@@ -268,13 +271,14 @@ def _read(store, a):
         if a.get("cwd") is None:
             raise BadInput("kg_read needs cwd (your working directory's absolute path) to start a session, "
                            "or the session_id it gave you before.")
-        session = store.start_session(a["cwd"])
+        session = store.start_session(a["cwd"], adopt=True)
     ids = a.get("ids")
     if a.get("id") is not None:
         ids = [a["id"]] + [i for i in (ids or []) if i != a["id"]]
+    limit = agents.read_limit(agent or agents.session_agent(session))
     if ids is not None:
         result = store.read_nodes(session, ids, a.get("level"))
-        return result, render.render_nodes(result), bounds.bound_nodes
+        return result, render.render_nodes(result, limit=limit), lambda r: bounds.bound_nodes(r, limit=limit)
     graphs = store.read_graphs(session)
     result = {"session_id": session.id, "project_path": session.project_path,
               "user": graphs["user"], "project": graphs["project"],
@@ -282,7 +286,7 @@ def _read(store, a):
                          "project_tokens": graphs["project"]["tokens"]}}
     with store.lock:  # what kgd's hooks already put in this session's context
         shown = list(session.shown)
-    text = render.render_read(result, store.settings.max_tokens, preloaded=shown)
+    text = render.render_read(result, store.settings.max_tokens, limit=limit, preloaded=shown)
 
     def bound(result):
         recency = {}
@@ -290,7 +294,8 @@ def _read(store, a):
             g = result[level] = dict(result[level])
             recency[level] = g.pop("recency", None) or {}
             g.pop("tokens", None)
-        return bounds.bound_read(result, recency)
+            g.pop("withheld", None)
+        return bounds.bound_read(result, recency, limit=limit)
     return result, text, bound
 
 
@@ -322,16 +327,21 @@ def _search(store, a):
     return r, text, bounds.bound_search
 
 
-def _sync(store, a):
-    r = store.sync(store.session(a["session_id"]))
-    return r, render.render_sync(r), bounds.bound_sync
+def _sync(store, a, agent=None):
+    session = store.session(a["session_id"])
+    limit = agents.read_limit(agent or agents.session_agent(session))
+    r = store.sync(session)
+    return r, render.render_sync(r, limit=limit), lambda r: bounds.bound_sync(r, limit=limit)
 
 
 def _progress(store, a):
     # A null state is "omitted" (as for every optional argument): it reads, never clears.
     r = store.progress(store.session(a["session_id"]), a["task_id"], a.get("state"), a.get("level"),
                        has_state=a.get("state") is not None)
-    return r, render.render_progress(r), _same
+    text = render.render_progress(r)
+    if a.get("level") is None:  # said, not silently chosen: the agent may have meant this project
+        text += " (No level given: kg_progress's default, user, was used; level=project keeps it with this project.)"
+    return r, text, _same
 
 
 HANDLERS = {"kg_read": _read, "kg_put_node": _put_node, "kg_put_edge": _put_edge, "kg_delete_node": _delete_node,
@@ -342,15 +352,23 @@ def error_result(message):
     return {"content": [{"type": "text", "text": message}], "isError": True}
 
 
-def call(store, name, args, structured=False):
+_PER_AGENT = frozenset(("kg_read", "kg_sync"))  # their text is bounded for the agent that asks
+
+
+def call(store, name, args, structured=False, agent=None):
     """tools/call -> CallToolResult: one text item, plus structuredContent only when structured.
-    KgError becomes isError; an unknown name raises UnknownTool."""
+    KgError becomes isError; an unknown name raises UnknownTool. `agent` (kg/agents.py), when
+    known, bounds kg_read and kg_sync for what that agent passes its model whole; else the agent
+    whose hooks bound the session does."""
     tool = TOOLS_BY_NAME.get(name) if isinstance(name, str) else None
     if tool is None:
         raise UnknownTool("unknown tool %r; tools/list names the eight kg_* tools." % (str(name)[:100],))
     try:
         check_arguments(tool, {} if args is None else args)
-        result, text, bound = HANDLERS[name](store, args or {})
+        if name in _PER_AGENT:
+            result, text, bound = HANDLERS[name](store, args or {}, agent)
+        else:
+            result, text, bound = HANDLERS[name](store, args or {})
     except KgError as exc:
         return error_result("%s failed: %s" % (name, exc.message))
     out = {"content": [{"type": "text", "text": text}], "isError": False}

@@ -5,9 +5,6 @@
   `Sec-WebSocket-Version` must be `13`, else 426 with `Sec-WebSocket-Version: 13`;
   `Sec-WebSocket-Key` must be base64 of exactly 16 bytes, else 400.
   `Sec-WebSocket-Accept` = base64(sha1(key + GUID)). No subprotocols, no extensions.
-- Origin: absent is local (non-browser client); `http(s)://` with host `localhost`, a
-  loopback address (`127.0.0.0/8`, `[::1]`) or one of the configured hosts is local;
-  `null` and everything else is not. The HTTP layer refuses non-local origins (403).
 - Framing (section 5.2): RSV bits set, an unknown opcode, a fragmented control frame, a
   control payload over 125 bytes or a 64-bit length with its top bit set fail with 1002;
   a frame longer than the size limit fails with 1009 as soon as its header arrives.
@@ -32,10 +29,8 @@ from __future__ import annotations
 
 import base64
 import codecs
-import socket
 import struct
 from collections import namedtuple
-from urllib.parse import urlsplit
 
 # Annotations are strings, never evaluated (the __future__ import); typing is imported for type
 # checkers only, not at run time, where it would cost start-up memory.
@@ -153,50 +148,8 @@ def handshake_response(accept: str) -> bytes:
             "\r\n" % accept).encode("ascii")
 
 
-def _normalise_host(host: str) -> str:
-    host = host.strip().lower()
-    if host.startswith("[") and host.endswith("]"):
-        host = host[1:-1]
-    return host
-
-
-def origin_is_local(origin: Optional[str], extra_hosts: Iterable[str] = ()) -> bool:
-    """True when a request with this `Origin` header may come in (None means absent)."""
-    if origin is None:
-        return True
-    try:
-        parts = urlsplit(origin.strip())
-        host = parts.hostname
-        parts.port  # raises ValueError on a bad port
-    except ValueError:
-        return False
-    if parts.scheme.lower() not in ("http", "https") or not host:
-        return False
-    if parts.username is not None or parts.password is not None:
-        return False
-    if parts.path not in ("", "/") or parts.query or parts.fragment:
-        return False
-    host = _normalise_host(host)
-    if host == "localhost":
-        return True
-    if _is_loopback_address(host):
-        return True
-    return host in {_normalise_host(h) for h in extra_hosts if h}
-
-
 # ---------------------------------------------------------------------------
 # Frames (pure)
-
-
-def _is_loopback_address(host: str) -> bool:
-    """127.0.0.0/8 or ::1, written in full (no shorthand such as 127.1)."""
-    for family, loopback in ((socket.AF_INET, None), (socket.AF_INET6, b"\0" * 15 + b"\1")):
-        try:
-            packed = socket.inet_pton(family, host)
-        except (OSError, ValueError):
-            continue
-        return packed[0] == 127 if loopback is None else packed == loopback
-    return False
 
 
 # fin, opcode, payload, and mask: the 4-byte key a masked frame carried (None if unmasked).

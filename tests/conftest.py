@@ -9,14 +9,39 @@ are resolved path strings, the form kgd reports, so a test may compare them with
 
 import pytest
 
-from helpers import Daemon, real
+from helpers import HOMES, Daemon, real, short_id
+
+MAX_ID = 200  # characters of a test id (PYTEST_CURRENT_TEST holds it; children never see it)
 
 
 def pytest_collection_modifyitems(items):
-    """A test that starts a daemon through these fixtures is e2e, even where its file forgot the mark."""
+    """A test that starts a daemon through these fixtures is e2e, even where its file forgot the mark.
+    A test id over MAX_ID characters stops the run: give it a short one (ids= or pytest.param(id=...))."""
+    long_ids = [item.nodeid[:120] + "..." for item in items if len(item.nodeid) > MAX_ID]
+    if long_ids:
+        raise pytest.UsageError("test ids over %d characters (give short ones: ids= or pytest.param(id=...)): %s"
+                                % (MAX_ID, "; ".join(long_ids[:10])))
     for item in items:
         if "make_daemon" in getattr(item, "fixturenames", ()) and not item.get_closest_marker("e2e"):
             item.add_marker(pytest.mark.e2e)
+
+
+def pytest_make_parametrize_id(config, val, argname):
+    """Large str / bytes parameters get short ids (pytest would use the value itself)."""
+    return short_id(val)
+
+
+@pytest.fixture(scope="session", autouse=True)
+def _children_homes(tmp_path_factory):
+    HOMES.factory = tmp_path_factory
+
+
+@pytest.fixture(autouse=True)
+def _child_home(_children_homes):
+    """The test's child processes get a HOME of its own (made only if one starts)."""
+    HOMES.enter_test(True)
+    yield
+    HOMES.enter_test(False)
 
 
 @pytest.fixture

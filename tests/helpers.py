@@ -13,6 +13,7 @@ import signal
 import socket
 import subprocess
 import sys
+import tempfile
 import threading
 import time
 
@@ -42,19 +43,59 @@ def node(nid, gist="", notes=(), touches=(), **fields):
 
 # ---------------------------------------------------------------- kgd's command line
 
+# The only variables a child process of the tests takes from the host: where programs are, the
+# locale, the temp folder, who runs it, and what Windows needs to start a process at all.
+HOST_VARS = ("PATH", "LANG", "LANGUAGE", "TZ", "TMPDIR", "TEMP", "TMP", "USER", "LOGNAME",
+             "SYSTEMROOT", "SYSTEMDRIVE", "COMSPEC", "PATHEXT", "WINDIR")
+
+
+class ChildHomes:
+    """HOME for the tests' child processes: a folder of the running test's own, made on first use;
+    outside any test (a module's shared daemon) one folder for the session."""
+
+    def __init__(self):
+        self.factory = None  # pytest's tmp_path_factory (conftest.py sets it)
+        self.in_test = False
+        self.made = {}
+
+    def enter_test(self, in_test):
+        self.in_test = in_test
+        self.made.pop(True, None)
+
+    def path(self):
+        if self.in_test not in self.made:
+            made = self.factory.mktemp("home") if self.factory is not None else tempfile.mkdtemp(prefix="kgd-home-")
+            self.made[self.in_test] = str(made)
+        return self.made[self.in_test]
+
+
+HOMES = ChildHomes()
+
+
 def clean_env(home=None, **extra):
-    """os.environ without kgd's, XDG's and Python's settings, so the host cannot steer a test."""
-    env = {k: v for k, v in os.environ.items() if not k.startswith(("KG_", "KGD_", "XDG_", "PYTHON"))}
-    if home is not None:
-        env["HOME"] = str(home)
+    """The environment of every child process the tests start: the one policy, used for each.
+
+    From the host only HOST_VARS and LC_*: never PYTEST_CURRENT_TEST (it holds the test id, and
+    exec fails with E2BIG once that is large), nor the host's KG_*, XDG_*, PYTHON* or HOME, which
+    would let the host steer a test or a test reach the user's own kgd. HOME is `home`, else the
+    running test's own folder; then `extra`, the variables the test sets."""
+    env = {k: v for k, v in os.environ.items() if k in HOST_VARS or k.startswith("LC_")}
+    env["HOME"] = str(home) if home is not None else HOMES.path()
     env.update({k: str(v) for k, v in extra.items()})
     return env
 
 
+def short_id(value, limit=40):
+    """A parametrized test's id for a large str / bytes input: its start and its length. pytest
+    would use the whole value, and PYTEST_CURRENT_TEST carries the id. None: pytest's own id."""
+    if isinstance(value, (str, bytes)) and len(value) > limit:
+        return "%s...%d%s" % (ascii(value[:16])[:24], len(value), "B" if isinstance(value, bytes) else "ch")
+    return None
+
+
 def run_kgd(*args, env=None, stdin=None, home=None, cwd=None, timeout=60):
     """-> (exit code, stdout, stderr, seconds taken). -S: kgd needs nothing from site-packages."""
-    e = clean_env(home)
-    e.update({k: str(v) for k, v in (env or {}).items()})
+    e = clean_env(home, **(env or {}))
     t0 = time.monotonic()
     r = subprocess.run([sys.executable, "-S", KGD] + [str(a) for a in args], env=e, input=stdin,
                        stdout=subprocess.PIPE, stderr=subprocess.PIPE, timeout=timeout, cwd=str(cwd or REPO))
@@ -80,9 +121,7 @@ class Daemon:
     # ---- process
 
     def start(self, timeout=10):
-        env = dict(os.environ)
-        env.pop("KG_TOKEN", None)
-        env.update(self.env or {})
+        env = clean_env(**(self.env or {}))
         args = list(self.args)
         # These tests read results' structuredContent: they run the opt-in structured mode unless a
         # test asks for the default (text only) with KG_STRUCTURED_OUTPUT=0.

@@ -105,7 +105,7 @@ def test_structured_output_reaches_the_mcp_server(tmp_path, monkeypatch):
     for flag in (False, True):
         a = kgapp.App(config(tmp_path / ("root-%s" % flag), structured_output=flag)).start()
         a.stop()
-    assert seen == [{}, {"structured": True}]
+    assert seen == [{"structured": False}, {"structured": True}]
 
 
 # ------------------------------------------------------------------ POST /api/hooks

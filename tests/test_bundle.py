@@ -21,7 +21,7 @@ REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 def pyz(tmp_path_factory):
     out = tmp_path_factory.mktemp("build") / "kgd.pyz"
     r = subprocess.run([sys.executable, os.path.join(REPO, "kgd.py"), "bundle", "-o", str(out)],
-                       stdout=subprocess.PIPE, stderr=subprocess.PIPE, timeout=60)
+                       stdout=subprocess.PIPE, stderr=subprocess.PIPE, timeout=60, env=clean_env())
     assert r.returncode == 0, r.stderr.decode()
     return out
 
@@ -135,7 +135,7 @@ def test_stdio_from_the_archive_starts_the_archive(alone, tmp_path):
 def test_sources_only_build(tmp_path):
     out = tmp_path / "src.pyz"
     subprocess.run([sys.executable, os.path.join(REPO, "kgd.py"), "bundle", "--no-bytecode", "-o", str(out)],
-                   check=True, stdout=subprocess.DEVNULL)
+                   check=True, stdout=subprocess.DEVNULL, env=clean_env())
     with zipfile.ZipFile(out) as z:
         assert not any(n.endswith(".pyc") for n in z.namelist())
     assert run_pyz(out, "--version").stdout.startswith(b"kgd ")
@@ -166,7 +166,7 @@ def test_package_data_is_readable_inside_the_archive(tmp_path):
     (tree / "kg" / "ui" / "__pycache__" / "junk.pyc").write_bytes(b"x")
     out = tmp_path / "k.pyz"
     r = subprocess.run([sys.executable, str(tree / "kgd.py"), "bundle", "-o", str(out)], stdout=subprocess.PIPE,
-                       stderr=subprocess.PIPE, timeout=60)
+                       stderr=subprocess.PIPE, timeout=60, env=clean_env())
     assert r.returncode == 0, r.stderr
     with zipfile.ZipFile(out) as z:
         names = set(z.namelist())

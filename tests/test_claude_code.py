@@ -31,7 +31,7 @@ from helpers import KGD
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "claude"))
 from fake_anthropic import FakeAnthropic, text_block  # noqa: E402
-from cc_harness import (ScriptedModel, claude_version, make_home, request_text, run_claude,  # noqa: E402
+from cc_harness import (ScriptedModel, claude_version, make_home, request_text, run_claude, session_id_in,  # noqa: E402
                      tool_exchanges)
 
 pytestmark = pytest.mark.e2e
@@ -231,3 +231,36 @@ def test_hooks_preload_and_recall_reach_the_model(claude, make_daemon, project, 
     assert later, "Claude Code sent the model nothing after the second prompt"
     assert ZEBRA_GIST in request_text(later[0]), request_text(later[0])[-3000:]
     assert node_states(daemon, project)[("project", ZEBRA_ID)] == "active"  # recall counts as a read
+
+
+def test_a_model_that_calls_kg_read_with_cwd_after_the_preload_gets_no_gist_twice(
+        claude, make_daemon, project, fake_api, tmp_path):
+    """With the hooks installed, a model that still calls kg_read(cwd) (as older instructions told it)
+    is handed the preloaded session back: across everything the model receives, each gist once."""
+    daemon = make_daemon(env={"KG_STRUCTURED_OUTPUT": "0"})
+    gists = ["Fact %02d: the exporter batches rows by tenant before the flush" % i for i in range(30)]
+    for i, g in enumerate(gists):
+        put_node(daemon, "project", "fact-%02d" % i, g, project)
+    model = ScriptedModel([("mcp__kg__kg_read", {"cwd": str(project)})], final="Read.")
+    fake = fake_api(model)
+    settings = hooks_settings(daemon)
+    home = make_home(str(tmp_path / "home"), settings)
+    mcp_config = tmp_path / "mcp.json"
+    mcp_config.write_text(json.dumps({"mcpServers": {"kg": {"type": "http", "url": daemon.url + "/mcp"}}}))
+    proc = run_claude(["-p", "What do you remember?", "--output-format", "json", "--mcp-config", str(mcp_config),
+                       "--strict-mcp-config", "--allowedTools", "mcp__kg__kg_read"],
+                      cwd=project, home=home, api_url=fake.url)
+    fake.dump(tmp_path / "requests.json")
+    assert proc.returncode == 0, claude_failed(proc, fake, daemon)
+    assert fake.errors == [], claude_failed(proc, fake, daemon)
+    main = [b for b in fake.messages() if any(c["name"] == "mcp__kg__kg_read" for c in tool_exchanges([b]))]
+    assert main, "the scripted model never got its kg_read result"
+    first = request_text(fake.messages()[0])
+    preload_sid = session_id_in(first)
+    assert preload_sid, first[:3000]
+    read = [c for c in tool_exchanges(main) if c["name"] == "mcp__kg__kg_read"][0]
+    assert session_id_in(read["text"]) == preload_sid, read["text"][:500]
+    everything = request_text(main[-1])
+    twice = [g for g in gists if everything.count(g) > 1]
+    assert not twice, "the model received %d gists twice, e.g. %r" % (len(twice), twice[:2])
+    assert all(g in everything for g in gists)  # and nothing was lost

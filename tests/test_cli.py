@@ -1,5 +1,6 @@
 """The command line (issue 14 items 2 and 4, issue 10's setting): typos, help, status, start."""
 
+import os
 import re
 import signal
 import socket
@@ -7,7 +8,7 @@ import subprocess
 import sys
 
 import pytest
-from helpers import KGD, REPO, START_LINE, clean_env, run_kgd
+from helpers import KGD, REPO, START_LINE, clean_env, free_port, run_kgd
 
 from kg import cli
 from kg.config import ConfigError, resolve_config
@@ -180,3 +181,56 @@ def test_start_on_a_taken_port_says_so_once(tmp_path):
     assert code == 1, (out, err)
     assert err.count("\n") == 1 and err.startswith("kgd: ") and err.count("kgd:") == 1, err
     assert "port %d" % port in err and "already in use" in err
+
+
+@pytest.mark.e2e
+def test_start_and_status_refuse_a_daemon_that_serves_another_root(make_daemon, tmp_path):
+    """`kgd start --root X` must not call a daemon of another root "already running" for X."""
+    d = make_daemon(root=tmp_path / "theirs")
+    mine = tmp_path / "mine"
+    for argv in (["start"], ["status"]):
+        code, out, err, _ = run_kgd(*argv, "--root", mine, "--port", d.port)
+        assert code == 1 and out == "", (argv, out, err)
+        assert err.count("\n") == 1 and "another storage root" in err and "--port" in err, err
+    assert not mine.exists()
+    code, out, _, _ = run_kgd("status", "--json", "--root", mine, "--port", d.port)
+    assert code == 1 and "another storage root" in out
+    code, out, _, _ = run_kgd("start", "--root", tmp_path / "theirs", "--port", d.port)
+    assert code == 0 and "already running" in out  # its own root: fine
+
+
+@pytest.mark.e2e
+@pytest.mark.parametrize("main, prev, expected", [
+    ("{ bad", None, "user.json does not parse; read as empty"),
+    ("{ bad", "{ bad", "user.json and its .prev copy do not parse; read as empty"),
+    ("{ bad", '{"nodes": {}, "edges": {}}', "user.json does not parse; read its .prev copy instead"),
+    (None, "{ bad", "user.json is missing and its .prev copy does not parse; read as empty"),
+])
+def test_offline_show_says_a_bad_graph_file_in_one_line(tmp_path, main, prev, expected):
+    root = tmp_path / "r"
+    root.mkdir()
+    for name, text in (("user.json", main), ("user.json.prev", prev)):
+        if text is not None:
+            (root / name).write_text(text)
+    code, out, err, _ = run_kgd("show", "--root", root, "--port", free_port(), cwd=tmp_path)
+    assert code == 0 and "## User graph" in out, err
+    assert err.count("\n") == 1 and expected in err, err
+
+
+@pytest.mark.e2e
+@pytest.mark.parametrize("argv, like", [(["help"], ["--help"]), (["help", "status"], ["status", "--help"])])
+def test_help_is_a_command(argv, like):
+    code, out, err, _ = run_kgd(*argv)
+    assert code == 0 and err == "", err
+    assert out == run_kgd(*like)[1] and out.startswith("usage: kgd")
+
+
+@pytest.mark.e2e
+def test_bundle_without_output_writes_outside_the_current_folder(tmp_path):
+    home, project = tmp_path / "home", tmp_path / "project"
+    project.mkdir()
+    code, out, err, _ = run_kgd("bundle", "--no-bytecode", home=home, cwd=project)
+    assert code == 0, err
+    assert os.listdir(str(project)) == []
+    made = home / ".cache" / "kgd" / "kgd.pyz"
+    assert made.is_file() and "wrote %s" % made in out and "-o FILE" in out

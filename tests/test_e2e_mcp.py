@@ -18,7 +18,7 @@ import time
 
 import pytest
 
-from helpers import Daemon, real, start
+from helpers import Daemon, clean_env, real, start
 
 pytestmark = pytest.mark.e2e
 
@@ -683,7 +683,7 @@ def test_project_root_of_a_linked_worktree_is_the_main_worktree(daemon, tmp_path
     git = shutil.which("git")
     if git is None:
         pytest.skip("git is not installed")
-    env = dict(os.environ, HOME=str(tmp_path), GIT_CONFIG_NOSYSTEM="1", GIT_AUTHOR_NAME="t",
+    env = clean_env(tmp_path, GIT_CONFIG_NOSYSTEM="1", GIT_AUTHOR_NAME="t",
                GIT_AUTHOR_EMAIL="t@example.com", GIT_COMMITTER_NAME="t", GIT_COMMITTER_EMAIL="t@example.com")
     main = tmp_path / "repos" / "mainrepo"
     wt = tmp_path / "elsewhere" / "feature-wt"

@@ -172,7 +172,9 @@ def test_branch_switch_shows_that_branchs_knowledge(make_daemon, team, tmp_path)
     repo.git("checkout", "-q", "main")
     assert wait_for(lambda: read_ids(d, sid, ["feature-only"])["missing"] == ["feature-only"])
     assert d.call_tool("kg_sync", {"session_id": sid})["deleted_nodes"] == [{"level": "project", "id": "feature-only"}]
-    put(d, sid, "more-main", "written on main after the switch")
+    status, _ = d.json("PUT", "/api/nodes/project/more-main", {"gist": "written on main after the switch (REST)",
+                                                                 "project_path": str(repo.path)})
+    assert status == 200
     assert wait_for(lambda: "more-main" in repo.nodes()[0])
     nodes, _ = repo.nodes()
     assert set(nodes) == {"on-main", "more-main"}  # the other branch's node is not written back
@@ -272,11 +274,11 @@ def test_share_off_and_show_say_what_is_shared(make_daemon, team, tmp_path):
     d = make_daemon(tmp_path / "root")
     sid = start(d, repo.path)["session_id"]
     put(d, sid, "x", "a node")
-    code, out, _, _ = run_kgd("show", "--cwd", str(repo.path), "--root", d.root, "--port", str(d.port))
+    code, _, out, _ = run_kgd("show", "--cwd", str(repo.path), "--root", d.root, "--port", str(d.port))
     assert "project graph: personal" in out
     share(d, repo)
-    code, out, _, _ = run_kgd("show", "--cwd", str(repo.path), "--root", d.root, "--port", str(d.port))
-    assert "project graph: shared in %s (1 nodes)" % os.path.join(real(repo.path), ".kg") in out
+    code, _, out, _ = run_kgd("show", "--cwd", str(repo.path), "--root", d.root, "--port", str(d.port))
+    assert "project graph: shared in %s (1 node)" % os.path.join(real(repo.path), ".kg") in out
     code, out, _, _ = run_kgd("share", "--off", str(repo.path), "--root", d.root, "--port", str(d.port))
     assert code == 0 and "no longer reads or writes" in out
     put(d, sid, "y", "private from now on")
@@ -287,6 +289,23 @@ def test_share_off_and_show_say_what_is_shared(make_daemon, team, tmp_path):
     status, view = d.json("POST", "/api/share", {"project_path": str(tmp_path)})
     assert status == 400 and "git" in view["error"]
     d.stop()
-    code, out, _, _ = run_kgd("show", "--cwd", str(repo.path), "--root", d.root, "--port", "1")
+    code, _, out, _ = run_kgd("show", "--cwd", str(repo.path), "--root", d.root, "--port", "1")
     assert "sharing turned off" in out
     json.dumps(view)
+
+
+def test_show_on_a_fresh_clone_reads_the_repositorys_knowledge(make_daemon, team, tmp_path):
+    a_repo, b_repo = team
+    a = make_daemon(tmp_path / "root-a")
+    put(a, start(a, a_repo.path)["session_id"], "from-alice", "written by alice's agent")
+    share(a, a_repo)
+    a_repo.commit_all("share")
+    a_repo.git("push", "-q")
+    b_repo.git("pull", "-q")
+    root_b = tmp_path / "root-b"
+    code, out, err, _ = run_kgd("show", "--cwd", str(b_repo.path), "--root", root_b, "--port", "1")
+    assert code == 0 and "from-alice" in out and "shared in" in err and "(1 node)" in err
+    assert not root_b.exists() or not any(root_b.iterdir())  # read-only
+    b = make_daemon(root_b)
+    code, out, err, _ = run_kgd("show", "--cwd", str(b_repo.path), "--root", root_b, "--port", str(b.port))
+    assert code == 0 and "from-alice" in out and "(1 node)" in err

@@ -17,6 +17,44 @@ def test_host_name(value, host):
     assert guard.host_name(value) == host
 
 
+@pytest.mark.parametrize("origin,extra,ok", [
+    (None, (), True),
+    ("http://localhost", (), True),
+    ("http://localhost:8765", (), True),
+    ("https://LOCALHOST:3000", (), True),
+    ("http://127.0.0.1:8765", (), True),
+    ("http://127.0.0.2", (), True),
+    ("http://[::1]:8765", (), True),
+    ("http://mybox.lan:8765", ("mybox.lan",), True),
+    ("http://[fe80::1]", ("[fe80::1]",), True),
+    ("http://mybox.lan:8765", (), False),
+    ("null", (), False),
+    ("", (), False),
+    ("https://evil.example", (), False),
+    ("http://localhost.evil.example", (), False),
+    ("http://127.0.0.1.evil.example", (), False),
+    ("http://evil.localhost", (), False),
+    ("ftp://localhost", (), False),
+    ("file://", (), False),
+    ("chrome-extension://abcdef", (), False),
+    ("http://user@localhost", (), False),
+    ("http://localhost:notaport", (), False),
+    ("http://0.0.0.0", (), False),
+    ("localhost", (), False),
+    ("http://[::ffff:127.0.0.1]", (), False),
+])
+def test_origin_is_local(origin, extra, ok):
+    assert guard.origin_is_local(origin, extra) is ok
+
+
+@pytest.mark.parametrize("value, host", [
+    ("LocalHost", "localhost"), (" [::1] ", "::1"), ("[FD00::5]", "fd00::5"), ("[localhost]", "[localhost]"),
+    ("127.0.0.1", "127.0.0.1"), ("", ""),
+])
+def test_normal_host(value, host):
+    assert guard.normal_host(value) == host
+
+
 LOCAL = guard.Policy()
 BOUND = guard.Policy("192.168.1.20")
 WILD = guard.Policy("0.0.0.0")
@@ -36,6 +74,9 @@ TOKENED = guard.Policy(token=TOKEN)
     (BOUND, {"host": "192.168.1.20:8765"}, None),
     (WILD, {"host": "0.0.0.0:8765"}, 403),
     (V6, {"host": "[fd00::5]:8765"}, None),
+    (V6, {"origin": "http://[FD00::5]:8765"}, None),
+    (guard.Policy("[FD00::5]"), {"host": "[fd00::5]:8765"}, None),
+    (LOCAL, {"host": "[localhost]:8765"}, 403),
     (LOCAL, {"origin": "http://127.0.0.1:8765"}, None),
     (LOCAL, {"origin": "http://localhost:3000"}, None),
     (LOCAL, {"origin": "https://[::1]"}, None),

@@ -10,6 +10,8 @@ import pytest
 
 from helpers import KGD, run_kgd
 
+from kg.tools import TOOLS_BY_NAME
+
 pytestmark = pytest.mark.e2e
 
 OTHERS = {
@@ -21,6 +23,10 @@ OTHERS = {
         "Notification": [{"hooks": [{"type": "http", "url": "https://example.com/notify"}]}],
     },
 }
+
+
+TOOLS = ["kg_read", "kg_put_node", "kg_put_edge", "kg_delete_node", "kg_delete_edge", "kg_search", "kg_sync",
+         "kg_progress"]
 
 
 def settings(home):
@@ -44,11 +50,15 @@ def kgd_hooks(conf):
 def test_install_twice_then_remove_changes_only_kgds_entries(tmp_path):
     home = tmp_path / "home"
     settings(home).parent.mkdir(parents=True)
-    settings(home).write_text(json.dumps(OTHERS, indent=4))
+    original = (json.dumps(OTHERS, indent=4) + "\n").encode()
+    settings(home).write_bytes(original)
+    os.chmod(str(settings(home)), 0o644)
     code, out, err, _ = run_kgd("hooks", "install", home=home)
-    assert code == 0 and "added kgd's hooks" in out, err
+    assert code == 0 and "added kgd's hooks" in out and "8 tool permission(s)" in out, err
     conf = json.loads(settings(home).read_text())
-    assert {k: v for k, v in conf.items() if k != "hooks"} == {k: v for k, v in OTHERS.items() if k != "hooks"}
+    assert {k: v for k, v in conf.items() if k not in ("hooks", "permissions")} == {
+        k: v for k, v in OTHERS.items() if k not in ("hooks", "permissions")}
+    assert conf["permissions"]["allow"] == ["Bash(ls:*)"] + ["mcp__kg__" + t for t in TOOLS]
     mine = kgd_hooks(conf)
     assert set(mine) == {"SessionStart", "UserPromptSubmit", "PostToolUse", "Stop"}
     [(matcher, start)] = mine["SessionStart"]
@@ -63,19 +73,19 @@ def test_install_twice_then_remove_changes_only_kgds_entries(tmp_path):
     assert conf["hooks"]["PostToolUse"][0] == OTHERS["hooks"]["PostToolUse"][0]
     assert conf["hooks"]["SessionStart"][0] == OTHERS["hooks"]["SessionStart"][0]
     assert conf["hooks"]["Notification"] == OTHERS["hooks"]["Notification"]
-    assert len(backups(home)) == 1
-    with open(str(home / ".claude" / backups(home)[0])) as f:
-        assert json.load(f) == OTHERS
-    assert os.stat(str(settings(home))).st_mode & 0o777 == 0o600
+    # the person's formatting and mode are kept, so no backup is needed
+    assert settings(home).read_text().startswith('{\n    "model": "opus",\n') and backups(home) == []
+    assert os.stat(str(settings(home))).st_mode & 0o777 == 0o644
 
     first = settings(home).read_bytes()
     code, out, _, _ = run_kgd("hooks", "install", home=home)
     assert code == 0 and "unchanged" in out
-    assert settings(home).read_bytes() == first and len(backups(home)) == 1
+    assert settings(home).read_bytes() == first and backups(home) == []
 
     code, out, err, _ = run_kgd("hooks", "remove", home=home)
-    assert code == 0 and "removed kgd's 4 hook(s)" in out, err
-    assert json.loads(settings(home).read_text()) == OTHERS
+    assert code == 0 and "removed kgd's 4 hook(s) and 8 tool permission(s)" in out, err
+    assert settings(home).read_bytes() == original  # given back as it was: bytes, mode, no backup
+    assert os.stat(str(settings(home))).st_mode & 0o777 == 0o644 and backups(home) == []
     code, out, _, _ = run_kgd("hooks", "remove", home=home)
     assert code == 0 and "nothing to remove" in out
 
@@ -137,3 +147,52 @@ def test_doctor_checks_the_hooks(tmp_path):
     run_kgd("hooks", "install", home=home)  # the default port: not the daemon's
     code, out, _, _ = run_kgd(*args, home=home)
     assert code == 1 and "FAIL  Claude Code hooks" in out and "not port 9300" in out
+
+
+def test_the_permissions_name_every_tool_kgd_serves():
+    from kg import hookconf
+    assert sorted(hookconf.TOOL_NAMES) == sorted(TOOLS_BY_NAME) == sorted(TOOLS)
+
+
+@pytest.mark.parametrize("text", [
+    '{"model": "opus"}',                                         # one line, no final newline
+    '{"model":"opus","permissions":{"allow":["Bash(ls)"]}}\n',   # compact, JavaScript's separators
+    '{\n\t"model": "opus",\n\t"env": {\n\t\t"A": "\\u00e9"\n\t}\n}\n',  # tabs, \\u escapes
+    '{\n  "model": "op\u00e9ra",\n  "permissions": {\n    "allow": []\n  }\n}\n',
+])
+def test_remove_gives_the_file_back_byte_for_byte(tmp_path, text):
+    home = tmp_path / "home"
+    settings(home).parent.mkdir(parents=True)
+    settings(home).write_bytes(text.encode("utf-8"))
+    os.chmod(str(settings(home)), 0o640)
+    assert run_kgd("hooks", "install", home=home)[0] == 0
+    code, out, err, _ = run_kgd("hooks", "remove", home=home)
+    assert code == 0, err
+    if '"allow": []' in text:  # kgd cannot tell an empty list it emptied from one that was empty
+        assert json.loads(settings(home).read_text()) == {"model": "op\u00e9ra"}
+    else:
+        assert settings(home).read_bytes() == text.encode("utf-8")
+    assert os.stat(str(settings(home))).st_mode & 0o777 == 0o640 and backups(home) == []
+
+
+def test_formatting_it_cannot_keep_leaves_one_backup(tmp_path):
+    home = tmp_path / "home"
+    settings(home).parent.mkdir(parents=True)
+    text = '{ "model" :   "opus",\n  "n": 1.50 }\n'  # hand-aligned: no json.dumps style gives it back
+    settings(home).write_text(text)
+    code, out, err, _ = run_kgd("hooks", "install", home=home)
+    assert code == 0 and "backup" in out, err
+    [b] = backups(home)
+    assert (home / ".claude" / b).read_text() == text
+    run_kgd("hooks", "remove", home=home)
+    assert json.loads(settings(home).read_text()) == {"model": "opus", "n": 1.5}
+
+
+def test_no_permissions_leaves_permissions_alone(tmp_path):
+    home = tmp_path / "home"
+    code, out, err, _ = run_kgd("hooks", "install", "--no-permissions", home=home)
+    assert code == 0 and "tool permission" not in out, err
+    conf = json.loads(settings(home).read_text())
+    assert "permissions" not in conf and "SessionStart" in conf["hooks"]
+    code, out, _, _ = run_kgd("hooks", "install", home=home)  # adds only what is missing
+    assert code == 0 and "8 tool permission(s)" in out

@@ -14,7 +14,7 @@ from pathlib import Path
 import pytest
 
 from kg import app as kgapp
-from helpers import http_request
+from helpers import clean_env, http_request
 from kg import cli, http as kghttp, viewer
 
 REPO = Path(__file__).resolve().parent.parent
@@ -99,7 +99,8 @@ def test_viewer_files_come_from_a_zipapp(tmp_path):
     code = ("import sys; sys.path.insert(0, %r); from kg import viewer; "
             "print(len(viewer.read('index.html')), len(viewer.read('app.js')), len(viewer.read('app.css')), "
             "viewer.__file__)" % str(pyz))
-    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=30, cwd=str(tmp_path))
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=30, cwd=str(tmp_path),
+                         env=clean_env())
     assert out.returncode == 0, out.stderr
     sizes = [int(n) for n in out.stdout.split()[:3]]
     assert sizes == [len(viewer.read(n)) for n in ("index.html", "app.js", "app.css")]
@@ -107,7 +108,7 @@ def test_viewer_files_come_from_a_zipapp(tmp_path):
     # and the daemon run from the archive serves them
     root = tmp_path / "root"
     proc = subprocess.Popen([sys.executable, str(pyz), "--port", "0", "--root", str(root)],
-                            stderr=subprocess.PIPE, stdout=subprocess.DEVNULL, cwd=str(tmp_path))
+                            stderr=subprocess.PIPE, stdout=subprocess.DEVNULL, cwd=str(tmp_path), env=clean_env())
     try:
         line = proc.stderr.readline().decode()
         port = int(re.search(r":(\d+)/", line).group(1))

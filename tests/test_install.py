@@ -19,7 +19,7 @@ import sys
 import time
 
 import pytest
-from helpers import free_port
+from helpers import clean_env, free_port
 
 pytestmark = pytest.mark.e2e
 
@@ -66,10 +66,8 @@ def home(tmp_path):
 
 
 def env_for(home, **extra):
-    env = {k: v for k, v in os.environ.items() if not k.startswith(("KG_", "KGD_", "XDG_"))}
-    env.update(HOME=str(home), KGD_PYTHON=sys.executable, KG_STORAGE_ROOT=str(home / ".knowledge-graph"))
-    env.update({k: str(v) for k, v in extra.items()})
-    return env
+    return clean_env(home, **dict({"KGD_PYTHON": sys.executable, "KG_STORAGE_ROOT": home / ".knowledge-graph"},
+                                  **extra))
 
 
 def run_install(home, *args, env=None, shell=None, check=True):
@@ -149,7 +147,8 @@ def test_systemd_unit(home):
     if tool is None:
         pytest.skip("systemd-analyze is not installed")
     # System mode: it parses and checks the unit without a user session (none is touched).
-    r = subprocess.run([tool, "verify", str(unit)], stdout=subprocess.PIPE, stderr=subprocess.PIPE, timeout=30)
+    r = subprocess.run([tool, "verify", str(unit)], stdout=subprocess.PIPE, stderr=subprocess.PIPE, timeout=30,
+                       env=clean_env())
     assert r.returncode == 0, r.stderr.decode()
     assert "kgd.service" not in r.stderr.decode(), r.stderr.decode()  # no warning about our unit
 
@@ -300,14 +299,14 @@ def test_service_is_enabled_started_and_stopped(home, tmp_path):
         assert health(port) is None
     finally:
         subprocess.run([sys.executable, INSTALL[:-len("install.sh")] + "kgd.py", "stop", "--root", str(root)],
-                       stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, timeout=30)
+                       stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, timeout=30, env=clean_env())
 
 
 def test_install_from_a_pyz(home, tmp_path, snapshot):
     pyz = tmp_path / "dist" / "kgd.pyz"
     pyz.parent.mkdir()
     subprocess.run([sys.executable, str(snapshot / "kgd.py"), "bundle", "-o", str(pyz)], check=True,
-                   stdout=subprocess.DEVNULL)
+                   stdout=subprocess.DEVNULL, env=clean_env())
     port = free_port()
     run_install(home, "--no-service", "--no-client", "--from", pyz, "--port", port)
     assert sorted(os.listdir(prefix(home))) == [".kgd-install-manifest", "kgd.pyz"]
@@ -417,13 +416,26 @@ def test_hooks_are_added_and_taken_away_leaving_the_rest(home):
     assert json.loads(settings.read_text()) == mine  # --no-hooks (and --no-client) leave it alone
     run_install(home, "--no-service", "--port", port)
     conf = json.loads(settings.read_text())
-    assert conf["permissions"] == mine["permissions"]
+    assert conf["permissions"] == {"allow": ["Bash(ls)"] + ["mcp__kg__" + t for t in TOOLS]}
     assert {"SessionStart", "UserPromptSubmit", "PostToolUse", "Stop"} <= set(conf["hooks"])
     assert "notify-send done" in json.dumps(conf["hooks"]["Stop"])
     assert " hook" in conf["hooks"]["SessionStart"][0]["hooks"][0]["command"]
     assert "127.0.0.1:%d/api/hooks" % port in json.dumps(conf["hooks"]["UserPromptSubmit"])
     run_install(home, "--uninstall", "--no-service")
-    assert json.loads(settings.read_text()) == mine
+    assert settings.read_text() == json.dumps(mine)  # byte for byte
+    assert os.listdir(str(settings.parent)) == ["settings.json"]  # no backup left
+
+
+def test_permissions_are_added_unless_told_not_to(home):
+    port = free_port()
+    _, out, _ = run_install(home, "--no-service", "--port", port)
+    settings = home / ".claude" / "settings.json"
+    assert json.loads(settings.read_text())["permissions"]["allow"] == ["mcp__kg__" + t for t in TOOLS]
+    assert "So that Claude Code does not ask" not in out  # nothing left to do by hand
+    run_install(home, "--uninstall", "--no-service")
+    _, out, _ = run_install(home, "--no-service", "--no-permissions", "--port", port)
+    assert "permissions" not in json.loads(settings.read_text())
+    assert "So that Claude Code does not ask" in out and '"mcp__kg__kg_read"' in out
 
 
 def test_hooks_settings_made_by_the_installer_go_with_it(home):
@@ -432,3 +444,105 @@ def test_hooks_settings_made_by_the_installer_go_with_it(home):
     assert (home / ".claude" / "settings.json").exists()
     run_install(home, "--uninstall", "--no-service")
     assert without_mtimes(tree(home)) == without_mtimes(before)  # no settings.json, backup or .prev left
+
+
+def test_uninstall_stops_the_daemon_serving_the_installed_root(home, tmp_path):
+    """A daemon started by hand (or by a hook) must not keep answering from deleted files."""
+    port = free_port()
+    root = tmp_path / "root"
+    run_install(home, "--no-service", "--no-client", "--port", port, env=env_for(home, KG_STORAGE_ROOT=root))
+    launcher = str(home / ".local" / "bin" / "kgd")
+    subprocess.run([launcher, "start"], env=env_for(home, KG_STORAGE_ROOT=root), check=True,
+                   stdout=subprocess.DEVNULL, timeout=30)
+    try:
+        assert health(port)["status"] == "ok"
+        _, out, _ = run_install(home, "--uninstall", "--dry-run")
+        assert "would stop the kgd serving %s" % root in out and health(port)
+        _, out, _ = run_install(home, "--uninstall")  # the manifest names the root, not the environment
+        assert health(port) is None, out
+        assert "stopped; root %s is flushed" % root in out, out
+    finally:
+        subprocess.run([sys.executable, INSTALL[:-len("install.sh")] + "kgd.py", "stop", "--root", str(root)],
+                       stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, timeout=30)
+
+
+def test_without_a_service_the_last_line_says_what_starts_kgd(home, tmp_path):
+    """Where there is no user session (--no-service), the person must learn what starts the daemon."""
+    bindir = fake_bin(tmp_path, "systemctl", NO_BUS_SYSTEMCTL)
+    env = env_for(home, PATH="%s:%s" % (bindir, os.environ["PATH"]), FAKE_LOG=tmp_path / "log",
+                  KGD_INSTALL_OS="linux")
+    port = free_port()
+    _, out, _ = run_install(home, "--no-service", "--port", port, env=env)
+    last = out.strip().splitlines()[-1]
+    assert "without a service" in last and "SessionStart hook" in last and "kgd start" in last, out
+    _, out, _ = run_install(home, "--no-service", "--no-hooks", "--port", port, env=env)
+    last = out.strip().splitlines()[-1]
+    assert "kgd start" in last and "SessionStart" not in last, out
+    _, out, _ = run_install(home, "--no-service", "--dry-run", "--port", port, env=env)
+    assert "kgd start" in out.strip().splitlines()[-1], out
+    # and doctor does not send the person back to an installer that cannot put a service here
+    r = subprocess.run([str(home / ".local" / "bin" / "kgd"), "doctor"], env=env, stdout=subprocess.PIPE,
+                       stderr=subprocess.PIPE, timeout=60)
+    text = r.stdout.decode()
+    assert "install.sh installs one" not in text and "no user session here" in text, text
+    assert "systemctl --user start" not in text, text
+
+
+def test_a_dry_run_says_one_line_per_action(home):
+    _, out, _ = run_install(home, "--dry-run", "--no-service", "--port", free_port())
+    lines = out.splitlines()
+    assert not any(l.startswith("would create folder") for l in lines), out
+    assert not any(l.startswith("would write %s/kg/" % prefix(home)) for l in lines), out
+    [copy] = [l for l in lines if l.startswith("would copy ")]
+    assert "program file(s)" in copy and str(prefix(home)) in copy
+    actions = [l for l in lines if l.startswith("would ")]
+    assert len(actions) == len(set(actions)) and len(actions) <= 8, actions
+
+
+def test_a_reader_that_goes_away_leaves_no_temp_folder(home, tmp_path):
+    """`./install.sh --dry-run | head -1`: SIGPIPE must not leave the installer's temp folder."""
+    tmp = tmp_path / "tmp"
+    tmp.mkdir()
+    r, w = os.pipe()
+    os.close(r)  # the reader is gone before the first line
+    try:
+        p = subprocess.Popen(["/bin/sh", INSTALL, "--dry-run", "--no-service", "--port", str(free_port())],
+                             env=env_for(home, TMPDIR=tmp), stdout=w, stderr=subprocess.DEVNULL, cwd=str(home))
+    finally:
+        os.close(w)
+    assert p.wait(60) != 0
+    assert os.listdir(str(tmp)) == []
+
+
+def test_other_agents_on_path_are_configured_and_unconfigured(home, tmp_path):
+    """Codex CLI, Gemini CLI and Copilot CLI found on PATH get kgd's MCP entry and hooks."""
+    bindir = None
+    for agent in ("codex", "gemini", "copilot"):
+        bindir = fake_bin(tmp_path, agent, "#!/bin/sh\nexit 0\n")
+    (home / ".gemini").mkdir()
+    (home / ".gemini" / "settings.json").write_text('{\n  "theme": "dark"\n}\n')
+    before = tree(home)
+    env = env_for(home, PATH="%s:%s" % (bindir, os.environ["PATH"]))
+    port = free_port()
+    _, out, _ = run_install(home, "--no-service", "--port", port, env=env)
+    url = "http://127.0.0.1:%d/mcp" % port
+    assert 'url = "%s"' % url in (home / ".codex" / "config.toml").read_text()
+    assert json.loads((home / ".gemini" / "settings.json").read_text())["mcpServers"]["kg"]["httpUrl"] == url
+    assert json.loads((home / ".gemini" / "settings.json").read_text())["theme"] == "dark"
+    assert json.loads((home / ".copilot" / "mcp-config.json").read_text())["mcpServers"]["kg"]["url"] == url
+    for path, agent in ((".codex/hooks.json", "codex"), (".gemini/settings.json", "gemini"),
+                        (".copilot/hooks/kgd.json", "copilot")):
+        assert "hook --agent %s" % agent in (home / path).read_text()
+    by_hand = [l for l in out.splitlines() if "by hand" in l]
+    assert len(by_hand) == 1 and "Codex" in by_hand[0] and "/hooks" in by_hand[0], out
+    _, out, _ = run_install(home, "--no-service", "--port", port, env=env)  # again: nothing changes
+    assert "by hand" not in out and "unchanged" in out
+    run_install(home, "--uninstall", "--no-service", env=env)
+    assert without_mtimes(tree(home)) == without_mtimes(before)
+
+
+def test_no_hooks_leaves_the_other_agents_alone(home, tmp_path):
+    bindir = fake_bin(tmp_path, "codex", "#!/bin/sh\nexit 0\n")
+    env = env_for(home, PATH="%s:%s" % (bindir, os.environ["PATH"]))
+    run_install(home, "--no-service", "--no-hooks", "--port", free_port(), env=env)
+    assert not (home / ".codex").exists()

@@ -348,3 +348,25 @@ def test_reconcile_always_leaves_both_sides_agreeing(m, d, b, drop):
         if (b is None or S(m) != b) and all(m["changed"] >= t for t in tombs):
             mem2, _ = _apply(mem, disk, r)
             assert "a" in mem2
+
+
+def test_reader_rereads_only_changed_lines_and_agrees_with_parse():
+    recs = {"n%03d" % i: N("n%03d" % i, "v0", changed=1) for i in range(50)}
+    reader = kgdir.Reader("node")
+    out, problems, stamps = reader.parse(kgdir.render(recs))
+    assert out == recs and problems == [] and stamps == {k: S(v) for k, v in recs.items()}
+    recs2 = dict(recs, n007=N("n007", "v1", changed=2))
+    data = kgdir.render(recs2) + line(N("n001", "other", changed=3)) + b"\n{bad\n"
+    out, problems, stamps = reader.parse(data)
+    assert (out, problems) == kgdir.parse(data, "node")
+    assert out["n001"]["gist"] == "other" and "n001" not in stamps  # merged: no cached stamp
+    assert all(stamps[k] == S(out[k]) for k in stamps)
+    assert len(reader.lines) == 51  # only the lines of the last parse are kept
+
+
+@pytest.mark.parametrize("rec", [N("a", created=0, changed=0), N("a", created=0, changed=5), N("a", created=3.25)])
+def test_a_record_taken_into_memory_gives_back_the_same_record(rec):
+    node = dict(kgdir.node_fields(rec), _read_ts=None)
+    assert kgdir.node_record(node) == rec
+    e = E("a", "src/x.py", changed=0)
+    assert kgdir.edge_record(kgdir.edge_fields(e)) == e

@@ -14,7 +14,7 @@ import pytest
 from kg import kgdir, model
 from kg.reconcile import plan
 
-pytestmark = pytest.mark.skipif(shutil.which("git") is None, reason="git is not installed")
+pytestmark = [pytest.mark.slow, pytest.mark.skipif(shutil.which("git") is None, reason="git is not installed")]
 
 IDS = ["cache", "Cache", "db", "api", "auth", "é-unicode", "x:y", "queue"]
 RELS = ["uses", "about"]

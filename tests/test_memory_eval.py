@@ -8,6 +8,7 @@ import sys
 import types
 
 import pytest
+from helpers import clean_env
 
 import kg
 from kg import render
@@ -161,7 +162,7 @@ def test_the_script_runs_from_the_command_line_with_a_plugin(tmp_path):
                       "memory_eval.MEMORIES['mine'] = Mine\n")
     out = subprocess.run([sys.executable, os.path.join(BENCH, "memory_eval.py"), "--days", "20", "--max-tokens", "1500",
                           "--policy", "kgd,mine", "--plugin", str(plugin), "--json", str(tmp_path / "x.json")],
-                         capture_output=True, text=True, timeout=60)
+                         capture_output=True, text=True, timeout=60, env=clean_env())
     assert out.returncode == 0, out.stderr
     assert [ln.split()[0] for ln in out.stdout.splitlines()[1:3]] == ["kgd", "mine"]
     with open(tmp_path / "x.json") as f:
@@ -177,7 +178,7 @@ def test_the_archive_to_budget_variant_changes_what_kgd_keeps(tmp_path):
         path = tmp_path / ("%d.json" % len(extra))
         out = subprocess.run([sys.executable, os.path.join(BENCH, "memory_eval.py"), "--days", "45",
                               "--max-tokens", "1500", "--seed", "3", "--policy", "kgd", "--json", str(path)]
-                             + list(extra), capture_output=True, text=True, timeout=120)
+                             + list(extra), capture_output=True, text=True, timeout=120, env=clean_env())
         assert out.returncode == 0, out.stderr
         with open(path) as f:
             run = json.load(f)["runs"][0]

@@ -12,17 +12,14 @@ import subprocess
 import sys
 
 import pytest
-from helpers import free_port
+from helpers import clean_env, free_port
 
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 KGD = os.path.join(REPO, "kgd.py")
 
 
 def kgd(*args, env=None, stdin=None, home=None):
-    e = {k: v for k, v in os.environ.items() if not k.startswith(("KG_", "KGD_", "XDG_"))}
-    if home is not None:
-        e["HOME"] = str(home)
-    e.update(env or {})
+    e = clean_env(home, **(env or {}))
     # -S: kgd needs nothing from site-packages, and this machine's site start-up is slow
     r = subprocess.run([sys.executable, "-S", KGD] + [str(a) for a in args], env=e, input=stdin, stdout=subprocess.PIPE,
                        stderr=subprocess.PIPE, timeout=60, cwd=REPO)

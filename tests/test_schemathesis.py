@@ -22,6 +22,8 @@ import sys
 
 import pytest
 
+from helpers import clean_env
+
 pytestmark = [pytest.mark.e2e, pytest.mark.slow,
               pytest.mark.skipif(importlib.util.find_spec("schemathesis") is None,
                                  reason="schemathesis is a development-only dependency (requirements-dev.txt)")]
@@ -43,7 +45,7 @@ def run_schemathesis(d, workdir, examples=EXAMPLES, extra=(), timeout=150):
     else:
         cmd += ["--checks", "all", "--exclude-checks", "positive_data_acceptance"]
     cmd += list(extra)
-    env = dict(os.environ, SCHEMATHESIS_TELEMETRY="false", NO_COLOR="1", COLUMNS="120")
+    env = clean_env(SCHEMATHESIS_TELEMETRY="false", NO_COLOR="1", COLUMNS="120")
     proc = subprocess.run(cmd, cwd=str(workdir), capture_output=True, text=True, timeout=timeout, env=env)
     with open(report) as f:
         result = json.load(f)

@@ -207,3 +207,59 @@ def test_bind_client_fresh_starts_a_new_session_and_unbinds_the_old(env):
     env.close(st)
     st = env.open()
     assert st.bind_client("c", None)[0].id == new.id
+
+
+# ---- adoption: kg_read(cwd) right after a session-start preload reuses that session
+
+def _bound_session(table, client, project, seen, claimed=0.0):
+    s = table.start(project, seen - 5, 0, client)
+    if seen is not None:
+        s.hook["seen"] = seen
+    s.claimed = claimed
+    return s
+
+
+@pytest.mark.parametrize("case, seen_ago, claimed_ago, project, adopted", [
+    ("fresh preload, unused", 60, None, "/p", True),
+    ("preload at the window's edge", sessions.ADOPT_WINDOW, None, "/p", True),
+    ("preload older than the window", sessions.ADOPT_WINDOW + 1, None, "/p", False),
+    ("used by id after the preload", 60, 30, "/p", False),
+    ("used before the preload (compact re-preloaded)", 60, 90, "/p", True),
+    ("another project", 60, None, "/q", False),
+])
+def test_adoptable_session(case, seen_ago, claimed_ago, project, adopted):
+    now = T0 + 10 * DAY
+    table = sessions.Sessions("/nonexistent/sessions.json", 86400)
+    s = _bound_session(table, "claude-1", "/p", now - seen_ago,
+                       0.0 if claimed_ago is None else now - claimed_ago)
+    assert (table.adoptable(project, now) is s) is adopted, case
+
+
+def test_adoptable_picks_the_newest_preload_and_ignores_unbound_sessions():
+    now = T0
+    table = sessions.Sessions("/nonexistent/sessions.json", 86400)
+    table.start("/p", now - 10, 0)  # kg_read(cwd) session: no client, never adopted
+    older = _bound_session(table, "claude-1", "/p", now - 300)
+    newer = _bound_session(table, "claude-2", "/p", now - 100)
+    assert table.adoptable("/p", now) is newer
+    table.claim(newer, now)
+    assert table.adoptable("/p", now) is older
+
+
+def test_a_call_by_id_claims_the_session(env):
+    st = env.open()
+    s, _ = st.bind_client("claude-1", env.project())
+    s.hook["seen"] = st.clock()
+    assert st._sessions.adoptable(s.project_path, st.clock()) is s
+    st.session(s.id)
+    assert st._sessions.adoptable(s.project_path, st.clock()) is None
+
+
+def test_claimed_survives_a_restart(env):
+    st = env.open()
+    s, _ = st.bind_client("claude-1", env.project())
+    st.session(s.id)
+    claimed = s.claimed
+    st.close()
+    again = env.open().session(s.id)
+    assert again.claimed >= claimed > 0

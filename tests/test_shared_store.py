@@ -282,3 +282,52 @@ def test_a_linked_worktree_holding_kg_is_its_own_project(tmp_path):
     assert resolve_project_root(str(wt)) == os.path.realpath(str(main))
     (wt / ".kg").mkdir()
     assert resolve_project_root(str(wt)) == os.path.realpath(str(wt))
+
+
+def test_a_project_loaded_first_by_a_search_is_shared_when_a_session_opens_it(env):
+    root = env.project()
+    s = env.open()
+    s.start_session(root)
+    env.close(s)
+    write_kg(root, [N("from-the-repo")])
+    s = env.open()
+    s.search("anything")  # loads every project graph on disk, no session
+    sess = s.start_session(root)
+    assert [n["id"] for n in s.read_graphs(sess)["project"]["nodes"]] == ["from-the-repo"]
+
+
+# ---------------------------------------------------------------- credentials (contract section 10)
+
+def _credential():
+    import secrets_corpus as corpus
+    return next(t for k, t in corpus.credentials() if k == "github")
+
+
+def test_a_credential_pulled_in_kg_is_loaded_hidden(env):
+    root = env.project()
+    write_kg(root, [N("ok", "fine"), N("leak", "the deploy token", [_credential()])])
+    s = env.open()
+    sess = s.start_session(root)
+    g = s.project_graph(os.path.realpath(root))
+    assert "leak" in g.nodes and "leak" in g.flagged
+    assert [n["id"] for n in s.read_graphs(sess)["project"]["nodes"]] == ["ok"]
+    s.put_node(sess, "project", "ok", "fine, changed")
+    pause(env, s)
+    assert {n["id"] for n in kg_lines(root)} == {"ok", "leak"}  # the teammate's line stays as it was
+
+
+def test_kgd_never_writes_a_credential_to_kg(env, caplog):
+    root = env.project()
+    s = env.open(secret_scan=False)  # the scan off lets a private graph hold one
+    sess = s.start_session(root)
+    s.put_node(sess, "project", "leak", "the deploy token", notes=[_credential()])
+    s.put_node(sess, "project", "ok", "fine")
+    s.put_edge(sess, "project", "ok", "leak", "see")
+    s.put_edge(sess, "project", "ok", "src/x.py", "in")
+    s.share(root)
+    data = open(os.path.join(root, ".kg", "nodes.jsonl"), "rb").read() + open(
+        os.path.join(root, ".kg", "edges.jsonl"), "rb").read()
+    assert [n["id"] for n in kg_lines(root)] == ["ok"]
+    assert [e["to"] for e in kg_lines(root, "edges.jsonl")] == ["src/x.py"]
+    assert _credential().encode() not in data and b"leak" not in data
+    assert "holding a credential are never written" in caplog.text

@@ -11,7 +11,7 @@ import threading
 import time
 
 import pytest
-from helpers import free_port
+from helpers import clean_env, free_port
 
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 KGD = os.path.join(REPO, "kgd.py")
@@ -91,8 +91,7 @@ class Bridge:
 def bridge_env(tmp_path):
     """env for a bridge on a free port and a temporary root; stops whatever daemon it started."""
     port, root = free_port(), tmp_path / "root"
-    env = {k: v for k, v in os.environ.items() if not k.startswith("KG_")}
-    env.update(KG_HTTP_PORT=str(port), KG_STORAGE_ROOT=str(root), HOME=str(tmp_path), KG_STRUCTURED_OUTPUT="1")
+    env = clean_env(tmp_path, KG_HTTP_PORT=port, KG_STORAGE_ROOT=root, KG_STRUCTURED_OUTPUT="1")
     yield env
     subprocess.run([sys.executable, KGD, "stop", "--timeout", "10"], env=env, stdout=subprocess.DEVNULL,
                    stderr=subprocess.DEVNULL, timeout=30)
@@ -170,8 +169,7 @@ def test_stdio_bridge_end_to_end(bridge_env, project):
 def test_stdio_reports_an_unreachable_daemon_as_json_rpc_errors(tmp_path):
     blocker = tmp_path / "not-a-folder"
     blocker.write_text("x")
-    env = {k: v for k, v in os.environ.items() if not k.startswith("KG_")}
-    env.update(KG_HTTP_PORT=str(free_port()), KG_STORAGE_ROOT=str(blocker / "root"), HOME=str(tmp_path))
+    env = clean_env(tmp_path, KG_HTTP_PORT=free_port(), KG_STORAGE_ROOT=blocker / "root")
     b = Bridge(env)
     try:
         b.send({"jsonrpc": "2.0", "method": "notifications/initialized"})
@@ -186,8 +184,7 @@ def test_stdio_reports_an_unreachable_daemon_as_json_rpc_errors(tmp_path):
 @pytest.mark.e2e
 def test_stdio_uses_a_running_daemon(make_daemon, tmp_path):
     d = make_daemon(root=tmp_path / "shared")
-    env = {k: v for k, v in os.environ.items() if not k.startswith("KG_")}
-    env.update(KG_HTTP_PORT=str(d.port), KG_STORAGE_ROOT=str(tmp_path / "shared"), HOME=str(tmp_path))
+    env = clean_env(tmp_path, KG_HTTP_PORT=d.port, KG_STORAGE_ROOT=tmp_path / "shared")
     b = Bridge(env)
     try:
         b.call(1, "kg_put_node", {"session_id": d.call_tool("kg_read", {"cwd": str(tmp_path)})["session_id"],

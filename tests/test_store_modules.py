@@ -10,6 +10,8 @@ import sys
 
 import pytest
 
+from helpers import clean_env
+
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 ROOMS = ["kg.projects", "kg.sessions", "kg.changelog", "kg.durable", "kg.graph", "kg.storage", "kg.model",
          "kg.registry", "kg.writepath"]
@@ -19,7 +21,8 @@ ROOMS = ["kg.projects", "kg.sessions", "kg.changelog", "kg.durable", "kg.graph",
 def test_imports_alone_and_never_the_store(module):
     code = ("import sys, %s; bad = [m for m in ('kg.store', 'kg.tools', 'kg.http', 'kg.rest') if m in sys.modules]; "
             "print(','.join(bad))" % module)
-    out = subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True, timeout=60)
+    out = subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True, timeout=60,
+                         env=clean_env())
     assert out.returncode == 0, out.stderr
     loaded = [m for m in out.stdout.strip().split(",") if m]
     assert loaded == (["kg.store"] if module == "kg.store" else []), loaded

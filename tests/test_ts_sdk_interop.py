@@ -20,6 +20,8 @@ import urllib.parse
 
 import pytest
 
+from helpers import clean_env
+
 pytestmark = pytest.mark.e2e
 
 TS_DIR = os.path.join(os.path.dirname(os.path.abspath(__file__)), "ts")
@@ -35,7 +37,7 @@ def _node():
         pytest.skip("node is not on PATH (the TypeScript SDK interop test needs Node.js 18+)")
     if not os.path.isdir(SDK_DIR):
         pytest.skip("tests/ts/node_modules is missing: run (cd tests/ts && npm ci) first")
-    out = subprocess.run([node, "--version"], capture_output=True, text=True, timeout=30).stdout.strip()
+    out = subprocess.run([node, "--version"], capture_output=True, text=True, timeout=30, env=clean_env()).stdout.strip()
     m = re.match(r"v(\d+)\.", out)
     if not m or int(m.group(1)) < 18:
         pytest.skip("Node.js 18+ is needed (global fetch); found %r" % out)
@@ -43,7 +45,7 @@ def _node():
 
 
 def _run_client(node, url, cwd, structured=False):
-    env = dict(os.environ, KGD_EXPECT_STRUCTURED="1" if structured else "0")
+    env = clean_env(KGD_EXPECT_STRUCTURED="1" if structured else "0")
     try:
         proc = subprocess.run([node, CLIENT, url, cwd], capture_output=True, text=True, timeout=120, cwd=TS_DIR,
                               env=env)

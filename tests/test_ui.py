@@ -24,6 +24,8 @@ from urllib.parse import quote
 
 import pytest
 
+from helpers import clean_env
+
 pytestmark = [pytest.mark.e2e, pytest.mark.slow]
 
 CHROMIUM = "/usr/bin/chromium"
@@ -62,7 +64,7 @@ class Chromium:
                "--remote-debugging-pipe", "about:blank"]
         self.proc = subprocess.Popen(cmd, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
                                      stderr=subprocess.DEVNULL, preexec_fn=pipes_on_3_and_4,
-                                     close_fds=False)
+                                     close_fds=False, env=clean_env())
         os.close(cr)
         os.close(cw)
         self.next_id = 0

@@ -1,0 +1,89 @@
+"""`kgd doctor`, `kgd start` and `kgd import` on the two storage faults that matter most: a root kgd
+cannot write to, and a graph that had to start empty because its file and .prev were both corrupt."""
+
+import os
+import shutil
+import subprocess
+import sys
+
+import pytest
+from helpers import KGD, REPO, clean_env, free_port, run_kgd
+
+pytestmark = pytest.mark.e2e
+
+RO_SCRIPT = 'mount --bind "$0" "$0" && mount -o remount,ro,bind "$0" "$0" && exec "$@"'
+
+
+def run_read_only(root, *args):
+    """kgd run with `root` read-only: a private read-only bind mount when root (chmod does not stop
+    root), else the folder's write bits taken away. -> (code, stdout, stderr)."""
+    argv = [sys.executable, "-S", KGD] + [str(a) for a in args]
+    if os.geteuid() == 0:
+        if not shutil.which("unshare"):
+            pytest.skip("running as root without unshare: cannot make a read-only root")
+        argv = ["unshare", "-m", "sh", "-c", RO_SCRIPT, str(root)] + argv
+    else:
+        os.chmod(str(root), 0o500)
+    try:
+        r = subprocess.run(argv, env=clean_env(), stdout=subprocess.PIPE, stderr=subprocess.PIPE, timeout=60,
+                           cwd=REPO)
+    finally:
+        os.chmod(str(root), 0o700)
+    if os.geteuid() == 0 and r.returncode != 0 and b"mount" in r.stderr and b"kgd" not in r.stderr:
+        pytest.skip("cannot make a private read-only mount here: %s" % r.stderr.decode()[:200])
+    return r.returncode, r.stdout.decode(), r.stderr.decode()
+
+
+@pytest.fixture
+def root(tmp_path):
+    r = tmp_path / "root"
+    r.mkdir(mode=0o700)
+    return r
+
+
+def test_doctor_fails_a_read_only_root_with_the_fix(root):
+    code, out, err = run_read_only(root, "doctor", "--root", root, "--port", free_port(), "--skip-service",
+                                   "--skip-client")
+    assert code == 1, (out, err)
+    line = next(l for l in out.splitlines() if l.startswith("FAIL  storage root %s" % root))
+    assert "read-only" in line or "not writable" in line, out
+    fix = out.splitlines()[out.splitlines().index(line) + 1]
+    assert fix.strip().startswith("fix:") and "--root" in fix, out
+    assert "ok    storage root" not in out
+
+
+@pytest.mark.parametrize("argv", [["start", "--timeout", "5"], ["import", "EXPORT"]])
+def test_start_and_import_on_a_read_only_root_say_one_clear_line(root, tmp_path, argv):
+    export = tmp_path / "export.json"
+    (tmp_path / "other").mkdir()
+    code, _, err, _ = run_kgd("export", "--root", tmp_path / "other", "-o", export)
+    assert code == 0, err
+    argv = [str(export) if a == "EXPORT" else a for a in argv]
+    code, out, err = run_read_only(root, *argv, "--root", root, "--port", free_port())
+    assert code == 1 and out == "", (out, err)
+    assert err.count("\n") == 1 and err.startswith("kgd: storage root %s is not usable:" % root), err
+    assert "Errno" not in err and ("Read-only" in err or "ermission" in err), err
+
+
+def test_doctor_fails_a_graph_that_started_empty(make_daemon, root):
+    (root / "user.json").write_text("{ not json")
+    (root / "user.json.prev").write_text("{ nor this")
+    d = make_daemon(root=root)
+    d.stop()
+    names = os.listdir(str(root))
+    assert any(n.startswith("user.json.prev.corrupt-") for n in names), names  # what the store did
+    code, out, _, _ = run_kgd("doctor", "--root", root, "--port", free_port(), "--skip-service", "--skip-client")
+    assert code == 1, out
+    lines = out.splitlines()
+    i = next(i for i, l in enumerate(lines) if l.startswith("FAIL  ") and "user.json had to start empty" in l)
+    assert "kgd import" in lines[i + 1], out
+    assert not any(l.startswith("warn  ") and "quarantined" in l for l in lines), out
+
+
+def test_doctor_only_warns_a_graph_healed_from_its_prev(make_daemon, root):
+    (root / "user.json").write_text("{ not json")
+    (root / "user.json.prev").write_text('{"nodes": {}, "edges": {}}')
+    d = make_daemon(root=root)
+    d.stop()
+    code, out, _, _ = run_kgd("doctor", "--root", root, "--port", free_port(), "--skip-service", "--skip-client")
+    assert "had to start empty" not in out and "warn  1 quarantined file(s)" in out, out
