@@ -1,4 +1,5 @@
-"""The hooks as Claude Code calls them, against a real daemon process (issue 12's benchmark rows).
+"""The hooks as Claude Code calls them, against a real daemon process: what a hook adds to each
+prompt's latency.
 
 Run from the repository root: python3 bench/hooks_http.py [--nodes 10000] [--prompts 300]
 A project graph of N nodes (and a user graph of N/5) is written as files before the daemon

@@ -1,4 +1,4 @@
-"""Memory quality evaluation (issue 13): seeded months of simulated agent sessions driving the real
+"""Memory quality evaluation: seeded months of simulated agent sessions driving the real
 kgd store in-process with an injected clock, measuring whether the facts a session needs are in
 its context when needed.
 
@@ -146,7 +146,7 @@ class KgdRead(Memory):
 
 
 class KgdHooks(Memory):
-    """kgd with the Claude Code hooks of issue 12 (kg/hooks.py): preload, prompt recall, file recall."""
+    """kgd with its Claude Code hooks (kg/hooks.py): preload, prompt recall, file recall."""
 
     name = "kgd-hooks"
 
@@ -638,7 +638,7 @@ def main(argv=None, out=sys.stdout):
         print(compare(*a.compare), file=out)
         return 0
     if "kgd-hooks" in a.policies and hooks_module() is None:
-        print("kgd-hooks skipped: kg.hooks.handler is not importable (issue 12 not merged yet)", file=out)
+        print("kgd-hooks skipped: kg.hooks.handler is not importable", file=out)
         a.policies.remove("kgd-hooks")
     started = time.time()
     runs = []

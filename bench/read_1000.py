@@ -3,7 +3,7 @@
 (default settings: nothing can be archived, so kg_read returns all of them).
 
     python3 bench/read_1000.py                                   # 1,000 nodes
-    python3 bench/read_1000.py --nodes 2600 --edges 1000         # the issue-10 graph
+    python3 bench/read_1000.py --nodes 2600 --edges 1000         # where a full read once reached 500 KB
     python3 bench/read_1000.py --nodes 2600 --edges 1000 --repo /tmp/kgd-base   # another checkout
 
 Full kg_read is measured over HTTP on one keep-alive connection: the response size on the wire

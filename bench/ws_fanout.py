@@ -9,7 +9,7 @@ Run from the repository root (needs the `websockets` library, a dev dependency):
     python3 bench/ws_fanout.py --clients 0,100 --kgd /tmp/old/kgd.py   # another checkout
 
 A run with 0 clients is the writer's rate with no viewer; the `vs 0` column gives every row's
-writer rate as a share of it (issue 14 asks for at least 80 % with 100 viewers), and `kgd CPU
+writer rate as a share of it (the aim: at least 80 % with 100 viewers), and `kgd CPU
 ms/put` the daemon's own CPU time (user + system) per put while the writer ran. On a small
 machine the viewers' own parsing competes with the writer for the CPU: `--raw-clients` (frames
 read by hand) and `--nice` make the viewers cheaper or yield, so the rows show kgd's fan-out cost.

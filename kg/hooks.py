@@ -224,8 +224,8 @@ def _usage(session_id):
 
 def _value_order(g):
     """Active nodes of one graph, most valuable first: two thirds recency, one third
-    connectedness (edges to active nodes or files), each as a rank; ties by id. Recency leads
-    (issue 13): compaction already kept the well-connected nodes active, and a tenth of the
+    connectedness (edges to active nodes or files), each as a rank; ties by id. Recency leads:
+    compaction already kept the well-connected nodes active, and a tenth of the
     room should show what is being worked on now; recall brings the rest when it is named."""
     active = g.visible(model.ACTIVE)  # never a node holding a credential
     nodes = g.nodes

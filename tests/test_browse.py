@@ -1,4 +1,4 @@
-"""`kgd show` and `kgd search` (issue 14 item 8): the agent's view from a terminal, through the
+"""`kgd show` and `kgd search` (a person sees what the agent sees): the agent's view from a terminal, through the
 running daemon or read-only from the files."""
 
 import hashlib

@@ -1,4 +1,5 @@
-"""`kgd.py bundle`: one kgd.pyz that runs alone, anywhere Python 3.9+ is (issue 6)."""
+"""`kgd.py bundle`: one kgd.pyz that runs alone, anywhere Python 3.9+ is (locked-down machines get
+one file to copy)."""
 
 import json
 import os

@@ -4,13 +4,13 @@ Claude Code runs offline: its model is a scripted fake Messages API on loopback
 (tests/claude/fake_anthropic.py) that records every request, so these tests assert on what the
 model is actually sent.
 
-- Tools (issue 10, contract section 3): the scripted model loads kgd's deferred tools with ToolSearch
+- Tools (contract section 3): the scripted model loads kgd's deferred tools with ToolSearch
   and calls kg_read (cwd), kg_put_node, kg_search, kg_read (id), kg_sync on a project graph of
   1,000 nodes in grace. Each tool_result the model receives must be kgd's text (with `Session: <id>`
   for kg_read), not `JSON.stringify(structuredContent)` (Claude Code prefers that whenever a result
   carries structuredContent), and within the bounds: 40,000 characters for kg_read and kg_sync,
   10,000 for kg_search.
-- Hooks (issue 12, contract section 8): with kgd's hooks in a throwaway HOME's
+- Hooks (contract section 8): with kgd's hooks in a throwaway HOME's
   ~/.claude/settings.json (SessionStart as the `kgd hook` command, UserPromptSubmit as an HTTP hook
   to /api/hooks), the model's first request carries the preload (`Session: <id>` of a live kgd
   session and active knowledge), and after a prompt naming an archived node's words the request

@@ -1,4 +1,5 @@
-"""The command line (issue 14 items 2 and 4, issue 10's setting): typos, help, status, start."""
+"""The command line: typos answered with the closest command, help, status, start, and the
+structured-output setting."""
 
 import os
 import re
@@ -94,7 +95,7 @@ def test_each_command_module_imports_alone(module):
         assert r.stdout.decode().strip() == "False"
 
 
-# ---------------------------------------------------------------- structured_output (issue 10)
+# ---------------------------------------------------------------- structured_output: off by default, for programs
 
 @pytest.mark.parametrize("env, flag, expected", [
     ({}, None, False), ({"KG_STRUCTURED_OUTPUT": "1"}, None, True), ({"KG_STRUCTURED_OUTPUT": "Yes"}, None, True),
@@ -132,7 +133,7 @@ def test_serve_hands_structured_output_to_the_daemon(tmp_path, monkeypatch):
 
 @pytest.mark.e2e
 def test_structured_output_reaches_tools_list(make_daemon):
-    """Needs kg/http.py's Daemon(structured_output=...) (issue 10)."""
+    """The setting reaches the tools: outputSchema in tools/list only when it is on."""
     plain = make_daemon(root=None, env={"KG_STRUCTURED_OUTPUT": "0"})  # the default mode
     tools = plain.rpc("tools/list")["result"]["tools"]
     structured = make_daemon(root=plain.root + "-2", args=["--structured-output"])
@@ -141,7 +142,7 @@ def test_structured_output_reaches_tools_list(make_daemon):
     assert not any("outputSchema" in t for t in tools)
 
 
-# ---------------------------------------------------------------- status and start (issue 14 item 4)
+# ---------------------------------------------------------------- status and start: right counts, one-line refusals
 
 @pytest.mark.e2e
 def test_status_counts_the_user_graph_in_the_right_number(make_daemon, tmp_path):

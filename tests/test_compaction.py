@@ -36,7 +36,7 @@ def N(nid, created=0, write=None, read=None, tok=20, state=ACTIVE, orphaned=None
         "_write_ts": (created if write is None else write) * DAY,
         "_read_ts": None if read is None else read * DAY,
     }
-    if state != ACTIVE:  # state keys only when set, as kgd writes them (issue 14)
+    if state != ACTIVE:  # state keys only when set, as kgd writes them (the reference plugin reads presence)
         n["_archived"] = True
     if orphaned is not None:
         n["_orphaned_ts"] = orphaned * DAY

@@ -1,5 +1,6 @@
-"""Concurrency (issue 7): 16 sessions of one project write and sync at once against a real kgd,
-5,000 operations in all, over keep-alive connections, at both levels.
+"""Concurrency (no acknowledged write lost, kg_sync exact): 16 sessions of one project write and
+sync at once against a real kgd, 5,000 operations in all, over keep-alive connections, at both
+levels.
 
 Every session records what it was told (each acknowledged change with the times its request
 was sent and answered) and what each of its kg_sync calls returned (with the times the sync

@@ -1,4 +1,4 @@
-"""Crash safety (issue 7): acknowledged writes survive a SIGKILL at any moment, and a crash
+"""Crash safety (contract section 4): acknowledged writes survive a SIGKILL at any moment, and a crash
 anywhere inside the storage layer's write path leaves files that load to exactly the
 acknowledged state.
 

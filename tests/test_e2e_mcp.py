@@ -1238,7 +1238,7 @@ def _schemas(daemon):
 
 @pytest.mark.parametrize("structured", [False, True], ids=["default", "structured-output"])
 def test_output_size_with_2600_nodes_in_grace(make_daemon, project, structured):
-    """Issue 10: what a client hands the model (structuredContent when present, else the text) stays
+    """What a client hands the model (structuredContent when present, else the text) stays
     bounded: by default the full read is under 45 KB on the wire."""
     daemon = make_daemon(args=["--structured-output"] if structured else [], env={"KG_STRUCTURED_OUTPUT": "0"})
     sid = session_of(daemon, project)

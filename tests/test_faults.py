@@ -1,6 +1,6 @@
-"""Faults while serving (issue 7): a full disk (ENOSPC), a failing disk (EIO on fsync) and an
-unwritable root (EACCES on open), injected into the os calls of kg/storage.py; and graph files
-that do not parse at start.
+"""Faults while serving (acknowledged writes stand, reads keep working): a full disk (ENOSPC), a
+failing disk (EIO on fsync) and an unwritable root (EACCES on open), injected into the os calls of
+kg/storage.py; and graph files that do not parse at start.
 
 For every fault: the write gets a StorageError (an isError tool result through MCP) that says
 what happened and what to do; the in-memory graph does not move ahead of the disk; reads keep

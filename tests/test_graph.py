@@ -30,7 +30,7 @@ def mk_edge(frm, to, rel="rel", notes=()):
 
 
 def set_state(n, state, ts=1.0):
-    """State keys only when set, as kgd writes them (issue 14)."""
+    """State keys only when set, as kgd writes them (the reference plugin reads a node's state by key presence)."""
     n.pop("_archived", None)
     n.pop("_orphaned_ts", None)
     if state != ACTIVE:

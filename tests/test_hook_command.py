@@ -1,4 +1,4 @@
-"""`kgd hook` (issue 12, contract section 8): Claude Code's SessionStart command hook. It forwards
+"""`kgd hook` (contract section 8): Claude Code's SessionStart command hook. It forwards
 stdin to the daemon's /api/hooks, prints a non-empty JSON answer, starts the daemon when none
 runs, exits 0 in every case and returns within about 2 seconds."""
 

@@ -153,7 +153,8 @@ def test_most_valuable_first(env):
 
 
 def test_recency_leads_the_preload_order(env):
-    """Two thirds recency, one third connectedness (issue 13): the node written last comes
+    """Two thirds recency, one third connectedness (recency leads: compaction already keeps
+    the well-connected nodes active): the node written last comes
     before a better connected one written just before it (rank 2 x 2 + 1 = 5 against 2 + 2 = 4)."""
     env.put("project", "old", "old and alone")
     env.advance(100)
@@ -169,7 +170,7 @@ def _crumbs(text):
 
 
 def test_preload_lists_archived_ids_as_crumbs(env):
-    """Issue 13: ids of archived nodes (most recently used first), not orphaned ones, so one
+    """Crumbs: ids of archived nodes (most recently used first), not orphaned ones, so one
     kg_read id=... brings a node back instead of the agent re-deriving it."""
     for nid in ("a-old", "a-new", "orph", "live"):
         env.put("project", nid, "gist of " + nid)

@@ -1,4 +1,4 @@
-"""`kgd hooks install|remove|print` (issue 12): kgd's entries in ~/.claude/settings.json, and
+"""`kgd hooks install|remove|print` (contract section 8): kgd's entries in ~/.claude/settings.json, and
 nothing else, change."""
 
 import json

@@ -1,6 +1,6 @@
-"""The route table's newer answers: GET / for a person's browser (issue 14 item 6), REST search's
-`query=` (item 7), the viewer's files from an allow-list under one CSP without 'unsafe-inline'
-(issue 11), also from inside a zipapp."""
+"""The route table's newer answers: GET / for a person's browser (a page pointing to /ui), REST
+search's `query=` (as well as `q=`), the viewer's files from an allow-list under one CSP without
+'unsafe-inline' (no script a graph's text could inject), also from inside a zipapp."""
 
 import argparse
 import json

@@ -1,4 +1,4 @@
-"""install.sh (issue 6): files written, service files valid, idempotent, clean uninstall, clear errors.
+"""install.sh: files written, service files valid, idempotent, clean uninstall, clear errors.
 
 Every run uses a temporary HOME and --dry-run, --no-service or --no-start, so neither the real
 ~/.local, ~/.knowledge-graph nor the systemd / launchd user session is ever touched. Service

@@ -1,9 +1,10 @@
-"""What the model sees (issue 10): Claude Code hands the model JSON.stringify(structuredContent)
-when a result carries it, else the text. For every tool, in both modes, that view stays within
-the contract's bounds (40,000 characters for kg_read and kg_sync, 10,000 for kg_search) on a graph
-of 3,000 nodes still in their grace period, with notes; structuredContent stays valid against the
-tool's outputSchema; the text of a full read names or counts every active node. In process:
-Store in a temporary root + mcp.Server, called as JSON-RPC dicts."""
+"""What the model sees (a full read once reached Claude Code as 500 KB of JSON): Claude Code hands
+the model JSON.stringify(structuredContent) when a result carries it, else the text. For every tool,
+in both modes, that view stays within the contract's bounds (40,000 characters for kg_read and
+kg_sync, 10,000 for kg_search) on a graph of 3,000 nodes still in their grace period, with notes;
+structuredContent stays valid against the tool's outputSchema; the text of a full read names or
+counts every active node. In process: Store in a temporary root + mcp.Server, called as JSON-RPC
+dicts."""
 
 import json
 import re

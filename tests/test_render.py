@@ -108,7 +108,7 @@ def test_huge_read_says_what_was_left_out(huge):
 
 
 def test_archived_ids_outlive_edge_lines():
-    """Issue 13: the archived ids lead back to archived knowledge; when the read is too long,
+    """Crumbs: the archived ids lead back to archived knowledge; when the read is too long,
     edge lines go first (counted) and the archived ids stay listed."""
     user = view(20, gist_len=60, n_edges=3000, n_archived=300, prefix="u-")
     proj = view(20, gist_len=60, n_edges=3000, n_archived=300, prefix="p-")

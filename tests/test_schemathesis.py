@@ -1,5 +1,6 @@
-"""Contract check (issue 7): schemathesis (development-only) against GET /api/openapi.json of a
-live daemon. Every phase runs (examples, coverage, fuzzing, stateful), with every check but one:
+"""Contract check (contract section 6, bad input from a fuzzer): schemathesis (development-only)
+against GET /api/openapi.json of a live daemon. Every phase runs (examples, coverage, fuzzing,
+stateful), with every check but one:
 
 - positive_data_acceptance is left out on purpose: kgd validates what an OpenAPI schema cannot
   say (a project_path must be an existing absolute directory; level "project" needs a session or

@@ -1,4 +1,4 @@
-"""Nobody in (issue 7): Host and Origin guards against DNS rebinding (MCP, REST, /ws, /ui), the
+"""Nobody in (contract section 2): Host and Origin guards against DNS rebinding (MCP, REST, /ws, /ui), the
 optional bearer token, loopback binding by default and a loud warning when bound elsewhere
 without a token, 0600 / 0700 permissions under the root, and nothing secret in the log at INFO."""
 

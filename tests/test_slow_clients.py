@@ -1,4 +1,4 @@
-"""Slow and idle clients (issue 7): a slowloris client and dozens of silent connections never
+"""Slow and idle clients (contract section 2): a slowloris client and dozens of silent connections never
 stop other clients being served; connections and threads are bounded; the daemon cuts idle
 and trickling connections off after kg/http.py's IDLE_TIMEOUT / HEADER_DEADLINE.
 

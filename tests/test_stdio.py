@@ -1,4 +1,5 @@
-"""`kgd.py stdio`: newline-delimited JSON-RPC on stdin/stdout, forwarded to the daemon (issue 6)."""
+"""`kgd.py stdio`: newline-delimited JSON-RPC on stdin/stdout, forwarded to the daemon (for
+clients that only start commands, such as Claude Desktop)."""
 
 import http.client
 import json

@@ -863,7 +863,7 @@ def test_files_and_folders_modes(env):
         obj = json.load(f)
     assert obj["_meta"]["project_path"] == os.path.realpath(env.project("p"))
     assert set(obj["nodes"]["n"]) >= {"id", "gist", "notes", "touches", "_created_ts", "_write_ts", "_read_ts"}
-    # issue 14: an active node carries neither state key (the reference plugin reads presence)
+    # an active node carries neither state key (the reference plugin reads a node's state by key presence)
     assert not {"_archived", "_orphaned_ts"} & set(obj["nodes"]["n"])
     assert "n->" not in json.dumps(obj["edges"])
 

@@ -1,5 +1,6 @@
-"""Store rules from issues 10 and 14: a node's text is bounded; kgd's graph files read right
-by the reference plugin (state by key presence); edge ends that name a file without a dot."""
+"""Store rules kgd chose where the contract is silent (docs/behaviour.md): a node's text is
+bounded; kgd's graph files read right by the reference plugin (state by key presence);
+edge ends that name a file without a dot."""
 
 import json
 import os
@@ -45,7 +46,7 @@ def env(tmp_path):
             st.close()
 
 
-# ---------------------------------------------------------------- issue 10: MAX_NODE_TEXT
+# ---------------------------------------------------------------- MAX_NODE_TEXT: one node cannot flood the memory
 
 def test_node_text_limit_is_16000():
     assert model.MAX_NODE_TEXT == 16000
@@ -84,7 +85,7 @@ def test_a_refused_node_leaves_no_trace_on_disk(env):
     assert "big" not in st.user.nodes
 
 
-# ---------------------------------------------------------------- issue 14.1: state keys
+# ---------------------------------------------------------------- state keys only when set (the reference plugin reads presence)
 
 def plugin_state(node):
     """How the reference plugin (v0.9.6) decides a node's state: by key presence."""
@@ -158,7 +159,7 @@ def test_both_forms_load(env, tmp_path):
     assert {nid: plugin_state(n) for nid, n in on_disk.items()} == got
 
 
-# ---------------------------------------------------------------- issue 14.5: file ends
+# ---------------------------------------------------------------- file ends without a dot (Makefile, bin/)
 
 def make_project(env):
     p = env.project()

@@ -245,7 +245,7 @@ def test_ui_draws_both_graphs_and_live_changes(daemon, tmp_path):
         browser.close()
 
 
-# ------------------------------------------------------------------ layout rules (issue 14 item 9)
+# ------------------------------------------------------------------ layout rules: readable at every size, both schemes
 
 USER_NODES = ["prefers-small-commits", "python-style", "tests-first", "review-habits", "editor-setup",
               "deploy-window", "shell-aliases", "ci-runs-long"]

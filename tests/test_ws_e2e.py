@@ -570,7 +570,7 @@ def daemon_threads(d):
 
 
 def test_many_viewers_share_one_thread_get_every_put_in_order_and_1001_on_stop(make_daemon):
-    """Issue 14: one broadcaster serves every feed (the HTTP handler thread returns after the
+    """One broadcaster serves every feed (no thread per viewer) (the HTTP handler thread returns after the
     upgrade), every viewer gets every event in order, and stopping closes them all with 1001."""
     d = make_daemon()
     d.request("GET", "/health")  # its keep-alive handler thread is part of the baseline

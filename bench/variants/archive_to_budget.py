@@ -1,4 +1,4 @@
-"""Variant (issue 13 proposal, not kgd's policy): pass 1 archives until the estimate is at most
+"""Variant (proposed by the memory-quality work, not kgd's policy): pass 1 archives until the estimate is at most
 max_tokens instead of 0.8 x max_tokens (contract section 5 fixes 0.8).
 
     python3 bench/memory_eval.py --seed 1,2 --policy kgd,lru --json before.json
