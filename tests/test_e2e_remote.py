@@ -10,7 +10,7 @@ import threading
 import time
 
 import pytest
-from helpers import Daemon, run_kgd
+from helpers import Daemon, clean_env, run_kgd
 
 from kg import kgdir
 
@@ -21,7 +21,7 @@ ENV = {"KG_SYNC_INTERVAL": "3600", "KG_MAX_TOKENS": "1000000"}
 
 def git(cwd, *args):
     p = subprocess.run(["git", "-c", "user.name=t", "-c", "user.email=t@localhost", *args], cwd=str(cwd),
-                       capture_output=True, text=True, timeout=60)
+                       capture_output=True, text=True, timeout=60, env=clean_env())
     assert p.returncode == 0, p.stderr
     return p.stdout.strip()
 
@@ -75,7 +75,7 @@ class Machine:
 @pytest.fixture
 def remote(tmp_path):
     r = tmp_path / "remote.git"
-    subprocess.run(["git", "init", "-q", "--bare", str(r)], check=True)
+    subprocess.run(["git", "init", "-q", "--bare", str(r)], check=True, env=clean_env())
     return str(r)
 
 
@@ -220,7 +220,8 @@ def test_sigkill_during_a_sync_loses_nothing(fleet, tmp_path):
     b.sync()
     assert acknowledged <= set(a.user_nodes())
     assert acknowledged <= set(b.user_nodes())
-    p = subprocess.run(["git", "fsck", "--no-progress"], cwd=str(a.root / "sync"), capture_output=True, text=True)
+    p = subprocess.run(["git", "fsck", "--no-progress"], cwd=str(a.root / "sync"), capture_output=True, text=True,
+                       env=clean_env())
     assert p.returncode == 0, p.stderr
 
 
