@@ -247,6 +247,7 @@ class SyncRepo:
                 time.sleep(0.05 * (attempt + 1))
         self.rounds += 1
         if self.rounds % GC_EVERY == 0:
-            self.git("-c", "gc.auto=%d" % GC_AUTO, "gc", "--auto", "--quiet", check=False,
-                     timeout=max(self.timeout, 300))
+            # in the foreground (git would detach it): under this call's timeout, its lock released
+            self.git("-c", "gc.auto=%d" % GC_AUTO, "-c", "gc.autoDetach=false", "gc", "--auto", "--quiet",
+                     check=False, timeout=max(self.timeout, 300))
         return {"changed": sorted(changed), "conflicted": conflicted, "pushed": True}

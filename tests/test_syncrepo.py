@@ -202,3 +202,21 @@ def test_a_temp_file_left_by_a_crash_is_never_committed(tmp_path, remote):
     a.round()
     tracked = gitrun.output(["ls-files"], a.folder).splitlines()
     assert "user/nodes.jsonl" in tracked and not any(".tmp-" in p for p in tracked)
+
+
+def test_periodic_gc_runs_in_the_foreground_and_packs(tmp_path, remote, monkeypatch):
+    import kg.syncrepo as syncrepo
+
+    monkeypatch.setattr(syncrepo, "GC_EVERY", 2)
+    monkeypatch.setattr(syncrepo, "GC_AUTO", 10)  # git estimates loose objects from objects/17/
+    a = machine(tmp_path, "a", remote)
+    a.ensure()
+    for i in range(2):
+        for j in range(1500):
+            write(a, "user/f%d.jsonl" % j, '{"id":"%d-%d"}\n' % (i, j), mode="w")
+        a.round()
+    packs = os.listdir(os.path.join(a.folder, ".git", "objects", "pack"))
+    assert any(p.endswith(".pack") for p in packs)  # packed by the round itself, not by a detached gc
+    assert not os.path.exists(os.path.join(a.folder, ".git", "gc.pid"))
+    assert not os.path.isdir(os.path.join(a.folder, ".git", "objects", "17")) or \
+        len(os.listdir(os.path.join(a.folder, ".git", "objects", "17"))) < 3
