@@ -111,10 +111,12 @@ class RemoteSync:
 
     def _round(self):
         bridge = self.bridge
+        started, cpu = time.monotonic(), time.thread_time()
         result = self.repo.round(export=(lambda: bridge.export(full=True)) if bridge else None,
                                  pickup=bridge.pickup if bridge else None)
         self.last_round = {"at": self.clock(), "changed": len(result["changed"]),
-                           "conflicted": result["conflicted"]}
+                           "conflicted": result["conflicted"], "seconds": round(time.monotonic() - started, 3),
+                           "cpu_seconds": round(time.thread_time() - cpu, 3)}  # the daemon's own, git's apart
         return result
 
     def _save_status(self):
