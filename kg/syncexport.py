@@ -16,8 +16,9 @@ Rules owned here:
   folder brought; nodes are copied, files read, merged and written outside it. A key that changed in memory meanwhile is left for
   the next pass. What the folder brings goes through the store's one write path (kg_sync, the
   live feed and compaction see it as another session's change).
-- Nothing holding a credential is written here (the secrets gate): such a node or edge is
-  skipped and logged, and its base left as it was.
+- Nothing holding a credential is written here: a node or edge the secrets gate flagged
+  (Graph.flagged, kg/secrets.py) is skipped and logged once, its base left as it was, and its
+  personal line left out.
 - Files are written atomically, 0600, only when their bytes change.
 """
 
@@ -59,19 +60,6 @@ def _read(path):
         return None
 
 
-def _secret_check():
-    """The secrets gate's check of one record (True: holds a credential)."""
-    try:
-        from . import secrets
-    except ImportError:  # a build without the gate
-        return lambda rec: False
-
-    def holds(rec):
-        scan = secrets.scan_edge if kgdir.is_edge(rec) else secrets.scan_node
-        return scan(rec) is not None
-    return holds
-
-
 class Bridge:
     """Reconciles the store's graphs with their folders under `sync_root` (ROOT/sync/)."""
 
@@ -83,8 +71,6 @@ class Bridge:
         self.seen = {}  # id(durable) -> fingerprint after its last pass
         self.problems_logged = set()
         self.lock = threading.Lock()  # one pass at a time (the worker's thread, a test)
-        self.holds_secret = _secret_check()
-        self.scanned = {}  # stamp of a record -> it holds a credential (records are scanned once)
         self.recs = {}  # (id(durable), kind) -> {key: (signature, record, stamp)}
         self.files = {}  # path -> (stat, parsed records, their stamps) as kgd last wrote or read it
         self.lines = {}  # path -> {key: (record, its canonical line)} of the last rendering
@@ -154,6 +140,7 @@ class Bridge:
             counts = (len(edge_refs), g.state_counts[model.ARCHIVED], g.state_counts[model.ORPHANED])
             base = _base(g.meta)
             shared = is_shared(g)
+            flagged = {"node": set(g.flagged), "edge": set(g.flagged_edges)}  # the secrets gate's findings
             dirty = key in self.dirty
             self.dirty.discard(key)
         folder = os.path.join(self.sync_root, *rel.split("/"))
@@ -165,7 +152,7 @@ class Bridge:
         nodes = {k: dict(n) for k, n in node_refs.items()}
         edges = {k: dict(e) for k, e in edge_refs.items()}
         now = self.clock()
-        taken, new_base = self._files(folder, rel, nodes, edges, base, shared, now, id(durable))
+        taken, new_base = self._files(folder, rel, nodes, edges, base, shared, now, id(durable), flagged)
         if any(taken.values()):  # _apply may put a key's old base back: never into the graph's own dicts
             new_base = {k: dict(v) for k, v in new_base.items()}
         applied = self._apply(durable, g, nodes, edges, taken, new_base)
@@ -177,7 +164,7 @@ class Bridge:
         self.seen[id(durable)] = (self._fingerprint(g, node_refs, *counts), self._files_stat(folder))
         return applied
 
-    def _files(self, folder, rel, nodes, edges, base, shared, now, ckey):
+    def _files(self, folder, rel, nodes, edges, base, shared, now, ckey, flagged):
         """Reconcile the snapshot with the folder's files and write them; what memory must take
         ({"node": {key: rec or None}, "edge": ..., "personal": {id: rec}}) and the new base."""
         taken = {"node": {}, "edge": {}, "personal": {}}
@@ -189,11 +176,11 @@ class Bridge:
             for kind, name, items in (("node", kgdir.NODES_FILE, nodes), ("edge", kgdir.EDGES_FILE, edges)):
                 path = os.path.join(folder, name)
                 taken[kind], new_base[kind], out, disk, frozen, stamps = self._content(
-                    path, rel, kind, items, base[kind], now, (ckey, kind))
+                    path, rel, kind, items, base[kind], now, (ckey, kind), flagged[kind])
                 if out is not None:
                     writes.append((path, out, kind, disk, stamps))
                 if kind == "node":
-                    secret_ids.update(frozen)
+                    secret_ids.update(flagged["node"])
                     tombstoned = {k for k, r in disk.items() if kgdir.is_tombstone(r)}
         mine = self._personal(ckey, nodes, base["personal"], now, secret_ids)
         path = os.path.join(folder, personal.FILE)
@@ -217,7 +204,7 @@ class Bridge:
                 self.files[path] = (_stat(path), parsed, stamps)
         return taken, new_base
 
-    def _content(self, path, rel, kind, items, base, now, ckey):
+    def _content(self, path, rel, kind, items, base, now, ckey, flagged):
         """One content file: only the keys that moved on either side since the base are
         reconciled (memory's records and the file's parse are cached, so an unchanged graph
         costs a comparison per key). -> (to memory, new base, bytes to write or None, the
@@ -232,7 +219,7 @@ class Bridge:
         # Only a tombstone removes knowledge here: a line missing from the file (a folder made
         # afresh, a project whose identity changed, a file cut short) is written again.
         sub_base = {k: base[k] for k in keys if k in base and k in disk}
-        frozen = self._frozen(sub_mem, sub_base)
+        frozen = sorted(k for k in sub_mem if k in flagged)  # a credential is never written here
         self._log_frozen(rel, kind, frozen)
         result = reconcile(sub_mem, {k: disk[k] for k in keys if k in disk}, sub_base, now, None, frozen)
         new_base = {k: v for k, v in base.items() if k not in keys}
@@ -381,20 +368,6 @@ class Bridge:
             if durable.graph is g and not repoid.is_identity(g.meta.get("repo_id")):
                 g.meta["repo_id"] = ident
                 durable.dirty = True
-
-    def _frozen(self, memory, base):
-        """Keys of records that memory would write and that hold a credential: never written."""
-        out = []
-        for key, rec in memory.items():
-            st = kgdir.stamp(rec)
-            if base.get(key) == st:
-                continue  # as last synced: nothing of it is written
-            hit = self.scanned.get(st)
-            if hit is None:
-                hit = self.scanned[st] = bool(self.holds_secret(rec))
-            if hit:
-                out.append(key)
-        return out
 
     def _report(self, rel, problems):
         for p in problems:
