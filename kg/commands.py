@@ -16,7 +16,7 @@ COMMANDS = {"status": "lifecycle:status", "start": "lifecycle:start", "stop": "l
             "stdio": "stdio:command", "export": "backup:export", "import": "backup:import_",
             "bundle": "bundle:bundle", "doctor": "doctor:doctor", "desktop": "desktop:desktop",
             "show": "browse:show", "search": "browse:search", "hook": "hookcmd:hook", "hooks": "hookconf:hooks",
-            "share": "sharecmd:share"}
+            "sync": "synccmd:sync", "share": "sharecmd:share"}
 
 
 def _common(p, add_common):
@@ -82,6 +82,13 @@ def register(sub, add_common):
     p.add_argument("--settings", help="Claude Code's settings file (default: ~/.claude/settings.json)")
     p.add_argument("--no-permissions", action="store_true",
                    help="do not add permissions.allow entries for kgd's tools (Claude Code then asks before each call)")
+    p = command("sync", "keep this memory on your other machines through a private git remote")
+    g = p.add_mutually_exclusive_group()
+    g.add_argument("--remote", metavar="URL", help="set the remote (a git URL, or a path: a bare repository "
+                   "on a mounted disk, created if missing) and sync now")
+    g.add_argument("--off", action="store_true", help="stop syncing (ROOT/sync keeps its history)")
+    p.add_argument("--no-wait", dest="no_wait", action="store_true", help="start the round, do not wait for it")
+    p.add_argument("--json", action="store_true", help="the remote's status as one JSON object")
     p = command("share", "share this project's memory with the team through its git repository (.kg/)")
     p.add_argument("path", nargs="?", metavar="PATH", help="a folder of the repository (default: the current one)")
     p.add_argument("--off", action="store_true",

@@ -10,7 +10,7 @@ import socket
 import subprocess
 import sys
 
-from . import __version__, hookconf, userconf
+from . import __version__, hookconf, synccmd, userconf
 from .client import LOG_NAME, connect_host, find_daemon, python_executable, root_lock
 from .config import DEFAULT_PORT
 from .console import CommandError, say
@@ -403,6 +403,7 @@ def doctor(args, cfg):
                      "KG_HTTP_PORT) and re-register the client with that port" % port)
     _check_storage(rep, cfg["root"])
     _check_credentials(rep, cfg["root"])
+    synccmd.check(rep, cfg)
     _check_shared(rep, cfg["root"])
     if not args.skip_service:
         _check_service(rep, port or DEFAULT_PORT)

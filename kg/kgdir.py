@@ -292,14 +292,15 @@ def needs_rewrite(data, records):
     return data != render(records)
 
 
-def render(records, now=None):
+def render(records, now=None, line=None):
     """The bytes of one file: every record's canonical line sorted by key, LF, final newline.
-    With `now`, tombstones older than TOMBSTONE_KEEP_S are left out."""
+    With `now`, tombstones older than TOMBSTONE_KEEP_S are left out. `line(key, rec)` may give
+    a record's canonical line from a cache (a big file rewritten for a few changed records)."""
     keep_after = None if now is None else now - TOMBSTONE_KEEP_S
     lines = []
     for key in sorted(records):
         rec = records[key]
         if keep_after is not None and is_tombstone(rec) and rec["deleted"] < keep_after:
             continue
-        lines.append(canonical(rec))
+        lines.append(canonical(rec) if line is None else line(key, rec))
     return ("\n".join(lines) + "\n").encode("utf-8") if lines else b""

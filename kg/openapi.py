@@ -67,6 +67,11 @@ OPENAPI = {
                 "level": {"type": "string"}, "created": {"type": "boolean"}, "edge": _ref("Edge")}},
             "Progress": {"type": "object", "required": ["task_id", "level", "state"], "properties": {
                 "task_id": {"type": "string"}, "level": {"type": "string"}, "state": {"type": ["object", "null"]}}},
+            "RemoteStatus": {"type": "object", "required": ["enabled", "remote", "last_ok", "last_error"],
+                             "properties": {"enabled": {"type": "boolean"}, "remote": {"type": ["string", "null"]},
+                                            "last_ok": {"type": ["number", "null"]},
+                                            "last_error": {"type": ["object", "null"]},
+                                            "syncing": {"type": "boolean"}, "completed": {"type": "boolean"}}},
             "Health": {"type": "object", "required": ["status", "version", "uptime_s", "sessions", "graphs_loaded"],
                        "properties": {"status": {"type": "string"}, "version": {"type": "string"},
                                       "uptime_s": {"type": "number"}, "sessions": {"type": "integer"},
@@ -176,6 +181,15 @@ OPENAPI = {
                                                       "hookSpecificOutput, decision, systemMessage; for Copilot "
                                                       "a top-level additionalContext), or an empty body when there is "
                                                       "nothing worth saying"}}, **_errors(400, 415))}},
+        "/api/remote": {
+            "get": {"summary": "the personal remote (kgd sync): where, last sync, last error",
+                    "operationId": "remoteStatus", "responses": dict({"200": _ok(_ref("RemoteStatus"))}, **_errors(409))},
+            "post": {"summary": "re-read ROOT/sync.json and sync with the personal remote now", "operationId": "remoteSync",
+                     "requestBody": {"required": False, "content": _json({
+                         "type": "object", "additionalProperties": False, "properties": {
+                             "wait": {"type": "number", "minimum": 0, "maximum": 300,
+                                      "description": "seconds to wait for the round (60)"}}})},
+                     "responses": dict({"200": _ok(_ref("RemoteStatus"))}, **_errors(400, 409, 415))}},
         "/api/openapi.json": {"get": {"summary": "this document", "operationId": "openapi",
                                       "responses": {"200": _ok({"type": "object"})}}},
     },

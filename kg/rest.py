@@ -209,6 +209,28 @@ def projects(store, m, q, body):
                               "orphaned": g.state_counts[model.ORPHANED]} for g in graphs]}
 
 
+def get_remote(store, m, q, body):
+    """Placeholder in the table: handle() answers /api/remote through the daemon's RemoteSync."""
+    raise AssertionError("handled by handle()")
+
+
+def post_remote(store, m, q, body):
+    raise AssertionError("handled by handle()")
+
+
+def _remote_answer(remote, method, body):
+    """GET: the personal remote's status; POST {wait?}: re-read ROOT/sync.json, sync now, wait."""
+    if remote is None:
+        raise RestError(409, "this daemon has no personal remote support wired in.")
+    if method == "GET":
+        return remote.status()
+    _body_fields(body, ("wait",))
+    wait = body.get("wait", 60)
+    if isinstance(wait, bool) or not isinstance(wait, (int, float)) or not 0 <= wait <= 300:
+        raise BadInput("wait must be a number of seconds from 0 to 300.")
+    return remote.sync_now(wait)
+
+
 def share(store, m, q, body):
     """`kgd share [--off]` through the daemon, so the live graph is the one written."""
     _body_fields(body, ("project_path", "off"))
@@ -259,11 +281,12 @@ ROUTES = [
     (r"/api/share", {"POST": share}),
     (r"/api/openapi.json", {"GET": openapi}),
     (r"/api/hooks", {"POST": post_hooks}),
+    (r"/api/remote", {"GET": get_remote, "POST": post_remote}),
 ]
 _COMPILED = [(re.compile(p + r"/?\Z"), methods) for p, methods in ROUTES]
 
 
-def handle(store, method, path, query, body, content_type=None, hooks=None):
+def handle(store, method, path, query, body, content_type=None, hooks=None, remote=None):
     """-> (status, json object or None for an empty body, extra headers). Every failure is a JSON
     {"error": ...}. `hooks` answers POST /api/hooks (the daemon's, set where it is wired)."""
     if method == "HEAD":
@@ -284,6 +307,8 @@ def handle(store, method, path, query, body, content_type=None, hooks=None):
                 return 200, _hook_answer(hooks or (lambda payload, *a: None), body, content_type, query), None
             if method in ("PUT", "POST", "PATCH"):
                 body = _json_body(body, content_type)
+            if fn in (get_remote, post_remote):
+                return 200, _remote_answer(remote, method, body or {}), None
             return 200, fn(store, args, query, body or {}), None
         except UnicodeDecodeError:
             return 400, {"error": "the path is not valid percent-encoded UTF-8."}, None

@@ -199,7 +199,8 @@ class Layout:
         self.projects_dir = os.path.join(self.root, "projects")
         self.lock_file = os.path.join(self.root, "kgd.lock")
 
-    KGD_NAMES = ("user.json", "user.journal", "sessions.json", "projects", "kgd.lock", "kgd.log")
+    KGD_NAMES = ("user.json", "user.journal", "sessions.json", "projects", "kgd.lock", "kgd.log", "identities.json",
+                 "sync", "sync.json", "sync-status.json")
 
     def holds_only_kgd_files(self):
         """True when every entry of the root is one kgd writes (or a .prev / .corrupt / temp

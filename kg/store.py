@@ -159,6 +159,7 @@ class Store:
         """A new session for cwd's project; with adopt (a kg_read(cwd) without a usable session id)
         the hook-bound session whose preload for this project is fresh and unused, if any."""
         project_path = resolve_project_root(cwd) if cwd is not None else None
+        self.registry.warm_identity(project_path)  # git, if it must run, runs outside the lock
         with self.lock:
             s = self._sessions.adoptable(project_path, self.clock()) if adopt else None
             if s is None:
@@ -197,6 +198,7 @@ class Store:
         sessions are kept at least sessions.CLIENT_TTL idle."""
         client_id = check_client_id(client_id)
         project_path = resolve_project_root(cwd) if cwd is not None else None
+        self.registry.warm_identity(project_path)  # git, if it must run, runs outside the lock
         with self.lock:
             s = self._sessions.for_client(client_id, self.clock())
             if s is not None and not fresh:
