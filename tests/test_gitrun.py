@@ -6,6 +6,7 @@ import time
 
 import pytest
 
+from helpers import clean_env
 from kg import gitrun
 
 
@@ -36,7 +37,7 @@ def test_commit_identity_and_no_signing_whatever_the_user_config(tmp_path):
     (home / ".gitconfig").write_text("[commit]\n\tgpgsign = true\n[user]\n\tsigningkey = NOPE\n")
     repo = tmp_path / "r"
     repo.mkdir()
-    env = dict(os.environ, HOME=str(home))
+    env = clean_env(home)
     gitrun.run(["init", "-q"], str(repo), env=env)
     (repo / "f").write_text("x\n")
     gitrun.run(["add", "f"], str(repo), env=env)
