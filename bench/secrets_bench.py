@@ -20,6 +20,7 @@ REPO = os.path.dirname(HERE)
 sys.path[:0] = [REPO, os.path.join(REPO, "tests")]
 
 import secrets_corpus as corpus  # noqa: E402
+import secrets_hostile as hostile  # noqa: E402
 from kg import secrets  # noqa: E402
 
 
@@ -60,9 +61,32 @@ def main():
     print("near-miss corpus (%d seeds): false alarms %d of %d lines (%d distinct templates)"
           % (args.seeds, alarms, lines, len(corpus.near_misses())))
 
+    h_found, h_total, h_kind, h_missed = Counter(), Counter(), 0, []
+    h_lines = h_alarms = 0
+    for seed in range(args.seeds):
+        for kind, text, how in hostile.hostile_credentials(seed):
+            h_total[how] += 1
+            hit = secrets.find(text)
+            h_found[how] += hit is not None
+            h_kind += hit is not None and hit.kind == kind
+            if hit is None:
+                h_missed.append((seed, kind, how))
+        for line in hostile.hostile_near_misses(seed + 1000):
+            h_lines += 1
+            h_alarms += secrets.find(line) is not None
+    print("hostile corpus (%d seeds): refused %d of %d (%d named as their own kind)"
+          % (args.seeds, sum(h_found.values()), sum(h_total.values()), h_kind))
+    for how in sorted(h_total):
+        print("  %-18s %6d of %d" % (how, h_found[how], h_total[how]))
+    for w in h_missed[:10]:
+        print("  missed: seed %s %s %s" % w)
+    print("hostile near misses (%d seeds): false alarms %d of %d lines (%d distinct templates)"
+          % (args.seeds, h_alarms, h_lines, len(hostile.hostile_near_misses())))
+
     repo_lines, repo_hits = 0, []
     for path in sorted(glob.glob(os.path.join(REPO, "**", "*"), recursive=True)):
-        if not path.endswith((".py", ".md", ".js", ".html", ".css", ".json", ".toml", ".sh", ".txt")) or "secrets_corpus" in path:
+        if not path.endswith((".py", ".md", ".js", ".html", ".css", ".json", ".toml", ".sh", ".txt")) or "secrets_corpus" in path \
+                or "secrets_hostile" in path:
             continue
         with open(path, encoding="utf-8", errors="replace") as f:
             for n, line in enumerate(f, 1):

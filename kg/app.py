@@ -11,6 +11,7 @@ Rules owned here:
 """
 
 import logging
+import os
 import signal
 import sys
 import threading
@@ -37,7 +38,7 @@ class App:
 
     def __init__(self, cfg):
         self.cfg = cfg
-        self.store = self.daemon = self.loop = self.thread = None
+        self.store = self.daemon = self.loop = self.thread = self.remote = None
         self.stopped = False
 
     def start(self):
@@ -62,12 +63,13 @@ class App:
                                  % (cfg["port"], cfg["host"]))
             raise StartError("cannot listen on %s:%s: %s." % (cfg["host"], cfg["port"], exc.strerror or exc))
         daemon.hooks = hooks_handler(store)
+        daemon.remote = self.remote = remote_sync(store, cfg)
         self.store, self.daemon = store, daemon
         store.root_lock.update("port %d" % self.port)
         if cfg["host"] not in LOOPBACK and not cfg["token"]:
             log.warning("listening on %s WITHOUT a token: anyone who can reach this address can read and change "
                         "the memory. Set --token or KG_TOKEN, or bind to 127.0.0.1.", cfg["host"])
-        self.loop = Loop(store, settings.save_interval, housekeeping=[daemon.reap]).start()
+        self.loop = Loop(store, settings.save_interval, housekeeping=[daemon.reap, store.poll_shared, self.remote.tick]).start()
         self.thread = threading.Thread(target=daemon.serve_forever, kwargs={"poll_interval": 0.2}, name="kgd-http")
         self.thread.start()
         return self
@@ -92,6 +94,7 @@ class App:
         self.stopped = True
         daemon.shutdown()
         daemon.begin_stop()
+        self.remote.stop()  # a round under way is cancelled; a `kgd sync` waiting is answered
         deadline = time.monotonic() + STOP_GRACE
         while daemon.open_connections() and time.monotonic() < deadline:
             time.sleep(0.05)
@@ -99,6 +102,61 @@ class App:
         self.thread.join(timeout=5)
         self.loop.stop()
         self.store.close()
+
+
+def remote_sync(store, cfg):
+    """The personal remote (kg/remote.py): its worker runs only once `kgd sync --remote` set one."""
+    remote = LazyRemote(store, cfg["root"], cfg.get("sync_interval", 300.0))
+    store.add_listener(remote.changed)
+    return remote.start()
+
+
+class LazyRemote:
+    """kg/remote.py (and git, subprocess) loaded only once a remote is set up (ROOT/sync.json) or
+    asked for (POST /api/remote): a daemon with no remote never imports them."""
+
+    def __init__(self, store, root, interval):
+        self.store, self.root, self.interval = store, root, interval
+        self.real = None
+        self.lock = threading.Lock()
+
+    def load(self):
+        with self.lock:
+            if self.real is None:
+                from .remote import RemoteSync
+                from .syncexport import Bridge
+                from .syncrepo import sync_folder
+
+                bridge = Bridge(self.store, sync_folder(self.root))
+                self.real = RemoteSync(self.root, self.interval, bridge=bridge).start()
+        return self.real
+
+    def start(self):
+        if os.path.exists(os.path.join(self.root, "sync.json")):
+            self.load()
+        return self
+
+    def changed(self, event=None):
+        real = self.real
+        if real is not None:
+            real.changed(event)
+
+    def status(self):
+        if self.real is None:
+            return {"enabled": False, "remote": None, "last_ok": None, "last_error": None, "syncing": False}
+        return self.real.status()
+
+    def sync_now(self, wait):
+        return self.load().sync_now(wait)
+
+    def tick(self):
+        real = self.real
+        if real is not None:
+            real.tick()
+
+    def stop(self):
+        if self.real is not None:
+            self.real.stop()
 
 
 def hooks_handler(store):

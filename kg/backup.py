@@ -24,7 +24,7 @@ import sys
 import time
 from urllib.parse import quote
 
-from . import __version__, model
+from . import __version__, model, secrets
 from .client import Api, connect_host, find_daemon, root_lock
 from .console import CommandError, say, warn
 from .diskview import project_graphs, snapshot_graph
@@ -61,14 +61,35 @@ def _matches_project(wanted, slug, project_path):
     return w == project_path or w.startswith(project_path.rstrip("/") + "/")
 
 
-def export_doc(cfg, projects=None, include_user=True):
+def _held_back(g, label, with_flagged):
+    """The graph as exported: a node, edge or task progress holding a credential is left out
+    (named by id and field, never the secret) unless the person asks for it (--with-flagged)."""
+    flagged = dict(g.flagged)
+    progress = g.meta.get("progress") if isinstance(g.meta.get("progress"), dict) else {}
+    tasks = [(t, f) for t, f in ((t, secrets.scan_state(s)) for t, s in sorted(progress.items())) if f]
+    if not (flagged or g.flagged_edges or tasks) or with_flagged:
+        return g.to_obj()
+    for nid, (field, hit) in sorted(flagged.items()):
+        warn("%s: %s left out: %s looks like %s (--with-flagged keeps it)" % (
+            label, "a node" if field == "id" else "node %r" % nid, field, hit.label))
+        g.delete_node(nid)
+    for key, (field, hit) in sorted(g.flagged_edges.items()):
+        warn("%s: an edge left out: %s looks like %s" % (label, field, hit.label))
+        g.delete_edge(key)
+    for task, (where, hit) in tasks:
+        warn("%s: task progress left out: %s looks like %s" % (label, where, hit.label))
+        del progress[task]
+    return g.to_obj()
+
+
+def export_doc(cfg, projects=None, include_user=True, with_flagged=False):
     layout = Layout(cfg["root"])
     if not os.path.isdir(layout.root):
         raise CommandError("storage root %s does not exist; nothing to export" % layout.root)
     doc = {"format": EXPORT_FORMAT, "format_version": 1, "kgd_version": __version__, "exported_at": time.time(),
            "root": layout.root, "user": None, "projects": []}
     if include_user:
-        doc["user"] = snapshot_graph(layout.user_file, "user").to_obj()
+        doc["user"] = _held_back(snapshot_graph(layout.user_file, "user"), "user graph", with_flagged)
     matched = set()
     for slug, g in project_graphs(layout, known=lambda: _daemon_paths(cfg)):
         if g.project_path is None:
@@ -78,7 +99,8 @@ def export_doc(cfg, projects=None, include_user=True):
             if not hits:
                 continue
             matched.update(hits)
-        doc["projects"].append({"slug": slug, "project_path": g.project_path, "graph": g.to_obj()})
+        doc["projects"].append({"slug": slug, "project_path": g.project_path,
+                                "graph": _held_back(g, "project %s" % slug, with_flagged)})
     missing = [w for w in projects or () if w not in matched]
     if missing:
         have = ", ".join(layout.project_slugs(with_journals=True)) or "none"
@@ -89,7 +111,7 @@ def export_doc(cfg, projects=None, include_user=True):
 
 def export(args, cfg):
     try:
-        doc = export_doc(cfg, args.project, not args.no_user)
+        doc = export_doc(cfg, args.project, not args.no_user, getattr(args, "with_flagged", False))
     except CommandError as exc:
         warn(str(exc))
         return 1
@@ -179,6 +201,14 @@ def _refuse_credentials(g, label, tally):
         g.delete_edge(key)
         if tally is not None:
             tally.add("edges", "refused")
+    progress = g.meta.get("progress")
+    for task, state in sorted(progress.items()) if isinstance(progress, dict) else ():
+        found = secrets.scan_state(state)
+        if found is not None:
+            warn("%s: task progress refused: %s looks like %s" % (label, found[0], found[1].label))
+            del progress[task]
+            if tally is not None:
+                tally.add("progress", "refused")
 
 
 class Tally:
@@ -386,9 +416,11 @@ def _merge_live(api, level, pp, src, live_graph, t, dry_run):
         if code == 200 and cur.get("state") == state:
             t.add("progress", "unchanged")
             continue
+        if not dry_run and not _put(api, "/api/progress/%s" % quote(task, safe=""),
+                                    dict(extra, state=state, level=level), t):
+            t.add("progress", "refused")
+            continue
         t.add("progress", "updated" if code == 200 and cur.get("state") is not None else "added")
-        if not dry_run:
-            _put(api, "/api/progress/%s" % quote(task, safe=""), dict(extra, state=state, level=level))
     return revived
 
 

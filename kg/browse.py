@@ -8,14 +8,16 @@ Rules owned here:
 - Through the daemon that holds the root when one answers (REST: GET /api/graph, /api/nodes,
   /api/search; no session is started, and a node shown by id counts as read, as kg_read id=).
   Otherwise from the files, read-only: no root lock taken, nothing written, nothing promoted.
+- `show` also says, on stderr (stdout stays exactly what the agent reads), whether the project's
+  knowledge is shared in its repository's `.kg/` (contract 9) or personal.
 """
 
 import os
 from urllib.parse import quote
 
-from . import model, render, search as ranking
+from . import model, render, search as ranking, sharedmeta
 from .client import Api, connect_host, find_daemon, get_json
-from .console import CommandError, say
+from .console import CommandError, plural, say, warn
 from .diskview import project_graphs, snapshot_graph
 from .errors import KgError
 from .graph import graph_from_obj
@@ -49,7 +51,30 @@ def _graph_from_rest(view, level, project_path=None):
                           "touches": n.get("touches") or [], "_created_ts": n.get("created_ts"), "_write_ts": ts,
                           "_archived": n.get("state") != model.ACTIVE,
                           "_orphaned_ts": (ts or 1.0) if n.get("state") == model.ORPHANED else None}
-    return graph_from_obj({"nodes": nodes, "edges": view.get("edges") or []}, level, project_path)
+    g = graph_from_obj({"nodes": nodes, "edges": view.get("edges") or []}, level, project_path)
+    g.sharing = view.get("sharing")
+    return g
+
+
+def sharing_line(project, root):
+    """One line: is this project's knowledge shared in the repository, or personal."""
+    from .shared import holds_kg, kg_dir
+
+    info = getattr(project, "sharing", None)
+    if info is None:  # from the files: the daemon is not running
+        meta = project.meta if project is not None else {}
+        nodes = len(project.nodes) if getattr(project, "shared", False) else len(
+            sharedmeta.state(dict(meta))["base"]["node"])
+        info = {"shared": not sharedmeta.is_off(meta) and holds_kg(root), "off": sharedmeta.is_off(meta),
+                "kg_dir": kg_dir(root), "nodes": nodes}
+    if info.get("shared"):
+        return ("project graph: shared in %s (%s); what you read and archive stays personal"
+                % (info.get("kg_dir") or kg_dir(root), plural(info.get("nodes", 0), "node")))
+    if info.get("off"):
+        return "project graph: personal (sharing turned off here with `kgd share --off`)"
+    if not os.path.exists(os.path.join(root, ".git")):
+        return None  # not a repository: nothing to share through
+    return "project graph: personal (`kgd share` shares it with the team through the repository)"
 
 
 def _graphs(cfg, api, root):
@@ -63,6 +88,11 @@ def _graphs(cfg, api, root):
     layout = Layout(cfg["root"])
     user = snapshot_graph(layout.user_file, "user")
     project = next((g for _, g in project_graphs(layout) if g.project_path == root), None)
+    if project is None:
+        from .shared import holds_kg, snapshot
+
+        if holds_kg(root):  # a clone whose .kg/ no session has opened yet: what the first one will read
+            project = snapshot(root)
     return user, project, cfg["max_tokens"]
 
 
@@ -70,16 +100,17 @@ def _read_view(g):
     """One level as kg_read shows it: active nodes, their recency, archived ids, counted edges."""
     if g is None:
         return {"nodes": [], "recency": {}, "archived": [], "edges": [], "tokens": 0}
-    nodes = sorted((g.nodes[nid] for nid in g.by_state[model.ACTIVE]), key=lambda n: n["id"])
+    nodes = sorted((g.nodes[nid] for nid in g.visible(model.ACTIVE)), key=lambda n: n["id"])
     return {"nodes": [model.public_node(n) for n in nodes], "recency": {n["id"]: model.recency(n) for n in nodes},
             "archived": sorted(g.by_state[model.ARCHIVED]),
-            "edges": [model.public_edge(g.edges[k]) for k in sorted(g.counted_edges)], "tokens": g.tokens}
+            "edges": [model.public_edge(g.edges[k]) for k in sorted(g.counted_edges) if g.edge_shown(k, g.edges[k])],
+            "tokens": g.tokens}
 
 
 def _node_items(graphs, ids):
     out, missing = [], []
     for nid in dict.fromkeys(ids):
-        hits = [g for g in graphs if g is not None and nid in g.nodes]
+        hits = [g for g in graphs if g is not None and nid in g.nodes and g.shown(nid)]  # no credential
         out.extend(g.node_in_full(nid) for g in hits)
         if not hits:
             missing.append(nid)
@@ -126,6 +157,9 @@ def show(args, cfg):
         if api is not None:
             api.close()
     result = {"session_id": NO_SESSION, "project_path": root, "user": _read_view(user), "project": _read_view(project)}
+    line = sharing_line(project, root)
+    if line:
+        warn(line)
     say(render.render_read(result, max_tokens))
     return 0
 
@@ -147,7 +181,7 @@ def search(args, cfg):
     else:
         user, project, _ = _graphs(cfg, None, root)
         graphs = [g for g in (user, project) if g is not None]
-        corpora = [ranking.Corpus((g, n) for n in g.nodes.values()) for g in graphs]
+        corpora = [ranking.Corpus((g, n) for n in g.visible_nodes().values()) for g in graphs]  # no credential
         rows = []
         for score, g, node in ranking.rank_corpora(query, corpora, args.limit):
             item = model.public_node(node)

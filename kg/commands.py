@@ -3,7 +3,7 @@
 Each command lives in a module of its own, imported only when that command runs, so that a
 short-lived command such as `kgd hook` loads no more than it needs:
 status/start/stop (lifecycle), stdio, export/import (backup), bundle, doctor, desktop,
-show/search (browse), hook (hookcmd), hooks (hookconf).
+show/search (browse), hook (hookcmd), hooks (hookconf), share (sharecmd).
 """
 
 import argparse
@@ -15,7 +15,8 @@ from .console import CommandError, warn
 COMMANDS = {"status": "lifecycle:status", "start": "lifecycle:start", "stop": "lifecycle:stop",
             "stdio": "stdio:command", "export": "backup:export", "import": "backup:import_",
             "bundle": "bundle:bundle", "doctor": "doctor:doctor", "desktop": "desktop:desktop",
-            "show": "browse:show", "search": "browse:search", "hook": "hookcmd:hook", "hooks": "hookconf:hooks"}
+            "show": "browse:show", "search": "browse:search", "hook": "hookcmd:hook", "hooks": "hookconf:hooks",
+            "sync": "synccmd:sync", "share": "sharecmd:share"}
 
 
 def _common(p, add_common):
@@ -43,6 +44,8 @@ def register(sub, add_common):
     p.add_argument("--project", action="append", metavar="P", help="only this project (its folder or slug); repeatable")
     p.add_argument("--no-user", action="store_true", help="leave the user graph out")
     p.add_argument("-o", "--output", help="write to this file (mode 0600) instead of stdout")
+    p.add_argument("--with-flagged", action="store_true",
+                   help="keep what looks like a credential (left out by default, named on stderr)")
     p = command("import", "merge an export into the graphs")
     p.add_argument("file", help="a file written by `kgd export` (- for stdin)")
     p.add_argument("--dry-run", action="store_true", help="say what would change, change nothing")
@@ -79,6 +82,17 @@ def register(sub, add_common):
     p.add_argument("--settings", help="Claude Code's settings file (default: ~/.claude/settings.json)")
     p.add_argument("--no-permissions", action="store_true",
                    help="do not add permissions.allow entries for kgd's tools (Claude Code then asks before each call)")
+    p = command("sync", "keep this memory on your other machines through a private git remote")
+    g = p.add_mutually_exclusive_group()
+    g.add_argument("--remote", metavar="URL", help="set the remote (a git URL, or a path: a bare repository "
+                   "on a mounted disk, created if missing) and sync now")
+    g.add_argument("--off", action="store_true", help="stop syncing (ROOT/sync keeps its history)")
+    p.add_argument("--no-wait", dest="no_wait", action="store_true", help="start the round, do not wait for it")
+    p.add_argument("--json", action="store_true", help="the remote's status as one JSON object")
+    p = command("share", "share this project's memory with the team through its git repository (.kg/)")
+    p.add_argument("path", nargs="?", metavar="PATH", help="a folder of the repository (default: the current one)")
+    p.add_argument("--off", action="store_true",
+                   help="stop reading and writing .kg/ for you (the graph keeps what it had)")
 
 
 def run(command, args, cfg):

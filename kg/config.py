@@ -19,11 +19,13 @@ DEFAULTS = {
     "log_level": ("KG_LOG_LEVEL", "INFO", str),
     "token": ("KG_TOKEN", None, str),
     "structured_output": ("KG_STRUCTURED_OUTPUT", False, "flag"),
+    "sync_interval": ("KG_SYNC_INTERVAL", 300.0, float),
     "secret_scan": ("KG_SECRET_SCAN", True, "flag"),  # 0: writes to private graphs are not checked
 }
 FLAG_WORDS = {"1": True, "true": True, "yes": True, "0": False, "false": False, "no": False}
 LIMITS = {"port": (0, 65535), "max_tokens": (100, 10 ** 8), "grace_days": (0, 36500), "orphan_grace_days": (0, 36500),
-          "save_interval": (0.05, 86400), "session_ttl": (1, 10 ** 9)}
+          "save_interval": (0.05, 86400), "session_ttl": (1, 10 ** 9),
+          "sync_interval": (0.5, 7 * 86400)}
 
 
 DEFAULT_PORT = DEFAULTS["port"][1]

@@ -11,7 +11,7 @@ import subprocess
 import sys
 from collections import namedtuple
 
-from . import __version__, hookconf, userconf
+from . import __version__, hookconf, synccmd, userconf
 from .client import LOG_NAME, connect_host, find_daemon, python_executable, root_lock
 from .config import DEFAULT_PORT
 from .console import CommandError, say
@@ -383,6 +383,31 @@ def _check_credentials(rep, root):
         rep.ok("no stored node or edge looks like a credential")
 
 
+def _check_shared(rep, root):
+    """Contract 9: every project shared through its repository's .kg/ loads cleanly (kgd skips
+    what it cannot read; this says what and where)."""
+    from . import kgdir, sharedmeta, shared
+    from .diskview import project_graphs
+    from .storage import Layout
+
+    for _, g in project_graphs(Layout(root)) if os.path.isdir(root) else ():
+        if not g.project_path or sharedmeta.is_off(g.meta) or not shared.holds_kg(g.project_path):
+            continue
+        problems, counts = [], {}
+        for kind, path in shared.Shared.paths_of(g.project_path).items():
+            data, problem = shared.read_file(path)
+            problems += [problem] if problem else []
+            records, found = kgdir.parse(data, kind)
+            problems += found
+            counts[kind] = sum(1 for r in records.values() if "deleted" not in r)
+        where = shared.kg_dir(g.project_path)
+        if problems:
+            rep.warn("%s: %d problem(s), skipped by kgd: %s" % (where, len(problems), "; ".join(problems[:5])),
+                     "fix or delete those lines (`git log -p -- .kg` shows who added them); the rest loads")
+        else:
+            rep.ok("%s shares %d nodes and %d edges" % (where, counts["node"], counts["edge"]))
+
+
 def doctor(args, cfg):
     rep = Report()
     py = sys.version_info
@@ -418,6 +443,8 @@ def doctor(args, cfg):
                      "KG_HTTP_PORT) and re-register the client with that port" % port)
     _check_storage(rep, cfg["root"])
     _check_credentials(rep, cfg["root"])
+    synccmd.check(rep, cfg)
+    _check_shared(rep, cfg["root"])
     if not args.skip_service:
         _check_service(rep, port or DEFAULT_PORT)
     if not args.skip_client:

@@ -49,6 +49,8 @@ class Durable:
         self.clock = clock
         self.journal = Journal(journal_path(path))
         self.dirty = False  # journal records not yet folded into the file
+        self.shared = None  # kg/shared.Shared when the project is shared through its repository
+        self.opened = False  # a session or call has addressed this project (not only a search)
         self.fold_failing = False
 
     @classmethod
@@ -95,6 +97,7 @@ class Durable:
         self.journal.close()
         g, pending = read_graph(self.path, old.level, old.project_path, old.slug, self.clock)
         g.path_known = old.path_known
+        g.shared = old.shared
         self.graph = g
         self.dirty = pending
 

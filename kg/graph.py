@@ -8,7 +8,7 @@ section 10, kg/secrets.py): `flagged` is kept by refresh / put_edge / recount, r
 node only when its text changed, so reads filter them in O(1) per node.
 """
 
-from . import model, secrets
+from . import model, secrets, sharedmeta
 
 
 class Graph:
@@ -32,7 +32,7 @@ class Graph:
         self.recall_warming = False  # a thread is building a big graph's first recall index (kg/hooks.py)
         self.compact_idle_until = 0.0  # see Store._compact_after
         self.path_known = True  # False for an old project file that does not record its path
-        self.shared = False  # True when this project graph is mirrored to the repository's .kg/ folder
+        self.shared = False  # the project's knowledge is shared through its repository's .kg/ (kg/shared.py)
         self.flagged = {}  # node id -> (field, Hit): holds a credential; never shown, kept until deleted
         self.flagged_edges = {}  # edge key -> (field, Hit), likewise
         self._scanned = {}  # node id -> the texts last scanned for credentials
@@ -334,6 +334,7 @@ def graph_from_obj(obj, level, project_path=None, slug=None, fallback_ts=0.0):
 # ---- journal records: absolute states, so replaying one twice is harmless
 
 def apply_record(g, rec):
+    """Apply one journal record; a delete returns what it removed."""
     op = rec.get("op")
     if op == "node":
         node = rec["node"]
@@ -344,11 +345,19 @@ def apply_record(g, rec):
         g.nodes[node["id"]] = node
         g.refresh(node["id"])
     elif op == "del_node":
-        g.delete_node(rec["id"])
+        removed = g.delete_node(rec["id"])
+        if rec.get("tomb") is not None:  # an explicit delete in a shared graph
+            sharedmeta.note_deleted(g, rec["id"], sharedmeta.edge_keys(removed), rec["tomb"])
+        return removed
     elif op == "edge":
         g.put_edge(rec["edge"])
     elif op == "del_edge":
-        g.delete_edge(rec["key"])
+        edge = g.delete_edge(rec["key"])
+        if rec.get("tomb") is not None and edge is not None:
+            sharedmeta.note_deleted(g, None, [rec["key"]], rec["tomb"])
+        return edge
+    elif op == "shared":
+        sharedmeta.apply(g, rec)
     elif op == "progress":
         progress = g.meta.setdefault("progress", {})
         if rec.get("state") is None:

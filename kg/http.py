@@ -260,7 +260,8 @@ class Handler(BaseHTTPRequestHandler):
             if body is None:
                 return
         status, obj, headers = rest.handle(self.server.store, method, path, query, body,
-                                           self.h.get("content-type"), hooks=self.server.hooks)
+                                           self.h.get("content-type"), hooks=self.server.hooks,
+                                           remote=self.server.remote)
         return self.respond(status, obj, headers)
 
     # ------------------------------------------------------------ bodies
@@ -406,6 +407,7 @@ class Daemon(ThreadingHTTPServer):
         self.started = time.time()
         self.policy = guard.Policy(host, token)
         self.hooks = no_hooks
+        self.remote = None  # the personal remote (kg/remote.py), set where the daemon is wired
         self._conns = set()
         self._conns_lock = threading.Lock()
         store.add_listener(self.hub.publish)

@@ -67,6 +67,11 @@ OPENAPI = {
                 "level": {"type": "string"}, "created": {"type": "boolean"}, "edge": _ref("Edge")}},
             "Progress": {"type": "object", "required": ["task_id", "level", "state"], "properties": {
                 "task_id": {"type": "string"}, "level": {"type": "string"}, "state": {"type": ["object", "null"]}}},
+            "RemoteStatus": {"type": "object", "required": ["enabled", "remote", "last_ok", "last_error"],
+                             "properties": {"enabled": {"type": "boolean"}, "remote": {"type": ["string", "null"]},
+                                            "last_ok": {"type": ["number", "null"]},
+                                            "last_error": {"type": ["object", "null"]},
+                                            "syncing": {"type": "boolean"}, "completed": {"type": "boolean"}}},
             "Health": {"type": "object", "required": ["status", "version", "uptime_s", "sessions", "graphs_loaded"],
                        "properties": {"status": {"type": "string"}, "version": {"type": "string"},
                                       "uptime_s": {"type": "number"}, "sessions": {"type": "integer"},
@@ -156,6 +161,13 @@ OPENAPI = {
             "responses": {"200": _ok({"type": "object", "required": ["projects"], "properties": {"projects": {
                 "type": "array", "items": {"type": "object", "required": [
                     "slug", "project_path", "nodes", "edges", "active", "archived", "orphaned"]}}}})}}},
+        "/api/share": {"post": {
+            "summary": "share a project's graph in its repository's .kg/ (or stop: off)", "operationId": "share",
+            "requestBody": {"required": True, "content": _json({
+                "type": "object", "required": ["project_path"], "additionalProperties": False,
+                "properties": {"project_path": {"type": "string"}, "off": {"type": "boolean"}}})},
+            "responses": dict({"200": _ok({"type": "object", "required": ["shared", "project_path"], "properties": {
+                "shared": {"type": "boolean"}, "project_path": {"type": "string"}}})}, **_errors(400, 415))}},
         "/api/hooks": {"post": {
             "summary": "agent hooks: hook input in, hook output (or nothing) out", "operationId": "hooks",
             "parameters": [_param("agent", schema={"type": "string", "enum": list(agents.NAMES)},
@@ -169,6 +181,15 @@ OPENAPI = {
                                                       "hookSpecificOutput, decision, systemMessage; for Copilot "
                                                       "a top-level additionalContext), or an empty body when there is "
                                                       "nothing worth saying"}}, **_errors(400, 415))}},
+        "/api/remote": {
+            "get": {"summary": "the personal remote (kgd sync): where, last sync, last error",
+                    "operationId": "remoteStatus", "responses": dict({"200": _ok(_ref("RemoteStatus"))}, **_errors(409))},
+            "post": {"summary": "re-read ROOT/sync.json and sync with the personal remote now", "operationId": "remoteSync",
+                     "requestBody": {"required": False, "content": _json({
+                         "type": "object", "additionalProperties": False, "properties": {
+                             "wait": {"type": "number", "minimum": 0, "maximum": 300,
+                                      "description": "seconds to wait for the round (60)"}}})},
+                     "responses": dict({"200": _ok(_ref("RemoteStatus"))}, **_errors(400, 409, 415))}},
         "/api/openapi.json": {"get": {"summary": "this document", "operationId": "openapi",
                                       "responses": {"200": _ok({"type": "object"})}}},
     },

@@ -6,6 +6,8 @@ Rules owned here:
 - A .git *file* marks a linked worktree (`gitdir: <main>/.git/worktrees/<name>`): its project
   is the main worktree, found through the gitdir's `commondir`; an unreadable or odd .git
   file leaves the worktree as its own root.
+- Except (contract 9): a linked worktree whose own root holds `.kg/` (its branch's shared
+  knowledge) is its own project, so each branch's knowledge stays with its checkout.
 - A cwd must be an absolute path to an existing directory, UTF-8, without NUL, at most
   model.MAX_PATH characters: anything else is BadInput.
 """
@@ -37,6 +39,8 @@ def resolve_project_root(cwd):
         if os.path.isdir(git):
             return d
         if os.path.isfile(git):
+            if os.path.isdir(os.path.join(d, ".kg")):
+                return d
             return _worktree_main_root(d, git)
         parent = os.path.dirname(d)
         if parent == d:

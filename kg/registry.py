@@ -12,12 +12,16 @@ Rules owned here:
   record lands in its journal, so a crash cannot hand the journal to a namesake.
 - The graph a call addresses: the user graph, or the project of the session, else of the
   project_path given.
+- A project is found by its identity first (kg/identities.py: the same repository at another
+  path is the same graph, reached through an alias), except a checkout whose own root holds
+  `.kg/`, which is its own graph. A graph records its identity in `_meta.repo_id`.
 """
 
 import logging
 import os
 
 from . import model
+from . import identities
 from .durable import Durable
 from .errors import BadInput, KgError
 from .projects import resolve_project_root
@@ -33,6 +37,9 @@ class Registry:
         self.clock = clock
         self.user = None  # Durable of the user graph
         self.projects = {}  # project_path -> Durable
+        self.aliases = {}  # another checkout's path -> the Durable of its repository's graph
+        self.identities = identities.Identities(layout)
+        self.on_load = None  # called with a project's Durable once it is loaded (lock held)
 
     def durables(self):
         """Every loaded Durable, the user graph's first."""
@@ -42,6 +49,7 @@ class Registry:
         """Load the user graph (lock held)."""
         self.user = self._load(self.layout.user_file, "user")
         _fold_replayed(self.user)
+        self._index_old_graphs()
 
     def _load(self, path, level, project_path=None, slug=None):
         durable = Durable.load(path, level, project_path, slug, self.clock)
@@ -62,13 +70,21 @@ class Registry:
     def project(self, project_path):
         """The Durable of a project root, loading (or creating) it."""
         with self.lock:
-            durable = self.projects.get(project_path)
-            return durable if durable is not None else self._claim(project_path, self._slug(project_path))
+            durable = self.projects.get(project_path) or self.aliases.get(project_path)
+            if durable is None:
+                durable = self._by_identity(project_path)
+            if durable is None:
+                durable = self._claim(project_path, self._slug(project_path))
+                self._identify(durable)
+            elif not durable.opened and self.on_load is not None:
+                self.on_load(durable)  # loaded earlier for a search: now a session opens it
+            return durable
 
     def existing(self, project_path):
         """The project's Durable if it is loaded or on disk, else None: creates nothing."""
         with self.lock:
-            durable = self.projects.get(project_path)
+            durable = self.projects.get(project_path) or self.aliases.get(project_path) \
+                or self._by_identity(project_path)
             if durable is not None:
                 return durable
             slug = self._slug(project_path)
@@ -91,7 +107,76 @@ class Registry:
             except KgError:
                 del self.projects[project_path]
                 raise
+        if self.on_load is not None:
+            self.on_load(durable)
         return durable
+
+    # ---- identities
+
+    def warm_identity(self, project_path):
+        """Compute a root's identity before the lock is taken (git runs once per path)."""
+        if project_path and not identities.own_kg(project_path):
+            self.identities.of_path(project_path)
+
+    def _by_identity(self, project_path):
+        """The graph of the repository project_path is a checkout of, if one is on disk."""
+        if identities.own_kg(project_path):
+            return None
+        slug = self.identities.slug_of(self.identities.of_path(project_path))
+        if slug is None:
+            return None
+        durable = next((d for d in self.projects.values() if d.graph.slug == slug), None)
+        if durable is None:
+            owner = self.layout.recorded_project_path(slug) or project_path
+            durable = self.projects.get(owner)
+            if durable is None:
+                durable = self._register(owner, self._load(self.layout.graph_file(slug), "project", owner, slug))
+                if self.on_load is not None:
+                    self.on_load(durable)
+        if durable.project_path != project_path:
+            self.aliases[project_path] = durable
+        if "repo_id" not in durable.graph.meta:
+            self._identify(durable)
+        return durable
+
+    def _identify(self, durable):
+        """Record a project graph's identity in its _meta and in the index."""
+        g = durable.graph
+        if not g.path_known or g.project_path is None:
+            return
+        ident = self.identities.of_path(g.project_path)
+        if g.meta.get("repo_id") != ident:
+            g.meta["repo_id"] = ident
+            durable.dirty = True
+            durable.fold()
+        if not identities.own_kg(g.project_path):
+            self.identities.record(ident, g.slug)
+
+    def _index_old_graphs(self):
+        """Index the graphs made before identities (once per graph); merge two graphs of one
+        repository into the first by slug."""
+        todo = self.identities.unindexed()
+        for slug in todo:
+            path = self.layout.recorded_project_path(slug)
+            if path is None:
+                continue  # an old plugin file: claimed by the first project of its base name
+            ident = self.identities.of_path(path)
+            into = self.identities.slug_of(ident)
+            if into is None or into == slug or identities.own_kg(path):
+                if not identities.own_kg(path):
+                    self.identities.record(ident, slug)
+                continue
+            self._merge_old(slug, into)
+
+    def _merge_old(self, slug, into):
+        keep = self._load(self.layout.graph_file(into), "project", self.layout.recorded_project_path(into), into)
+        other = self._load(self.layout.graph_file(slug), "project", self.layout.recorded_project_path(slug), slug)
+        identities.merge_graph_into(keep.graph, other.graph)
+        keep.graph.recount()
+        keep.dirty = True
+        if keep.fold():
+            identities.retire(self.layout, slug, into)
+            other.journal.reset()
 
     def _adopt(self, stray, project_path):
         del self.projects[stray.project_path]

@@ -11,7 +11,7 @@ write).
 import re
 from urllib.parse import unquote
 
-from . import agents, model
+from . import agents, model, secrets, shared
 from .errors import BadInput, KgError, NotFound
 from .jsonrpc import strict_loads
 from .openapi import OPENAPI
@@ -72,22 +72,36 @@ def graph(store, m, q, body):
     pp = _q(q, "project_path")
     root = resolve_project_root(pp) if pp else None  # walks the file system: before taking the store's lock
     with store.lock:
-        project = store.existing_project_graph(root) if root else None
-        shown = _full_graph(store, project) if project else (
+        durable = store.registry.existing(root) if root else None
+        if durable is None and root and shared.holds_kg(root):
+            durable = store.registry.project(root)  # the repository shares its knowledge: load it
+        shown = _full_graph(store, durable.graph) if durable else (
             {"nodes": [], "edges": [], "tokens": 0, "max_tokens": store.settings.max_tokens} if root else None)
+        if durable is not None:
+            shown["sharing"] = shared.describe(durable)  # contract 9: shared in the repository, or personal
         return {"project_path": root, "user": _full_graph(store, store.user), "project": shown}
 
 
 def _full_graph(store, g):
-    """Every node in every state, with its times (lock held)."""
+    """Every node in every state, with its times (lock held). A node or edge holding a
+    credential is shown so its owner can delete it, marked `flagged` (field, kind), its texts
+    withheld (contract section 10)."""
     nodes = []
     for n in g.nodes.values():
-        item = model.public_node(n)
+        item = _flag(model.public_node(n), g.flagged.get(n["id"]))
         item["created_ts"] = n.get("_created_ts")
         item["updated_ts"] = model.recency(n)
         nodes.append(item)
-    return {"nodes": nodes, "edges": [model.public_edge(e) for e in g.edges.values()],
-            "tokens": g.tokens, "max_tokens": store.settings.max_tokens}
+    edges = [_flag(model.public_edge(e), g.flagged_edges.get(k)) for k, e in g.edges.items()]
+    return {"nodes": nodes, "edges": edges, "tokens": g.tokens, "max_tokens": store.settings.max_tokens}
+
+
+def _flag(item, found):
+    if found is None:
+        return item
+    item = secrets.redact_item(item)
+    item["flagged"] = {"field": found[0], "kind": found[1].kind, "label": found[1].label}
+    return item
 
 
 def create_session(store, m, q, body):
@@ -195,6 +209,38 @@ def projects(store, m, q, body):
                               "orphaned": g.state_counts[model.ORPHANED]} for g in graphs]}
 
 
+def get_remote(store, m, q, body):
+    """Placeholder in the table: handle() answers /api/remote through the daemon's RemoteSync."""
+    raise AssertionError("handled by handle()")
+
+
+def post_remote(store, m, q, body):
+    raise AssertionError("handled by handle()")
+
+
+def _remote_answer(remote, method, body):
+    """GET: the personal remote's status; POST {wait?}: re-read ROOT/sync.json, sync now, wait."""
+    if remote is None:
+        raise RestError(409, "this daemon has no personal remote support wired in.")
+    if method == "GET":
+        return remote.status()
+    _body_fields(body, ("wait",))
+    wait = body.get("wait", 60)
+    if isinstance(wait, bool) or not isinstance(wait, (int, float)) or not 0 <= wait <= 300:
+        raise BadInput("wait must be a number of seconds from 0 to 300.")
+    return remote.sync_now(wait)
+
+
+def share(store, m, q, body):
+    """`kgd share [--off]` through the daemon, so the live graph is the one written."""
+    _body_fields(body, ("project_path", "off"))
+    if not isinstance(body.get("project_path"), str):
+        raise BadInput("project_path is required: the folder of the repository to share.")
+    if not isinstance(body.get("off", False), bool):
+        raise BadInput("off must be true or false.")
+    return store.share(body["project_path"], off=body.get("off", False))
+
+
 def openapi(store, m, q, body):
     return OPENAPI
 
@@ -232,13 +278,15 @@ ROUTES = [
     (r"/api/sync", {"GET": sync}),
     (r"/api/progress/(?P<task_id>[^/]+)", {"GET": get_progress, "PUT": put_progress}),
     (r"/api/projects", {"GET": projects}),
+    (r"/api/share", {"POST": share}),
     (r"/api/openapi.json", {"GET": openapi}),
     (r"/api/hooks", {"POST": post_hooks}),
+    (r"/api/remote", {"GET": get_remote, "POST": post_remote}),
 ]
 _COMPILED = [(re.compile(p + r"/?\Z"), methods) for p, methods in ROUTES]
 
 
-def handle(store, method, path, query, body, content_type=None, hooks=None):
+def handle(store, method, path, query, body, content_type=None, hooks=None, remote=None):
     """-> (status, json object or None for an empty body, extra headers). Every failure is a JSON
     {"error": ...}. `hooks` answers POST /api/hooks (the daemon's, set where it is wired)."""
     if method == "HEAD":
@@ -259,6 +307,8 @@ def handle(store, method, path, query, body, content_type=None, hooks=None):
                 return 200, _hook_answer(hooks or (lambda payload, *a: None), body, content_type, query), None
             if method in ("PUT", "POST", "PATCH"):
                 body = _json_body(body, content_type)
+            if fn in (get_remote, post_remote):
+                return 200, _remote_answer(remote, method, body or {}), None
             return 200, fn(store, args, query, body or {}), None
         except UnicodeDecodeError:
             return 400, {"error": "the path is not valid percent-encoded UTF-8."}, None

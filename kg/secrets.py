@@ -16,6 +16,12 @@ Rules this file owns:
   `<token>`, `${TOKEN}`, `changeme`, `***`), environment variable names, paths, URLs without a
   password, ordinary code and prose.
 - A refusal names the field and the kind in words, never the secret.
+- A text is read as its reader sees it: when nothing is found, it is scanned once more with
+  invisible format characters (zero-width, BOM, soft hyphen) dropped and escaped quotes
+  unescaped, and once more percent-decoded.
+- Refused on purpose: Stripe test keys (sk_test_, rk_test_) and webhook secrets (whsec_): a test
+  key still reads and writes the account's test data. Passed on purpose: AWS's documented example
+  key id (AKIA...EXAMPLE) and other ids holding EXAMPLE.
 """
 
 import base64
@@ -25,7 +31,9 @@ import json
 import math
 import re
 import string
+import unicodedata
 from collections import Counter, namedtuple
+from urllib.parse import unquote
 
 Hit = namedtuple("Hit", "kind label start end")
 Kind = namedtuple("Kind", "kind label regex check lower")
@@ -41,6 +49,7 @@ _PLACEHOLDER_WORDS = re.compile(
 _ENV_NAME = re.compile(r"\$?\{?[A-Z][A-Z0-9_]*\}?\Z")
 _WORDS = re.compile(r"[A-Z]?[a-z]+|[A-Z]+(?![a-z])|[0-9]+")
 _UUID = re.compile(r"[0-9a-fA-F]{8}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{12}\Z")
+_DATE = re.compile(r"[0-9]{4}-[0-9]{2}-[0-9]{2}(?:[T ][0-9:.]{5,15}(?:Z|[+-][0-9:]{4,5})?)?\Z")
 _REFERENCES = ("$", "arn:", "env:", "vault:", "op:", "ref+", "file:", "http")
 _PATH_STARTS = ("/", "./", "../", "~/")
 
@@ -128,7 +137,7 @@ def _secret_value(value, password_like):
         return False
     if _ENV_NAME.match(value) and ("_" in value or value.isalpha()):
         return False  # an environment variable's NAME
-    if _UUID.match(value) or value.replace(".", "").replace("-", "").replace(":", "").isdigit():
+    if _UUID.match(value) or _DATE.match(value) or value.replace(".", "").replace("-", "").replace(":", "").isdigit():
         return False  # an id, a version, a date, a time
     return not _word_like(value) if not password_like else digit or not _word_like(value)
 
@@ -173,7 +182,10 @@ _DEFAULT_PASSWORDS = frozenset((
 
 def _check_url(text, m):
     """user:pass@ in a URL, unless the password is a documentation default or a reference."""
-    user, pw = m.group("user"), m.group("pw")
+    return _check_url_parts(m.group("user"), m.group("pw"))
+
+
+def _check_url_parts(user, pw):
     if pw.lower() in _DEFAULT_PASSWORDS or pw == user or set(pw) <= set("*xX.") or _placeholder(pw):
         return False
     return not (pw.startswith("$") or _ENV_NAME.match(pw) and ("_" in pw or pw.isalpha()))
@@ -183,7 +195,8 @@ def _check_private_key(text, m):
     return True
 
 
-_LOOK_BACK = 42  # a check reads at most this many characters before its match (a name, then "--")
+_LOOK_BACK = 42  # a name is at most this long (with its "--")
+_KEY_BACK = 160  # a check reads at most this many characters before its match (a command's line)
 _NAME_CHARS = frozenset(string.ascii_letters + string.digits + "_.-")
 _NAME_WORDS = re.compile(r"[A-Z]?[a-z0-9]+|[A-Z0-9]+(?![a-z])")
 # Names that hold a secret-like word but not a secret: token_count, secret_hash, public_key_id.
@@ -193,6 +206,7 @@ _NOT_SECRET_END = frozenset((
     "file", "path", "url", "uri", "endpoint", "env", "var", "count", "size", "max", "min", "limit",
     "budget", "header", "prefix", "format", "policy", "version", "usage", "cost", "rate", "timeout",
     "dir", "mode", "field", "param", "location", "store", "manager", "provider", "source", "ref",
+    "at", "ts", "date", "time", "timestamp",
 ))
 _KEYWORD = re.compile(r"pass(?:word|wd|phrase)?|pwd|secret|token|api[_\-]?key|access[_\-]?key|"
                       r"private[_\-]?key|auth|credentials?")
@@ -235,9 +249,16 @@ def _check_assignment(text, m):
     value = _group(text, m, "value")
     if len(value) < 8 or len(set(value)) < 5:  # the cheap test first: most candidates end here
         return False
+    if text[m.end("value"):m.end("value") + 1] == "(":
+        return False  # code: password = hashlib.sha256(...), token = os.environ.get(...)
     # A flag's name starts after its "--"; an assignment's name may start before its keyword.
     start = m.start("kw") if m.group("kw") == "" else _name_start(text, m.start("kw"))
-    password_like, secret_like = _secret_name(text[start:m.end("tail")])
+    name, sep = text[start:m.end("tail")], m.groupdict().get("sep") or "="
+    if sep == ">" and text[start - 1:start] != "<":
+        return False  # only an XML element, <password>...</password>
+    if sep.strip(" \t\"'`") in ("", "is", ">") and not (name.islower() or name.isupper() or name.istitle()):
+        return False  # `password VALUE`: a name written as a word, not noise (pwD_ tl...)
+    password_like, secret_like = _secret_name(name)
     return secret_like and _secret_value(value, password_like)
 
 
@@ -256,6 +277,55 @@ def _label_assignment(text, m):
     return "assigned-secret", "a secret value assigned to a secret-like name"
 
 
+def _check_basic(text, m):
+    """Basic base64(user:pass): refused when it decodes to user:password, or looks random."""
+    value = _group(text, m, "value")
+    try:
+        _, sep, pw = base64.b64decode(value + "=" * (-len(value) % 4), validate=True).decode("utf-8").partition(":")
+    except (ValueError, binascii.Error, UnicodeDecodeError):
+        return _secret_value(value, False)
+    return bool(sep) and bool(pw) and not _placeholder(pw) and pw.lower() not in _DEFAULT_PASSWORDS
+
+
+# A password given on a command line: (flag, whether a space may follow it, commands that mean it).
+_COMMAND_FLAGS = {"p": (("mysql", "mariadb"), ("sshpass",)), "a": ((), ("redis-cli",)),
+                  "u": ((), ("curl", "wget", "http ")), "-user": ((), ("curl", "wget"))}
+
+
+def _line_before(text, start, n=160):
+    return text[max(text.rfind("\n", max(start - n, 0), start) + 1, start - n, 0):start].lower()
+
+
+def _check_command(text, m):
+    """mysql -pPASS, sshpass -p PASS, redis-cli -a PASS, curl -u user:PASS: the command is on the line."""
+    glued, spaced = _COMMAND_FLAGS[m.group("flag")]
+    line = _line_before(text, m.start())
+    if not any(c in line for c in (spaced if m.group("space") else glued + spaced)):
+        return False
+    value = _group(text, m, "value")
+    if m.group("flag") in ("u", "-user"):
+        user, sep, pw = value.partition(":")
+        pw = pw.rstrip(".,;:)")  # prose: "curl -u user:pass."
+        return bool(sep) and _check_url_parts(user, pw) and _secret_value(pw, True)
+    return _secret_value(value, True)
+
+
+_NAMED = re.compile(r"name[\"']?[ \t]{0,4}[:=][ \t]{0,4}[\"']?(?P<name>[A-Za-z0-9_.\-]{1,60})", re.I)
+
+
+def _check_named_value(text, m):
+    """Kubernetes and ECS environment lists: `- name: DB_PASSWORD` then `value: ...`."""
+    names = list(_NAMED.finditer(text[max(m.start() - _KEY_BACK, 0):m.start()]))
+    if not names:
+        return False
+    password_like, secret_like = _secret_name(names[-1].group("name"))
+    return secret_like and _secret_value(_group(text, m, "value"), password_like)
+
+
+def _check_slack_webhook(text, m):
+    return _random_body(m.group("body"), 12)
+
+
 # ---- the kinds ----
 
 def _token(kind, label, prefix, body):
@@ -270,14 +340,17 @@ def _assignment(keyword):
     # (?=(?P<tail>...))(?P=tail) takes the rest of the name atomically: no backtracking into it.
     return Kind("assigned-secret", None, re.compile(
         r"(?P<kw>%s)(?=(?P<tail>[a-z0-9_.\-]{0,30}))(?P=tail)"
-        r"(?P<sep>[\"']?[ \t]{0,4}(?::=|=>|==|[:=])[ \t]{0,4}[\"'`]?)"
+        r"(?P<sep>[\"']?\]?(?:[ \t]{0,4}(?::=|=>|==|[:=])[ \t]{0,4}[\"'`]?|>|[ \t]{1,2}(?:is[ \t]{1,2})?[\"'`]?))"
         r"(?P<value>[^\s\"'`,;<>(){}\[\]]{8,200})" % keyword), _check_assignment, True)
 
 
 KINDS = (
     Kind("private-key", "a private key", re.compile(
-        r"-----BEGIN (?:RSA |DSA |EC |OPENSSH |ENCRYPTED |PGP |SSH2 ENCRYPTED )?PRIVATE KEY(?: BLOCK)?-----"
-        r"(?:\\n|[ \t\r\n]){0,8}(?:[A-Za-z0-9+/=]{32}|Proc-Type:|Version:|Comment:)"), _check_private_key, False),
+        r"-----BEGIN (?:[A-Z0-9]{1,12} ){0,2}PRIVATE KEY(?: BLOCK)?-----"  # RSA, EC, OPENSSH, ENCRYPTED, PGP...
+        r"(?:\\[rn]|[ \t\r\n]){0,64}(?:[A-Za-z0-9+/=]{32}|Proc-Type:|Version:|Comment:)"), _check_private_key, False),
+    Kind("private-key", "a private key", re.compile(  # PuTTY .ppk: its private half follows this line
+        r"Private-Lines:[ \t]{0,4}[0-9]{1,4}(?:\\[rn]|[ \t\r\n]){1,64}[A-Za-z0-9+/=]{32}"), _check_private_key, False),
+    _token("private-key", "a private key", "AGE-SECRET-KEY-1", "[0-9A-Z]{50,70}"),
     Kind("aws-access-key-id", "an AWS access key id", re.compile(
         r"(?:AKIA|ASIA|AGPA|AIDA|AROA|AIPA|ANPA|ANVA|ABIA|ACCA)(?<![A-Za-z0-9]....)(?P<body>[A-Z0-9]{16})(?![A-Za-z0-9])"),
         _check_aws_id, False),
@@ -289,7 +362,17 @@ KINDS = (
         r"xox[abeoprs]-(?<![A-Za-z0-9_\-]xox.-)(?P<body>[A-Za-z0-9\-]{20,255})"), _check_slack, False),
     Kind("stripe", "a Stripe secret key", re.compile(  # sk_live_ rk_live_
         r"k_live_(?<![A-Za-z0-9_\-][rs]k_live_)(?<=[rs]k_live_)(?P<body>[A-Za-z0-9]{20,255})"), _check_token, False),
+    Kind("stripe", "a Stripe secret key", re.compile(  # sk_test_ rk_test_: a test key still reads test data
+        r"k_test_(?<![A-Za-z0-9_\-][rs]k_test_)(?<=[rs]k_test_)(?P<body>[A-Za-z0-9]{20,255})"), _check_token, False),
+    _token("stripe", "a Stripe secret key", "whsec_", "[A-Za-z0-9]{24,255}"),
+    Kind("slack-webhook", "a Slack webhook URL", re.compile(
+        r"hooks\.slack\.com/(?:services|workflows|triggers)/(?P<body>T[A-Z0-9]{6,12}/[A-Z0-9]{6,14}/[A-Za-z0-9]{16,64})"),
+        _check_slack_webhook, False),
     _token("google", "a Google API key", "AIza", "[A-Za-z0-9_\\-]{35,255}"),
+    Kind("sendgrid", "a SendGrid API key", re.compile(
+        r"SG\.(?<![A-Za-z0-9_\-]SG\.)(?P<body>[A-Za-z0-9_\-]{22}\.[A-Za-z0-9_\-]{43})(?![A-Za-z0-9_\-])"), _check_token, False),
+    Kind("discord-webhook", "a Discord webhook URL", re.compile(
+        r"/api/webhooks/[0-9]{17,20}/(?P<body>[A-Za-z0-9_\-]{60,68})"), _check_token, False),
     _token("anthropic", "an Anthropic API key", "sk-ant-", "[A-Za-z0-9_\\-]{30,255}"),
     Kind("openai", "an OpenAI API key", re.compile(
         r"sk-(?<![A-Za-z0-9_\-]sk-)(?!ant-)(?P<body>[A-Za-z0-9_\-]{20,255})"), _check_token, False),
@@ -302,6 +385,16 @@ KINDS = (
         r"://(?P<user>[^\s/?#@:\"'<>\[\]]{0,128}):(?P<pw>[^\s/?#@\"'<>]{1,256})@(?=[A-Za-z0-9\[_])"), _check_url, False),
     Kind("bearer", "a bearer token", re.compile(
         r"bearer[ \t]{1,4}(?P<value>[a-z0-9._~+/=\-]{16,2000})"), _check_bearer, True),
+    Kind("bearer", "a token in an Authorization header", re.compile(
+        r"authorization[\"']?\]?[ \t]{0,4}[:=][ \t]{0,4}[\"'`]?(?:token|apikey|api-key|key|sso-key)[ \t]{1,4}"
+        r"(?P<value>[a-z0-9._~+/=\-]{16,2000})"), _check_bearer, True),
+    Kind("assigned-secret", "a secret value assigned to a secret-like name", re.compile(
+        r"value(?<![a-z0-9_]value)[\"']?[ \t]{0,4}[:=][ \t]{0,4}[\"'`]?(?P<value>[^\s\"'`,;<>(){}\[\]]{8,200})"),
+        _check_named_value, True),
+    Kind("basic-auth", "HTTP basic credentials", re.compile(
+        r"basic[ \t]{1,4}(?<![a-z0-9_]basic[ \t])(?P<value>[a-z0-9+/]{8,2000}={0,2})(?![a-z0-9+/=])"), _check_basic, True),
+    Kind("password", "a password", re.compile(
+        r" -(?P<flag>[pau]|-user)(?P<space>[ \t=]{1,4})?[\"']?(?P<value>[^\s\"'`]{4,200})"), _check_command, True),
 ) + tuple(_assignment(kw) for kw in (
     r"pass(?:word|wd|phrase)?", r"pwd", r"secret", r"token", r"api[_\-]?key", r"access[_\-]?key",
     r"private[_\-]?key", r"auth", r"credentials?",
@@ -330,8 +423,46 @@ MAX_JUDGED = 4096
 TOO_MANY = "a text with more secret-shaped values than kgd checks"
 
 
+# Invisible format characters (zero-width space and joiners, word joiner, BOM, soft hyphen, bidi
+# controls, variation selectors, tags) split a token for a regex but not for whoever copies it.
+_INVISIBLE = re.compile("[\u00ad\u034f\u061c\u115f\u1160\u17b4\u17b5\u180b-\u180f\u200b-\u200f\u202a-\u202e"
+                        "\u2060-\u206f\u3164\ufe00-\ufe0f\ufeff\uffa0\U000e0000-\U000e007f]")
+_PERCENT = re.compile(r"%[0-9A-Fa-f]{2}")
+
+
+def _variants(text):
+    """The text as its reader sees it, when it differs: invisible characters dropped and
+    escaped quotes (\\") unescaped, compatibility forms folded (NFKC); then percent-decoded. Each is scanned once more (linear)."""
+    plain = _INVISIBLE.sub("", text)
+    for _ in range(3):  # \" and \\\" (escaped twice): str.replace, far faster than a regex's sub
+        if "\\\"" not in plain and "\\'" not in plain:
+            break
+        plain = plain.replace("\\\"", "\"").replace("\\'", "'")
+    if not plain.isascii():
+        plain = unicodedata.normalize("NFKC", plain)  # fullwidth and compatibility letters
+    if plain != text:
+        yield plain
+    if _PERCENT.search(plain):
+        decoded = unquote(plain)
+        if decoded != plain:
+            yield decoded
+
+
 def find(text):
-    """The first credential in `text` as Hit(kind, label, start, end), or None (kinds in table order)."""
+    """The first credential in `text` as Hit(kind, label, start, end), or None (kinds in table
+    order). A hit found only in a variant (zero-width characters dropped, quotes unescaped,
+    percent-decoded) spans the whole text: its offsets there do not map back."""
+    hit = _find(text)
+    if hit is not None or not text:
+        return hit
+    for variant in _variants(text):
+        hit = _find(variant)
+        if hit is not None:
+            return Hit(hit.kind, hit.label, 0, len(text))
+    return None
+
+
+def _find(text):
     if not text:
         return None
     low = None
@@ -342,7 +473,7 @@ def find(text):
         rejected = set()  # a repeated near-miss is judged once
         for m in k.regex.finditer(low if k.lower else text):
             seen += 1
-            key = text[max(m.start() - _LOOK_BACK, 0):m.end()]  # all that its check reads
+            key = text[max(m.start() - _KEY_BACK, 0):m.end()]  # all that its check reads
             if key in rejected and seen <= MAX_CANDIDATES:
                 continue
             judged += 1
@@ -357,7 +488,7 @@ def find(text):
 
 # ---- nodes and edges ----
 
-_JOIN = "\n"  # no value, token or name class spans a line break, so no match crosses two fields
+_JOIN = "\n"  # no value, token or name class spans a line break: only a key block crosses two fields
 
 
 def _fields_of_node(node):
@@ -379,13 +510,74 @@ def _fields_of_edge(edge):
 
 def _scan(fields):
     texts = [(name, t) for name, t in fields if isinstance(t, str) and t]
-    if find(_JOIN.join(t for _, t in texts)) is None:  # one pass over the whole: the common case
+    whole = find(_JOIN.join(t for _, t in texts))  # one pass over the whole: the common case
+    if whole is None:
         return None
     for name, t in texts:
         hit = find(t)
         if hit is not None:
             return name, hit
+    # Found only across fields: a private key pasted one line per note. Named by where it starts.
+    at = 0
+    for name, t in texts:
+        if whole.start < at + len(t) + 1:
+            return name, Hit(whole.kind, whole.label, max(whole.start - at, 0), len(t))
+        at += len(t) + 1
+    return texts[-1][0], whole
+
+
+def scan_state(state):
+    """("state.a.b[2]", Hit) for the first string of a kg_progress state holding a credential,
+    or None. Keys are scanned, and each `"key": "value"` pair as written, so a password under
+    a name ({"db_password": "..."}) is caught like one in a note. No recursion: a state may nest deep."""
+    stack = [("state", state)]
+    while stack:
+        path, value = stack.pop()
+        texts = ()
+        if isinstance(value, str):
+            texts = ((path, value),)
+        elif isinstance(value, dict):
+            pairs = [(k, v) for k, v in value.items() if isinstance(k, str)]
+            texts = [(path, k) for k, _ in pairs] + [
+                ("%s.%s" % (path, k), '"%s": "%s"' % (k, v)) for k, v in pairs if isinstance(v, (str, int, float))]
+            stack.extend(("%s.%s" % (path, k), v) for k, v in reversed(pairs))
+        elif isinstance(value, list):
+            stack.extend(("%s[%d]" % (path, i), v) for i, v in reversed(list(enumerate(value))))
+        for where, t in texts:
+            hit = find(t)
+            if hit is not None:
+                return where, hit
     return None
+
+
+WITHHELD = "[withheld: %s]"
+
+
+def redact(text, limit=64):
+    """The text with each credential found replaced by WITHHELD and its kind, for a person's
+    own view of a flagged node (so it can be found and deleted without showing the secret)."""
+    out = []
+    for _ in range(limit):
+        hit = find(text)
+        if hit is None:
+            break
+        out.append(text[:hit.start] + WITHHELD % hit.kind)
+        text = text[hit.end:]
+    else:
+        return WITHHELD % "text"
+    return "".join(out) + text
+
+
+def redact_item(item):
+    """A public node or edge (a dict) with every text field redacted; lists copied."""
+    out = dict(item)
+    for key in ("id", "gist", "from", "to", "rel"):
+        if isinstance(out.get(key), str):
+            out[key] = redact(out[key])
+    for key in ("notes", "touches"):
+        if isinstance(out.get(key), list):
+            out[key] = [redact(t) if isinstance(t, str) else t for t in out[key]]
+    return out
 
 
 def scan_node(node):

@@ -73,17 +73,19 @@ def storage_error(exc, what):
                         "under the storage root and retry." % (what, reason, hint))
 
 
-def atomic_write(path, data, keep_prev=True):
+def atomic_write(path, data, keep_prev=True, mode=None):
     """Write bytes to path so that a crash leaves either the old or the new file, never a mix.
     keep_prev: the replaced file stays as <path>.prev (the graph files' rolling good copy; not
-    wanted beside a person's own files or an export)."""
+    wanted beside a person's own files or an export). mode: a file meant for others (a
+    repository's), created with that mode less the umask; by default 0600 whatever the umask."""
     folder = os.path.dirname(path) or "."
     ensure_dir(folder)
     tmp = os.path.join(folder, ".tmp-%s.part" % os.urandom(6).hex())
-    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, FILE_MODE)
+    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, FILE_MODE if mode is None else mode)
     try:
         try:
-            os.fchmod(fd, FILE_MODE)
+            if mode is None:
+                os.fchmod(fd, FILE_MODE)
             view = memoryview(data)
             while view:
                 n = os.write(fd, view)
@@ -197,7 +199,8 @@ class Layout:
         self.projects_dir = os.path.join(self.root, "projects")
         self.lock_file = os.path.join(self.root, "kgd.lock")
 
-    KGD_NAMES = ("user.json", "user.journal", "sessions.json", "projects", "kgd.lock", "kgd.log")
+    KGD_NAMES = ("user.json", "user.journal", "sessions.json", "projects", "kgd.lock", "kgd.log", "identities.json",
+                 "sync", "sync.json", "sync-status.json")
 
     def holds_only_kgd_files(self):
         """True when every entry of the root is one kgd writes (or a .prev / .corrupt / temp

@@ -22,7 +22,7 @@ import logging
 import threading
 import time
 
-from . import compaction, model, projects, search, secrets
+from . import compaction, model, projects, search, secrets, shared
 from .changelog import ChangeLog
 from .errors import BadInput, Conflict, KgError, NotFound, SecretRefused, StorageError
 from .graph import apply_record
@@ -68,6 +68,7 @@ class Store:
         self.started = clock()
         self.compaction_settings = self.settings.compaction()
         self.writes = WritePath(self.lock, self.log, clock, self.compaction_settings, self.registry.durables)
+        self.registry.on_load = lambda durable: shared.attach(self, durable)
 
     # ------------------------------------------------------------ views
 
@@ -114,6 +115,7 @@ class Store:
         """Flush everything: fold every journal into its graph file, save sessions. On a bad
         disk the journals still hold every acknowledged change; the lock is released anyway."""
         try:
+            shared.export(self)  # before the lock: a sync takes it itself
             with self.lock:
                 self.writes.closed = True  # a request still running past shutdown must not write
                 for d in self.registry.durables():
@@ -157,6 +159,7 @@ class Store:
         """A new session for cwd's project; with adopt (a kg_read(cwd) without a usable session id)
         the hook-bound session whose preload for this project is fresh and unused, if any."""
         project_path = resolve_project_root(cwd) if cwd is not None else None
+        self.registry.warm_identity(project_path)  # git, if it must run, runs outside the lock
         with self.lock:
             s = self._sessions.adoptable(project_path, self.clock()) if adopt else None
             if s is None:
@@ -195,6 +198,7 @@ class Store:
         sessions are kept at least sessions.CLIENT_TTL idle."""
         client_id = check_client_id(client_id)
         project_path = resolve_project_root(cwd) if cwd is not None else None
+        self.registry.warm_identity(project_path)  # git, if it must run, runs outside the lock
         with self.lock:
             s = self._sessions.for_client(client_id, self.clock())
             if s is not None and not fresh:
@@ -239,9 +243,19 @@ class Store:
             quiet = force or now - self.writes.last_write >= self.settings.fold_delay
             durables = [d for d in self.registry.durables() if d.dirty]
         for d in durables:
+            if quiet and d.shared is not None:
+                d.shared.sync(self, blocking=False)  # .kg/ is written when writes pause
             with self.lock:
                 if d.dirty and (quiet or d.journal.records >= self.settings.fold_records):
                     d.fold()
+
+    def poll_shared(self):
+        """The maintenance beat: pick up `.kg/` files changed by anything but kgd (kg/shared.py)."""
+        shared.poll(self)
+
+    def share(self, project_path, off=False):
+        """`kgd share [--off]`: write the project's graph to its repository's `.kg/`, or stop."""
+        return shared.share(self, project_path, off)
 
     def maintenance(self, now=None):
         """One maintenance pass: compaction (with deletion) for every loaded graph, one graph
@@ -270,13 +284,16 @@ class Store:
         notes, touches = model.check_notes(notes), model.check_touches(touches)
         with self.writes.writing(session) as w:
             durable = self.registry.durable_for(level, session, project_path)
+            # what was sent, first: no later error message may quote a secret sent as the id
+            self._refuse_secret(durable.graph, secrets.scan_node,
+                                {"id": node_id, "gist": gist, "notes": notes, "touches": touches})
             old = durable.graph.nodes.get(node_id)
             node = model.check_node_text(model.put_result(old, node_id, gist, notes, touches, self.clock()))
             self._refuse_secret(durable.graph, secrets.scan_node, node)
             if old is not None and compaction.revive_on_put(node):
                 durable.graph.compact_idle_until = 0.0
             self.writes.change(w, durable, [{"op": "node", "node": node}], lambda g: g.put_node(node),
-                               lambda _: [("node_put", {"node": model.public_node(node)})])
+                               lambda _: _node_event(durable.graph, node))
             return {"level": durable.level, "created": old is None,
                     "node": model.public_node(durable.graph.nodes.get(node_id, node))}
 
@@ -296,6 +313,7 @@ class Store:
         with self.writes.writing(session) as w:
             durable = self.registry.durable_for(level, session, project_path)
             g = durable.graph
+            self._refuse_secret(g, secrets.scan_edge, {"from": frm, "to": to, "rel": rel, "notes": notes})
             for name, end in (("from", frm), ("to", to)):
                 if not self._edge_end_ok(g, end):
                     raise NotFound("%s %r is neither a node of the %s graph nor a file path: put the node first "
@@ -304,9 +322,10 @@ class Store:
             edge = {"from": frm, "to": to, "rel": rel, "notes": notes if notes is not None else (old or {}).get("notes", [])}
             if old is not None:
                 edge = dict(old, **edge)
+            edge["_write_ts"] = self.clock()  # when it changed: the merge rule of a shared graph needs it
             self._refuse_secret(g, secrets.scan_edge, edge)
             self.writes.change(w, durable, [{"op": "edge", "edge": edge}], lambda g: g.put_edge(edge),
-                               lambda _: [("edge_put", {"edge": model.public_edge(edge)})])
+                               lambda _: _edge_event(g, edge))
             return {"level": durable.level, "created": old is None, "edge": model.public_edge(edge)}
 
     def _refuse_secret(self, g, scan, item):
@@ -339,8 +358,9 @@ class Store:
         node_id = model.check_id(node_id)
         with self.writes.writing(session) as w:
             durable = self._find_level(session, node_id, level, project_path)
+            rec = shared.delete_record(durable, {"op": "del_node", "id": node_id}, self.clock())
             removed = self.writes.change(
-                w, durable, [{"op": "del_node", "id": node_id}], lambda g: g.delete_node(node_id),
+                w, durable, [rec], lambda g: apply_record(g, rec),
                 lambda removed: [("node_deleted", {"id": node_id,
                                                    "edges_removed": [model.public_edge(e) for e in removed]})])
             return {"level": durable.level, "id": node_id, "edges_removed": len(removed)}
@@ -354,7 +374,8 @@ class Store:
                 raise NotFound("no edge %s -[%s]-> %s; kg_read shows the edges." % (frm[:200], rel[:100], to[:200]))
             if len(found) > 1:
                 raise Conflict("that edge exists in both graphs: say which with level.")
-            edge = self.writes.change(w, found[0], [{"op": "del_edge", "key": key}], lambda g: g.delete_edge(key),
+            rec = shared.delete_record(found[0], {"op": "del_edge", "key": key}, self.clock())
+            edge = self.writes.change(w, found[0], [rec], lambda g: apply_record(g, rec),
                                       lambda edge: [("edge_deleted", {"edge": model.public_edge(edge)})])
             return {"level": found[0].level, "edge": model.public_edge(edge)}
 
@@ -408,7 +429,7 @@ class Store:
         try:
             self.writes.change(w, durable, [{"op": "node", "node": view[c]} for c in touched],
                                lambda g: _promoted(g, view, touched, changed),
-                               lambda _: [("node_put", {"node": model.public_node(view[c])}) for c in sorted(changed)],
+                               lambda _: [ev for c in sorted(changed) for ev in _node_event(g, view[c])],
                                counted=False, compact=False)
         except StorageError as exc:
             log.warning("read of %r not recorded (%s)", nid[:100], exc.message)
@@ -449,6 +470,12 @@ class Store:
         with self.writes.writing(session) as w:
             durable = self.registry.durable_for(level, session, project_path)
             if has_state:
+                if self.settings.secret_scan or durable.graph.shared:
+                    found = secrets.scan_state(state) if state is not None else None
+                    hit = secrets.find(task_id)
+                    found = ("task_id", hit) if hit is not None else found
+                    if found is not None:
+                        raise SecretRefused(secrets.refusal(*found))
                 record = {"op": "progress", "task_id": task_id, "state": state}
                 self.writes.change(w, durable, [record], lambda g: apply_record(g, record),
                                    counted=False, compact=False)
@@ -460,6 +487,29 @@ class Store:
     def health(self):
         with self.lock:
             return {"sessions": len(self._sessions.by_id), "graphs_loaded": 1 + len(self.registry.projects)}
+
+
+def _node_event(g, node):
+    """The live feed's node_put: a node holding a credential (let in with the scan off) goes out
+    with its texts withheld and marked, or not at all when its id is the credential."""
+    found = g.flagged.get(node["id"])
+    if found is None:
+        return [("node_put", {"node": model.public_node(node)})]
+    if found[0] == "id":
+        return []
+    return [("node_put", {"node": secrets.redact_item(model.public_node(node)),
+                          "flagged": {"field": found[0], "kind": found[1].kind}})]
+
+
+def _edge_event(g, edge):
+    """The live feed's edge_put, likewise."""
+    found = g.flagged_edges.get(model.edge_key(edge["from"], edge["to"], edge["rel"]))
+    if found is None:
+        return [("edge_put", {"edge": model.public_edge(edge)})]
+    if found[0] in ("from", "to", "rel"):
+        return []
+    return [("edge_put", {"edge": secrets.redact_item(model.public_edge(edge)),
+                          "flagged": {"field": found[0], "kind": found[1].kind}})]
 
 
 def _promoted(g, view, touched, changed):

@@ -10,8 +10,9 @@
 import json
 
 
-def compact_json(obj):
-    return json.dumps(obj, ensure_ascii=False, separators=(",", ":"))
+def compact_json(obj, sort_keys=False):
+    """JSON without spaces, non-ASCII kept; sort_keys for a canonical form (the .kg/ lines)."""
+    return json.dumps(obj, ensure_ascii=False, separators=(",", ":"), sort_keys=sort_keys)
 
 
 def clip(s, n, line=True):

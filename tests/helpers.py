@@ -85,6 +85,13 @@ def clean_env(home=None, **extra):
     return env
 
 
+def git_env(home, **extra):
+    """clean_env for running git in a test: its own HOME, no system config, a fixed identity,
+    never a prompt."""
+    return clean_env(home, GIT_CONFIG_NOSYSTEM="1", GIT_AUTHOR_NAME="t", GIT_AUTHOR_EMAIL="t@localhost",
+                     GIT_COMMITTER_NAME="t", GIT_COMMITTER_EMAIL="t@localhost", GIT_TERMINAL_PROMPT="0", **extra)
+
+
 def short_id(value, limit=40):
     """A parametrized test's id for a large str / bytes input: its start and its length. pytest
     would use the whole value, and PYTEST_CURRENT_TEST carries the id. None: pytest's own id."""

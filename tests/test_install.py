@@ -462,8 +462,8 @@ def test_uninstall_stops_the_daemon_serving_the_installed_root(home, tmp_path):
         assert health(port) is None, out
         assert "stopped; root %s is flushed" % root in out, out
     finally:
-        subprocess.run([sys.executable, INSTALL[:-len("install.sh")] + "kgd.py", "stop", "--root", str(root)],
-                       stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, timeout=30, env=clean_env())
+        subprocess.run([sys.executable, INSTALL[:-len("install.sh")] + "kgd.py", "stop", "--root", str(root)], env=env_for(home),
+                       stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, timeout=30)
 
 
 def test_without_a_service_the_last_line_says_what_starts_kgd(home, tmp_path):

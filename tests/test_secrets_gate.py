@@ -324,3 +324,155 @@ def test_import_with_the_scan_off_keeps_it_hidden_after_load(make_daemon, tmp_pa
     assert not any(cred("slack") in line for line in d.stderr_lines)
     _, found = d.json("GET", "/api/search?q=slack")
     assert found["results"] == []
+
+
+# ---------------------------------------------------------------- what an evaluator tries next
+
+def _pem_lines(seed=9):
+    return corpus._Gen(seed).pem("OPENSSH ").split("\n")
+
+
+def test_a_private_key_pasted_one_line_per_note_is_refused(senv):
+    store = senv.open()
+    with pytest.raises(SecretRefused) as exc:
+        store.put_node(None, "user", "deploy-key", "the deploy key", notes=_pem_lines())
+    assert exc.value.message.startswith("notes[0] looks like a private key")
+    assert "deploy-key" not in store.user.nodes
+
+
+@pytest.mark.parametrize("state, path", [
+    ({"step": 2, "env": {"db_password": corpus._Gen(3).password()}}, "state.env.db_password"),
+    ({"log": ["ok", "retrying", "export GITHUB_TOKEN=" + GITHUB]}, "state.log[2]"),
+    ({"headers": {"Authorization": "Bearer " + JWT}}, "state.headers.Authorization"),
+    ({GITHUB: "a token as a key"}, "state"),
+])
+def test_progress_state_holding_a_credential_is_refused_naming_the_key_path(senv, state, path):
+    store = senv.open()
+    s = store.start_session(senv.project())
+    seq = store.log.seq
+    with pytest.raises(SecretRefused) as exc:
+        store.progress(s, "deploy", state, has_state=True)
+    assert exc.value.status == 422 and exc.value.message.startswith(path + " looks like ")
+    assert GITHUB not in exc.value.message and JWT not in exc.value.message
+    assert store.progress(s, "deploy")["state"] is None and store.log.seq == seq
+    store.progress(s, "deploy", {"step": 2, "env": {"db_password": "in the vault as DB_PASSWORD"}}, has_state=True)
+
+
+def test_progress_deeply_nested_is_scanned_without_recursion(senv):
+    deep = [GITHUB]
+    for _ in range(5000):
+        deep = [deep]
+    assert secrets.scan_state({"deep": deep})[1].kind == "github"
+    store = senv.open()
+    with pytest.raises(SecretRefused):
+        store.progress(None, "t", {"a": [[[{"b": [GITHUB]}]]]}, has_state=True)
+
+
+def test_progress_scan_off_applies_to_private_graphs_only(senv):
+    store = senv.open(secret_scan=False)
+    s = store.start_session(senv.project())
+    store.progress(s, "t", {"token": GITHUB}, has_state=True)  # the user graph is private
+    store.graph("project", s).shared = True
+    with pytest.raises(SecretRefused):
+        store.progress(s, "t", {"token": GITHUB}, level="project", has_state=True)
+
+
+def test_the_live_feed_never_carries_a_flagged_nodes_text(senv):
+    store = senv.open(secret_scan=False)
+    events = []
+    store.add_listener(events.append)
+    store.put_node(None, "user", "leaky", "deploy key", notes=["ok", "GITHUB_TOKEN=" + GITHUB])
+    store.put_node(None, "user", GITHUB, "the id is the token")
+    store.put_edge(None, "user", "leaky", "kg/app.py", "uses", notes=[JWT])
+    store.put_node(None, "user", "fine", "clean")
+    text = json.dumps(events)
+    assert GITHUB not in text and JWT not in text
+    puts = [e for e in events if e["type"] == "node_put"]
+    assert [e["node"]["id"] for e in puts] == ["leaky", "fine"]
+    assert puts[0]["flagged"] == {"field": "notes[1]", "kind": "github"}
+    assert puts[0]["node"]["notes"] == ["ok", "GITHUB_TOKEN=[withheld: github]"]
+    edge = next(e for e in events if e["type"] == "edge_put")
+    assert edge["flagged"]["kind"] == "jwt" and edge["edge"]["notes"] == ["[withheld: jwt]"]
+
+
+def test_the_viewers_graph_marks_a_flagged_node_and_withholds_its_text(senv):
+    from kg import rest
+    store = senv.open(secret_scan=False)
+    store.put_node(None, "user", "leaky", "deploy key", notes=["see " + GITHUB])
+    store.put_node(None, "user", "fine", "clean")
+    view = rest.graph(store, {}, {}, None)
+    assert GITHUB not in json.dumps(view)
+    nodes = {n["id"]: n for n in view["user"]["nodes"]}
+    assert nodes["leaky"]["flagged"] == {"field": "notes[0]", "kind": "github", "label": "a GitHub token"}
+    assert nodes["leaky"]["notes"] == ["see [withheld: github]"] and "flagged" not in nodes["fine"]
+
+
+@pytest.mark.parametrize("text", [
+    "password=" + corpus._Gen(4).password(),
+    "one " + GITHUB + " two " + JWT + " three",
+    "%67hp_" + GITHUB[4:],  # found only percent-decoded: the whole text is withheld
+])
+def test_redact_leaves_no_secret(text):
+    out = secrets.redact(text)
+    assert secrets.find(out) is None and "[withheld: " in out
+
+
+def test_export_leaves_a_flagged_node_out_unless_asked(tmp_path):
+    root = tmp_path / "root"
+    _old_graph(str(root), [{"id": "old-leak", "gist": "ci", "notes": ["ok", GITHUB]},
+                           {"id": "ci", "gist": "the CI token lives in the repository's secrets"}])
+    with open(root / "user.json") as f:
+        obj = json.load(f)
+    obj["_meta"]["progress"] = {"deploy": {"step": 1, "token": GITHUB}, "tidy": {"step": 3}}
+    with open(root / "user.json", "w") as f:
+        json.dump(obj, f)
+    code, out, err, _ = run_kgd("export", "--root", root)
+    assert code == 0, err
+    doc = json.loads(out)
+    assert GITHUB not in out + err
+    assert sorted(doc["user"]["nodes"]) == ["ci"] and sorted(doc["user"]["_meta"]["progress"]) == ["tidy"]
+    assert "node 'old-leak' left out: notes[1] looks like a GitHub token (--with-flagged keeps it)" in err
+    assert "task progress left out: state.token looks like a GitHub token" in err
+    code, out, err, _ = run_kgd("export", "--root", root, "--with-flagged")
+    assert code == 0 and sorted(json.loads(out)["user"]["nodes"]) == ["ci", "old-leak"], err
+
+
+@pytest.mark.e2e
+def test_import_refuses_a_task_progress_holding_a_credential(tmp_path):
+    dump = _export(tmp_path / "dump.json", [{"id": "a", "gist": "a"}])
+    doc = json.loads(dump.read_text())
+    doc["user"]["_meta"]["progress"] = {"deploy": {"token": GITHUB}, "tidy": {"step": 3}}
+    dump.write_text(json.dumps(doc))
+    code, out, err, _ = run_kgd("import", dump, "--root", tmp_path / "root")
+    assert code == 0, err
+    assert "progress: 1 added, 1 refused" in out, out
+    assert "task progress refused: state.token looks like a GitHub token" in err and GITHUB not in out + err
+    with open(tmp_path / "root" / "user.json") as f:
+        assert sorted(json.load(f)["_meta"]["progress"]) == ["tidy"]
+
+
+def test_no_error_quotes_a_secret_sent_as_an_id(senv):
+    """A new node without a gist, an edge to an unknown end, a task named by a token: the
+    refusal comes first, so no other message quotes what was sent."""
+    store = senv.open()
+    for call in (lambda: store.put_node(None, "user", GITHUB),
+                 lambda: store.put_edge(None, "user", GITHUB, "nowhere", "r"),
+                 lambda: store.progress(None, GITHUB, {"step": 1}, has_state=True)):
+        with pytest.raises(SecretRefused) as exc:
+            call()
+        assert GITHUB not in exc.value.message
+    assert store.progress(None, "t", {"step": 1}, has_state=True)["state"] == {"step": 1}
+
+
+@pytest.mark.e2e
+def test_progress_through_mcp_and_rest_is_refused_naming_the_key_path(make_daemon):
+    d = make_daemon(env={"KG_STRUCTURED_OUTPUT": "0"})
+    first = d.call("kg_read", {"cwd": d.root})["content"][0]["text"]
+    sid = first.split("Session: ", 1)[1].split()[0]
+    r = d.call("kg_progress", {"session_id": sid, "task_id": "deploy", "state": {"env": {"token": GITHUB}}})
+    assert r["isError"] is True and GITHUB not in json.dumps(r)
+    assert "state.env.token looks like a GitHub token" in r["content"][0]["text"]
+    code, body = d.json("PUT", "/api/progress/deploy", {"state": {"log": ["ok", JWT]}})
+    assert code == 422 and body["error"].startswith("state.log[1] looks like a JSON Web Token") and JWT not in body["error"]
+    code, body = d.json("GET", "/api/progress/deploy")
+    assert code == 200 and body["state"] is None

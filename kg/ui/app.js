@@ -104,6 +104,7 @@ function toGraph(g) {
   (g.nodes || []).forEach(function (n) { if (n && n.id != null) { var x = normNode(n); G.nodes.set(x.id, x); } });
   (g.edges || []).forEach(function (e) { if (e && e.from != null && e.to != null) { var x = normEdge(e); G.edges.set(ekey(x), x); } });
   G.tokens = +g.tokens || 0; G.max_tokens = +g.max_tokens || 0;
+  G.sharing = g.sharing && typeof g.sharing === 'object' ? g.sharing : null;
   return G;
 }
 /* Contract section 5: the same estimate the daemon keeps, so live changes move the bar. */
@@ -1131,6 +1132,7 @@ function renderPanel() {
       if (c) meta.append(h('b', { text: 'created' }), h('span', { text: c }));
       if (u) meta.append(h('b', { text: 'updated' }), h('span', { text: u }));
       meta.append(h('b', { text: 'level' }), h('span', { text: sel.level === 'user' ? 'user (shared by every project)' : 'project · ' + projectLabel() }));
+      meta.append(h('b', { text: 'memory' }), h('span', { id: 'sharingnode', text: sharingOf(sel.level) }));
       body.append(meta);
       if (S.panelMode === 'confirm') {
         var ec = edgesOf(sel.level, sel.id).length;
@@ -1397,8 +1399,19 @@ function renderHud() {
         h('span', null, h('b', { text: nf.format(counts.active) }), 'active'),
         h('span', null, h('b', { text: nf.format(counts.archived) }), 'archived'),
         h('span', null, h('b', { text: nf.format(counts.orphaned) }), 'orphaned'),
-        h('span', null, h('b', { text: nf.format(G.edges.size) }), 'edges'))));
+        h('span', null, h('b', { text: nf.format(G.edges.size) }), 'edges')),
+      level === 'project' ? h('div', { class: 'counts', id: 'sharing', title: 'contract 9: knowledge in the repository is shared; what you read and archive stays personal', text: sharingLine(G) }) : null));
   });
+}
+/* Contract 9: which knowledge is shared (in the repository's .kg/) and which is personal. */
+function sharingLine(G) {
+  var s = G && G.sharing;
+  if (s && s.shared) return 'shared in ' + s.kg_dir + ' (' + plural(+s.nodes || 0, 'node') + ')';
+  return s && s.off ? 'personal (sharing turned off here)' : 'personal (not in the repository)';
+}
+function sharingOf(level) {
+  var G = graphOf(level), s = level === 'project' && G && G.sharing;
+  return s && s.shared ? 'shared in the repository; what you read and archive is personal' : 'personal state only';
 }
 function totalNodes() { var t = 0; levels().forEach(function (l) { t += graphOf(l).nodes.size; }); return t; }
 function updateEmpty() {

@@ -1,0 +1,253 @@
+"""The sync working tree ROOT/sync/ and its git round with the personal remote (contract section 9).
+
+Rules owned here:
+- ROOT/sync/ is a git repository (0700) on branch `main`, pushed to `main` on the remote named
+  `origin`; ROOT/sync.json (0600) holds the remote and the last round's outcome.
+- Its `.gitattributes` names git's built-in union driver for the JSONL files, so two machines'
+  lines are both kept and no per-clone set-up is needed; its `.gitignore` keeps out the temp
+  file of a write a crash cut short.
+- A round: export, commit what changed, fetch, merge (unrelated histories allowed: the first
+  round joins what the remote holds with what this machine has), hand the changed files to the
+  pickup, export again and commit, push. A push refused because the remote moved is retried
+  after another fetch and merge (a few times per round).
+- A conflict never stops the sync: whatever git leaves is committed as it is (the reader loads
+  conflict markers and several versions of a node with the merge rule; the next export writes the
+  files back clean).
+- A merge left half-done by a crash is finished at the next round, and a stale index.lock (this
+  daemon holds the storage root, so no other git runs here) is removed when the worker starts.
+"""
+
+import json
+import logging
+import os
+import time
+
+from . import gitrun
+from .storage import atomic_write, ensure_dir
+
+log = logging.getLogger(__name__)
+
+BRANCH = "main"
+REMOTE_REF = "refs/remotes/origin/" + BRANCH
+ATTRIBUTES = "*.jsonl merge=union\n"
+IGNORE = ".tmp-*\n"  # a write cut short by a crash leaves its temp file: never committed
+PUSH_TRIES = 3
+NICE = 10  # git runs at a lower CPU priority than the daemon serving requests
+GC_EVERY = 10  # rounds between `git gc --auto` (packs once about 1,000 loose objects piled up)
+GC_AUTO = 1000
+CONFIG_NAME = "sync.json"  # written by `kgd sync`: {"remote": URL, "enabled": bool}
+STATUS_NAME = "sync-status.json"  # written by the daemon: the last round's outcome
+FOLDER_NAME = "sync"
+MAX_URL = 4096
+
+
+def config_path(root):
+    return os.path.join(root, CONFIG_NAME)
+
+
+def sync_folder(root):
+    return os.path.join(root, FOLDER_NAME)
+
+
+def read_config(root):
+    """ROOT/sync.json as a dict ({} when absent or unreadable)."""
+    return _read_json(config_path(root))
+
+
+def write_config(root, cfg):
+    _write_json(config_path(root), cfg)
+
+
+def read_status(root):
+    return _read_json(os.path.join(root, STATUS_NAME))
+
+
+def write_status(root, status):
+    _write_json(os.path.join(root, STATUS_NAME), status)
+
+
+def _read_json(path):
+    try:
+        with open(path, "r", encoding="utf-8") as f:
+            obj = json.load(f)
+    except (OSError, ValueError):
+        return {}
+    return obj if isinstance(obj, dict) else {}
+
+
+def _write_json(path, obj):
+    atomic_write(path, (json.dumps(obj, indent=1, sort_keys=True) + "\n").encode("utf-8"), keep_prev=False)
+
+
+def check_remote(url):
+    """The remote URL as given, or ValueError saying why git must not be pointed at it."""
+    if not isinstance(url, str) or not url.strip():
+        raise ValueError("the remote must be a git URL or a path")
+    if len(url) > MAX_URL or any(ord(c) < 32 or ord(c) == 127 for c in url):
+        raise ValueError("the remote is not a usable URL (control characters or over %d characters)" % MAX_URL)
+    if url.startswith("-"):
+        raise ValueError("the remote %r starts with '-' (git would read it as an option)" % url[:100])
+    if url.lower().startswith(("ext::", "fd::")):
+        raise ValueError("the remote %r would run a command; give a URL or a path" % url[:100])
+    return url
+
+
+class SyncRepo:
+    """Git operations on one sync working tree."""
+
+    def __init__(self, folder, remote, timeout=gitrun.DEFAULT_TIMEOUT):
+        self.folder = folder
+        self.remote = remote
+        self.timeout = timeout
+        self._remote_set = None
+        self.rounds = 0
+        self.cancelled = False
+        self._proc = None
+
+    def git(self, *args, check=True, timeout=None):
+        if self.cancelled:
+            raise gitrun.GitError("cancelled", "the daemon is stopping")
+        try:
+            return gitrun.run(list(args), self.folder, timeout or self.timeout, check=check, started=self._started,
+                              nice=NICE)
+        finally:
+            self._proc = None
+            if self.cancelled:
+                raise gitrun.GitError("cancelled", "the daemon is stopping")
+
+    def _started(self, proc):
+        self._proc = proc
+        if self.cancelled:
+            gitrun.kill(proc)
+
+    def cancel(self):
+        """Stop the round under way: the git call running now is killed, no further one starts
+        (what a killed git leaves, the next round finishes)."""
+        self.cancelled = True
+        gitrun.kill(self._proc)
+
+    def out(self, *args):
+        return self.git(*args)[1].strip()
+
+    # ------------------------------------------------------------ set-up
+
+    def ensure(self):
+        """The folder is a repository on `main` with our attributes and `origin` = the remote."""
+        ensure_dir(self.folder)
+        if not os.path.exists(os.path.join(self.folder, ".git")):
+            self.git("init", "--quiet")
+            self.git("symbolic-ref", "HEAD", "refs/heads/" + BRANCH)
+        for name, text in ((".gitattributes", ATTRIBUTES), (".gitignore", IGNORE)):
+            path = os.path.join(self.folder, name)
+            try:
+                with open(path, "r", encoding="utf-8") as f:
+                    current = f.read()
+            except (OSError, ValueError):
+                current = None
+            if current != text:
+                atomic_write(path, text.encode("utf-8"), keep_prev=False)
+        if self._remote_set != self.remote and self.remote:
+            code, have, _ = self.git("config", "--get", "remote.origin.url", check=False)
+            if code != 0:
+                self.git("remote", "add", "origin", self.remote)
+            elif have.strip() != self.remote:
+                self.git("remote", "set-url", "origin", self.remote)
+            self._remote_set = self.remote
+        self.finish_merge()
+
+    def clear_stale_lock(self):
+        """Remove index.lock left by a git killed with the daemon (call only before any git runs)."""
+        lock = os.path.join(self.folder, ".git", "index.lock")
+        try:
+            os.unlink(lock)
+            log.info("removed a stale %s (a git call was interrupted)", lock)
+        except OSError:
+            pass
+
+    def finish_merge(self):
+        """Commit a merge that a crash (or a conflict) left open, markers and all."""
+        if os.path.exists(os.path.join(self.folder, ".git", "MERGE_HEAD")):
+            self.git("add", "-A")
+            self.git("commit", "--quiet", "--no-edit", "--no-verify", "-m", "kgd: merge with %s" % self.remote)
+
+    # ------------------------------------------------------------ the steps of a round
+
+    def head(self):
+        code, out, _ = self.git("rev-parse", "--verify", "-q", "HEAD", check=False)
+        return out.strip() if code == 0 else None
+
+    def commit(self, message=None):
+        """Commit everything in the working tree; True when there was something to commit."""
+        self.git("add", "-A")
+        code, _, _ = self.git("diff", "--cached", "--quiet", check=False)
+        if code == 0 and self.head() is not None:
+            return False
+        self.git("commit", "--quiet", "--no-verify", "--allow-empty", "-m",
+                 message or "kgd: changes from %s" % gitrun.host_name())
+        return True
+
+    def fetch(self):
+        """Fetch the remote's `main`; True when the remote has one."""
+        self.git("fetch", "--quiet", "--no-tags", "origin")
+        code, _, _ = self.git("rev-parse", "--verify", "-q", REMOTE_REF, check=False)
+        return code == 0
+
+    def merge(self):
+        """Merge the remote's `main` into ours; the files it changed (sorted) and whether git
+        reported a conflict. Committed either way."""
+        before = self.head()
+        theirs = self.out("rev-parse", REMOTE_REF)
+        if before is not None:
+            code, _, _ = self.git("merge-base", "--is-ancestor", theirs, before, check=False)
+            if code == 0:
+                return [], False
+        code, _, err = self.git("merge", "--quiet", "--no-edit", "--no-verify", "--allow-unrelated-histories",
+                                "-m", "kgd: merge with %s" % self.remote, REMOTE_REF, check=False)
+        conflicted = code != 0
+        if conflicted:
+            if not os.path.exists(os.path.join(self.folder, ".git", "MERGE_HEAD")):
+                raise gitrun.GitError("failed", "git merge: %s" % gitrun.summary(err), code, err)
+            log.info("remote sync: git left a conflict in %s; committing it as it is for kgd to resolve",
+                     self.folder)
+            self.finish_merge()
+        if before is None:
+            changed = self.out("ls-tree", "-r", "--name-only", "HEAD").splitlines()
+        else:
+            changed = self.out("diff", "--name-only", "--no-renames", before, "HEAD").splitlines()
+        return sorted(p for p in changed if p), conflicted
+
+    def push(self):
+        self.git("push", "--quiet", "--porcelain", "origin", "HEAD:refs/heads/" + BRANCH)
+
+    def round(self, export=None, pickup=None):
+        """One full round; returns {"changed": [...], "conflicted": bool, "pushed": True}. Raises
+        gitrun.GitError (local commits are kept)."""
+        self.ensure()
+        if export:
+            export()
+        self.commit()
+        changed, conflicted = [], False
+        for attempt in range(PUSH_TRIES):
+            if self.fetch():
+                got, c = self.merge()
+                conflicted = conflicted or c
+                if got:
+                    changed.extend(p for p in got if p not in changed)
+                    if pickup:
+                        pickup(got)
+                    if export:
+                        export()
+                    self.commit("kgd: merged on %s" % gitrun.host_name())
+            try:
+                self.push()
+                break
+            except gitrun.GitError as exc:
+                if exc.kind != "rejected" or attempt == PUSH_TRIES - 1:
+                    raise
+                time.sleep(0.05 * (attempt + 1))
+        self.rounds += 1
+        if self.rounds % GC_EVERY == 0:
+            # in the foreground (git would detach it): under this call's timeout, its lock released
+            self.git("-c", "gc.auto=%d" % GC_AUTO, "-c", "gc.autoDetach=false", "gc", "--auto", "--quiet",
+                     check=False, timeout=max(self.timeout, 300))
+        return {"changed": sorted(changed), "conflicted": conflicted, "pushed": True}
