@@ -11,7 +11,10 @@ Rules owned here:
 - A new project graph claims its slug on disk (graph.json records project_path) before any
   record lands in its journal, so a crash cannot hand the journal to a namesake.
 - The graph a call addresses: the user graph, or the project of the session, else of the
-  project_path given.
+  project_path given; with no level, both, and a node id must then be in exactly one of them.
+- An edge end that is not a node of its graph must look like a path (holds / . or \\), be a
+  node of the other level, name an existing entry under the project root, or already be in
+  some node's touches.
 - A project is found by its identity first (kg/identities.py: the same repository at another
   path is the same graph, reached through an alias), except a checkout whose own root holds
   `.kg/`, which is its own graph. A graph records its identity in `_meta.repo_id`.
@@ -23,8 +26,8 @@ import os
 from . import model
 from . import identities
 from .durable import Durable
-from .errors import BadInput, KgError
-from .projects import resolve_project_root
+from .errors import BadInput, Conflict, KgError, NotFound
+from .projects import names_entry, resolve_project_root
 from .storage import exists_or_prev
 
 log = logging.getLogger(__name__)
@@ -122,7 +125,8 @@ class Registry:
         """The graph of the repository project_path is a checkout of, if one is on disk."""
         if identities.own_kg(project_path):
             return None
-        slug = self.identities.slug_of(self.identities.of_path(project_path))
+        ident = self.identities.of_path(project_path)
+        slug = self.identities.slug_of(ident)
         if slug is None:
             return None
         durable = next((d for d in self.projects.values() if d.graph.slug == slug), None)
@@ -224,6 +228,34 @@ class Registry:
         elif project_path:
             out.append(self.project(resolve_project_root(project_path)))
         return out
+
+    def addressed(self, level, session=None, project_path=None):
+        """The Durables a call may touch: the given level's, else both levels'."""
+        if level is not None:
+            return [self.durable_for(level, session, project_path)]
+        return self.durables_for(session, project_path)
+
+    def holding(self, node_id, level, session=None, project_path=None):
+        """The Durable holding node_id: the given level, else the one level that has it."""
+        durables = self.addressed(level, session, project_path)
+        found = [d for d in durables if node_id in d.graph.nodes]
+        if not found:
+            where = "the %s graph" % durables[0].level if level is not None else "the user or project graph"
+            raise NotFound("no node %r in %s; kg_search finds ids." % (node_id[:200], where))
+        if len(found) > 1:
+            raise Conflict("node %r exists in both the user and the project graph: say which with level." % node_id[:200])
+        return found[0]
+
+    def edge_end_known(self, g, end):
+        """True when `end` may be an end of an edge in Graph g (see the module's rules)."""
+        if end in g.nodes or "/" in end or "." in end or "\\" in end:
+            return True
+        other = [self.user] if g.level == "project" else list(self.projects.values())
+        if any(end in o.graph.nodes for o in other):
+            return True
+        if any(end in n.get("touches", ()) for n in g.nodes.values()):
+            return True
+        return g.level == "project" and g.path_known and names_entry(g.project_path, end)
 
 
 def _report_credentials(durable):
