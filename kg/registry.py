@@ -18,6 +18,9 @@ Rules owned here:
 - A project is found by its identity first (kg/identities.py: the same repository at another
   path is the same graph, reached through an alias), except a checkout whose own root holds
   `.kg/`, which is its own graph. A graph records its identity in `_meta.repo_id`.
+- git never runs under the store's lock (contract section 9): the identity of the project a call
+  addresses is computed by `warm` before the lock is taken; under it, only cached identities
+  are read. Graphs made before identities are indexed at open, before the lock too.
 """
 
 import logging
@@ -52,7 +55,6 @@ class Registry:
         """Load the user graph (lock held)."""
         self.user = self._load(self.layout.user_file, "user")
         _fold_replayed(self.user)
-        self._index_old_graphs()
 
     def _load(self, path, level, project_path=None, slug=None):
         durable = Durable.load(path, level, project_path, slug, self.clock)
@@ -116,10 +118,26 @@ class Registry:
 
     # ---- identities
 
-    def warm_identity(self, project_path):
-        """Compute a root's identity before the lock is taken (git runs once per path)."""
-        if project_path and not identities.own_kg(project_path):
-            self.identities.of_path(project_path)
+    def warm(self, level=None, session=None, project_path=None):
+        """Compute the identity of the project a call at `level` addresses, before the store's
+        lock is taken (git runs once per path). A path refused as bad input is left for the
+        call itself to refuse, as it would have."""
+        if level == "user":
+            return
+        path = session.project_path if session is not None else None
+        if path is None and project_path:
+            try:
+                path = resolve_project_root(project_path)
+            except KgError:
+                return
+        if path:
+            self.identities.of_path(path)
+
+    def root_of(self, cwd):
+        """cwd's project root (None without a cwd), its identity computed: call it before the lock."""
+        root = resolve_project_root(cwd) if cwd is not None else None
+        self.warm(project_path=root)
+        return root
 
     def _by_identity(self, project_path):
         """The graph of the repository project_path is a checkout of, if one is on disk."""
@@ -140,15 +158,16 @@ class Registry:
         if durable.project_path != project_path:
             self.aliases[project_path] = durable
         if "repo_id" not in durable.graph.meta:
-            self._identify(durable)
+            self._identify(durable, ident)
         return durable
 
-    def _identify(self, durable):
-        """Record a project graph's identity in its _meta and in the index."""
+    def _identify(self, durable, ident=None):
+        """Record a project graph's identity (known already, or its path's) in its _meta and in
+        the index."""
         g = durable.graph
         if not g.path_known or g.project_path is None:
             return
-        ident = self.identities.of_path(g.project_path)
+        ident = ident or self.identities.of_path(g.project_path)
         if g.meta.get("repo_id") != ident:
             g.meta["repo_id"] = ident
             durable.dirty = True
@@ -156,9 +175,9 @@ class Registry:
         if not identities.own_kg(g.project_path):
             self.identities.record(ident, g.slug)
 
-    def _index_old_graphs(self):
+    def index_old_graphs(self):
         """Index the graphs made before identities (once per graph); merge two graphs of one
-        repository into the first by slug."""
+        repository into the first by slug. At open, before the lock and any request: git runs."""
         todo = self.identities.unindexed()
         for slug in todo:
             path = self.layout.recorded_project_path(slug)

@@ -71,6 +71,7 @@ def graph(store, m, q, body):
     """Both graphs; a project without a graph yet shows an empty one (a GET creates nothing)."""
     pp = _q(q, "project_path")
     root = resolve_project_root(pp) if pp else None  # walks the file system: before taking the store's lock
+    store.registry.warm(project_path=root)  # git (the project's identity) never runs under the lock
     with store.lock:
         durable = store.registry.existing(root) if root else None
         if durable is None and root and shared.holds_kg(root):

@@ -21,7 +21,6 @@ from . import compaction, gate, model, search, shared
 from .changelog import ChangeLog
 from .errors import BadInput, Conflict, KgError, NotFound, StorageError
 from .graph import apply_record
-from .projects import resolve_project_root
 from .registry import Registry
 from .sessions import Sessions, check_client_id
 from .storage import Layout, RootLock
@@ -98,12 +97,16 @@ class Store:
     def open(self, lock_info=""):
         self.layout.prepare_root()
         self.root_lock.acquire(lock_info)
+        self.registry.index_old_graphs()  # git runs here: before the lock, before any request
         with self.lock:
             self.registry.open()
             seq, clean = self._sessions.load(self.clock())
             # sessions.json is saved lazily: after a crash, marks and seq may be stale, so every
             # restored session gets one full resync rather than a silent gap.
             self.log.restart(seq if clean else seq + 1)
+            restored = list(self._sessions.by_id.values())
+        for s in restored:  # so that no request with a restored session runs git under the lock
+            self.registry.warm(session=s)
         return self
 
     def close(self):
@@ -128,14 +131,17 @@ class Store:
     # ------------------------------------------------------------ graphs
 
     def project_graph(self, project_path):
+        self.registry.warm(project_path=project_path)
         return self.registry.project(project_path).graph
 
     def graph(self, level, session=None, project_path=None):
         """The graph a call addresses: the user graph, or the project of the session / path."""
+        self.registry.warm(level, session, project_path)
         return self.registry.durable_for(level, session, project_path).graph
 
     def graphs_for(self, session=None, project_path=None):
         """User graph first, then the addressed project graph if any."""
+        self.registry.warm(None, session, project_path)
         return [d.graph for d in self.registry.durables_for(session, project_path)]
 
     def all_project_graphs(self):
@@ -147,8 +153,7 @@ class Store:
     def start_session(self, cwd=None, adopt=False):
         """A new session for cwd's project; with adopt (a kg_read(cwd) without a usable session id)
         the hook-bound session whose preload for this project is fresh and unused, if any."""
-        project_path = resolve_project_root(cwd) if cwd is not None else None
-        self.registry.warm_identity(project_path)  # git, if it must run, runs outside the lock
+        project_path = self.registry.root_of(cwd)  # git, if it must run, runs outside the lock
         with self.lock:
             s = self._sessions.adoptable(project_path, self.clock()) if adopt else None
             if s is None:
@@ -186,8 +191,7 @@ class Store:
         to it. fresh=True always starts a new one (the old session stays, unbound). Bound
         sessions are kept at least sessions.CLIENT_TTL idle."""
         client_id = check_client_id(client_id)
-        project_path = resolve_project_root(cwd) if cwd is not None else None
-        self.registry.warm_identity(project_path)  # git, if it must run, runs outside the lock
+        project_path = self.registry.root_of(cwd)  # git, if it must run, runs outside the lock
         with self.lock:
             s = self._sessions.for_client(client_id, self.clock())
             if s is not None and not fresh:
@@ -267,11 +271,17 @@ class Store:
 
     # ------------------------------------------------------------ tools' operations
 
+    def _writing(self, level, session, project_path, **lenient):
+        """The write path's lock hold, once the identity of the project the call addresses is
+        known: git never runs under the lock (contract section 9)."""
+        self.registry.warm(level, session, project_path)
+        return self.writes.writing(session, **lenient)
+
     def put_node(self, session, level, node_id, gist=None, notes=None, touches=None, project_path=None):
         node_id = model.check_id(node_id)
         gist = model.check_text(gist, "gist", model.MAX_GIST) if gist is not None else None
         notes, touches = model.check_notes(notes), model.check_touches(touches)
-        with self.writes.writing(session) as w:
+        with self._writing(level, session, project_path) as w:
             durable = self.registry.durable_for(level, session, project_path)
             # what was sent, first: no later error message may quote a secret sent as the id
             gate.refuse_node(self.settings.secret_scan, durable.graph,
@@ -289,7 +299,7 @@ class Store:
     def put_edge(self, session, level, frm, to, rel, notes=None, project_path=None):
         frm, to = model.check_end(frm, "from"), model.check_end(to, "to")
         rel, notes = model.check_rel(rel), model.check_notes(notes)
-        with self.writes.writing(session) as w:
+        with self._writing(level, session, project_path) as w:
             durable = self.registry.durable_for(level, session, project_path)
             g = durable.graph
             gate.refuse_edge(self.settings.secret_scan, g, {"from": frm, "to": to, "rel": rel, "notes": notes})
@@ -306,7 +316,7 @@ class Store:
 
     def delete_node(self, session, node_id, level=None, project_path=None):
         node_id = model.check_id(node_id)
-        with self.writes.writing(session) as w:
+        with self._writing(level, session, project_path) as w:
             durable = self.registry.holding(node_id, level, session, project_path)
             rec = shared.delete_record(durable, {"op": "del_node", "id": node_id}, self.clock())
             removed = self.writes.change(
@@ -318,7 +328,7 @@ class Store:
     def delete_edge(self, session, frm, to, rel, level=None, project_path=None):
         frm, to, rel = model.check_end(frm, "from"), model.check_end(to, "to"), model.check_rel(rel)
         key = model.edge_key(frm, to, rel)
-        with self.writes.writing(session) as w:
+        with self._writing(level, session, project_path) as w:
             found = [d for d in self.registry.addressed(level, session, project_path) if key in d.graph.edges]
             if not found:
                 raise NotFound("no edge %s -[%s]-> %s; kg_read shows the edges." % (frm[:200], rel[:100], to[:200]))
@@ -344,7 +354,7 @@ class Store:
         """Full content of each node; promotes archived / orphaned ones (contract 3)."""
         ids = model.check_ids(ids)
         out, missing, withheld = [], [], []
-        with self.writes.writing(session, lenient=(logging.WARNING, "a read's recency was not saved")) as w:
+        with self._writing(level, session, project_path, lenient=(logging.WARNING, "a read's recency was not saved")) as w:
             durables = self.registry.addressed(level, session, project_path)
             now = self.clock()
             for nid in dict.fromkeys(ids):
@@ -388,6 +398,7 @@ class Store:
 
     def search(self, query, session=None, limit=20, project_path=None):
         search.check_query(query, limit)
+        self.registry.warm(None, session, project_path)
         with self.lock:
             if session is not None or project_path:
                 graphs = self.graphs_for(session, project_path)
@@ -416,7 +427,7 @@ class Store:
         task_id = model.check_id(task_id, "task_id")
         level = model.check_level(level, default="user")
         state = model.check_state(state) if has_state else state
-        with self.writes.writing(session) as w:
+        with self._writing(level, session, project_path) as w:
             durable = self.registry.durable_for(level, session, project_path)
             if has_state:
                 gate.refuse_progress(self.settings.secret_scan, durable.graph, task_id, state)
