@@ -139,15 +139,35 @@ class Registry:
         self.warm(project_path=root)
         return root
 
-    def _by_identity(self, project_path):
-        """The graph of the repository project_path is a checkout of, if one is on disk."""
+    def graph_path(self, root):
+        """The project_path of the graph a project root resolves to, which its change events name
+        (another checkout of a repository: that repository's graph); the root itself when no
+        graph holds it yet. Loads and creates nothing; takes the lock (after git)."""
+        self.warm(project_path=root)
+        with self.lock:
+            durable = self.projects.get(root) or self.aliases.get(root)
+            if durable is not None:
+                return durable.project_path
+            _, slug, durable = self._of_identity(root)
+            if durable is not None:
+                return durable.project_path
+            return (self.layout.recorded_project_path(slug) if slug else None) or root
+
+    def _of_identity(self, project_path):
+        """(identity, slug, loaded Durable) of the graph of project_path's repository, each None
+        when unknown: a checkout holding its own `.kg/` has none."""
         if identities.own_kg(project_path):
-            return None
+            return None, None, None
         ident = self.identities.of_path(project_path)
         slug = self.identities.slug_of(ident)
+        durable = next((d for d in self.projects.values() if d.graph.slug == slug), None) if slug else None
+        return ident, slug, durable
+
+    def _by_identity(self, project_path):
+        """The graph of the repository project_path is a checkout of, if one is on disk."""
+        ident, slug, durable = self._of_identity(project_path)
         if slug is None:
             return None
-        durable = next((d for d in self.projects.values() if d.graph.slug == slug), None)
         if durable is None:
             owner = self.layout.recorded_project_path(slug) or project_path
             durable = self.projects.get(owner)

@@ -80,7 +80,8 @@ def graph(store, m, q, body):
             {"nodes": [], "edges": [], "tokens": 0, "max_tokens": store.settings.max_tokens} if root else None)
         if durable is not None:
             shown["sharing"] = shared.describe(durable)  # contract 9: shared in the repository, or personal
-        return {"project_path": root, "user": _full_graph(store, store.user), "project": shown}
+        path = durable.project_path if durable is not None else root  # another checkout: its graph's
+        return {"project_path": path, "user": _full_graph(store, store.user), "project": shown}
 
 
 def _full_graph(store, g):
