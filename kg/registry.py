@@ -26,8 +26,7 @@ Rules owned here:
 import logging
 import os
 
-from . import model
-from . import identities
+from . import identities, model
 from .durable import Durable
 from .errors import BadInput, Conflict, KgError, NotFound
 from .projects import names_entry, resolve_project_root
