@@ -7,8 +7,9 @@
   to each matching subscriber's bounded queue, and the broadcaster is woken through a socket
   pair (one wake-up however many viewers). Events reach every viewer in publish order, after
   its `connected` hello.
-- A viewer of project P gets the user graph's events and P's (`project_filter`); without P, the
-  user graph's only.
+- A viewer of project P gets the user graph's events and P's (`project_filter`; P is the path of
+  the graph the viewer's path resolves to, kg/registry.py `graph_path`, so another checkout of a
+  repository gets that repository's graph); without P, the user graph's only.
 - Events go out at once after a quiet spell, then at most once per `batch_delay` seconds, several
   in one write per viewer: one send per viewer per batch, not per event, is what keeps a
   hundred viewers from slowing the writer.

@@ -367,7 +367,8 @@ class Handler(BaseHTTPRequestHandler):
         project_path = None
         if project:
             try:
-                project_path = resolve_project_root(project)
+                # Events name the graph's path: another checkout of a repository gets that graph's.
+                project_path = self.server.store.registry.graph_path(resolve_project_root(project))
             except KgError as exc:
                 return self.error(400, exc.message)
         if self.server.hub.count() >= self.server.feeds.max_feeds:

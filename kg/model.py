@@ -14,6 +14,7 @@ The daemon's default settings (DEFAULT_*) are defined here once.
 import re
 
 from .errors import BadInput
+from .text import compact_json
 
 ACTIVE, ARCHIVED, ORPHANED = "active", "archived", "orphaned"
 LEVELS = ("user", "project")
@@ -30,6 +31,7 @@ MAX_NOTES = 100
 MAX_TOUCH = 1000
 MAX_TOUCHES = 100
 MAX_PATH = 4096
+MAX_STATE = 64 * 1024  # bytes of a progress state as stored
 MAX_NODE_TEXT = 16000  # gist + every note: one node must not push the rest out of kg_read
 
 # Defaults of the daemon's settings (command line / KG_* environment).
@@ -204,6 +206,25 @@ def put_result(old, node_id, gist, notes, touches, now):
             node[field] = value
     node["_write_ts"] = now
     return node
+
+
+def put_edge_result(old, frm, to, rel, notes, now):
+    """The edge a put leaves: the old one (if any) with the given notes (omitted: kept) and its
+    write time refreshed (the merge rule of a shared graph needs it)."""
+    edge = {"from": frm, "to": to, "rel": rel, "notes": notes if notes is not None else (old or {}).get("notes", [])}
+    if old is not None:
+        edge = dict(old, **edge)
+    edge["_write_ts"] = now
+    return edge
+
+
+def check_state(state):
+    """A progress state to store: a JSON object, or None to clear it; at most MAX_STATE bytes."""
+    if state is not None and not isinstance(state, dict):
+        raise BadInput("state must be a JSON object (or omit it to read the stored state).")
+    if state is not None and len(compact_json(state).encode("utf-8")) > MAX_STATE:
+        raise BadInput("state is over 64 KiB; keep progress notes short.")
+    return state
 
 
 def set_active(node):

@@ -11,20 +11,25 @@ Rules owned here:
 - A new project graph claims its slug on disk (graph.json records project_path) before any
   record lands in its journal, so a crash cannot hand the journal to a namesake.
 - The graph a call addresses: the user graph, or the project of the session, else of the
-  project_path given.
+  project_path given; with no level, both, and a node id must then be in exactly one of them.
+- An edge end that is not a node of its graph must look like a path (holds / . or \\), be a
+  node of the other level, name an existing entry under the project root, or already be in
+  some node's touches.
 - A project is found by its identity first (kg/identities.py: the same repository at another
   path is the same graph, reached through an alias), except a checkout whose own root holds
   `.kg/`, which is its own graph. A graph records its identity in `_meta.repo_id`.
+- git never runs under the store's lock (contract section 9): the identity of the project a call
+  addresses is computed by `warm` before the lock is taken; under it, only cached identities
+  are read. Graphs made before identities are indexed at open, before the lock too.
 """
 
 import logging
 import os
 
-from . import model
-from . import identities
+from . import identities, model
 from .durable import Durable
-from .errors import BadInput, KgError
-from .projects import resolve_project_root
+from .errors import BadInput, Conflict, KgError, NotFound
+from .projects import names_entry, resolve_project_root
 from .storage import exists_or_prev
 
 log = logging.getLogger(__name__)
@@ -49,7 +54,6 @@ class Registry:
         """Load the user graph (lock held)."""
         self.user = self._load(self.layout.user_file, "user")
         _fold_replayed(self.user)
-        self._index_old_graphs()
 
     def _load(self, path, level, project_path=None, slug=None):
         durable = Durable.load(path, level, project_path, slug, self.clock)
@@ -113,19 +117,56 @@ class Registry:
 
     # ---- identities
 
-    def warm_identity(self, project_path):
-        """Compute a root's identity before the lock is taken (git runs once per path)."""
-        if project_path and not identities.own_kg(project_path):
-            self.identities.of_path(project_path)
+    def warm(self, level=None, session=None, project_path=None):
+        """Compute the identity of the project a call at `level` addresses, before the store's
+        lock is taken (git runs once per path). A path refused as bad input is left for the
+        call itself to refuse, as it would have."""
+        if level == "user":
+            return
+        path = session.project_path if session is not None else None
+        if path is None and project_path:
+            try:
+                path = resolve_project_root(project_path)
+            except KgError:
+                return
+        if path:
+            self.identities.of_path(path)
+
+    def root_of(self, cwd):
+        """cwd's project root (None without a cwd), its identity computed: call it before the lock."""
+        root = resolve_project_root(cwd) if cwd is not None else None
+        self.warm(project_path=root)
+        return root
+
+    def graph_path(self, root):
+        """The project_path of the graph a project root resolves to, which its change events name
+        (another checkout of a repository: that repository's graph); the root itself when no
+        graph holds it yet. Loads and creates nothing; takes the lock (after git)."""
+        self.warm(project_path=root)
+        with self.lock:
+            durable = self.projects.get(root) or self.aliases.get(root)
+            if durable is not None:
+                return durable.project_path
+            _, slug, durable = self._of_identity(root)
+            if durable is not None:
+                return durable.project_path
+            return (self.layout.recorded_project_path(slug) if slug else None) or root
+
+    def _of_identity(self, project_path):
+        """(identity, slug, loaded Durable) of the graph of project_path's repository, each None
+        when unknown: a checkout holding its own `.kg/` has none."""
+        if identities.own_kg(project_path):
+            return None, None, None
+        ident = self.identities.of_path(project_path)
+        slug = self.identities.slug_of(ident)
+        durable = next((d for d in self.projects.values() if d.graph.slug == slug), None) if slug else None
+        return ident, slug, durable
 
     def _by_identity(self, project_path):
         """The graph of the repository project_path is a checkout of, if one is on disk."""
-        if identities.own_kg(project_path):
-            return None
-        slug = self.identities.slug_of(self.identities.of_path(project_path))
+        ident, slug, durable = self._of_identity(project_path)
         if slug is None:
             return None
-        durable = next((d for d in self.projects.values() if d.graph.slug == slug), None)
         if durable is None:
             owner = self.layout.recorded_project_path(slug) or project_path
             durable = self.projects.get(owner)
@@ -136,15 +177,16 @@ class Registry:
         if durable.project_path != project_path:
             self.aliases[project_path] = durable
         if "repo_id" not in durable.graph.meta:
-            self._identify(durable)
+            self._identify(durable, ident)
         return durable
 
-    def _identify(self, durable):
-        """Record a project graph's identity in its _meta and in the index."""
+    def _identify(self, durable, ident=None):
+        """Record a project graph's identity (known already, or its path's) in its _meta and in
+        the index."""
         g = durable.graph
         if not g.path_known or g.project_path is None:
             return
-        ident = self.identities.of_path(g.project_path)
+        ident = ident or self.identities.of_path(g.project_path)
         if g.meta.get("repo_id") != ident:
             g.meta["repo_id"] = ident
             durable.dirty = True
@@ -152,9 +194,9 @@ class Registry:
         if not identities.own_kg(g.project_path):
             self.identities.record(ident, g.slug)
 
-    def _index_old_graphs(self):
+    def index_old_graphs(self):
         """Index the graphs made before identities (once per graph); merge two graphs of one
-        repository into the first by slug."""
+        repository into the first by slug. At open, before the lock and any request: git runs."""
         todo = self.identities.unindexed()
         for slug in todo:
             path = self.layout.recorded_project_path(slug)
@@ -224,6 +266,34 @@ class Registry:
         elif project_path:
             out.append(self.project(resolve_project_root(project_path)))
         return out
+
+    def addressed(self, level, session=None, project_path=None):
+        """The Durables a call may touch: the given level's, else both levels'."""
+        if level is not None:
+            return [self.durable_for(level, session, project_path)]
+        return self.durables_for(session, project_path)
+
+    def holding(self, node_id, level, session=None, project_path=None):
+        """The Durable holding node_id: the given level, else the one level that has it."""
+        durables = self.addressed(level, session, project_path)
+        found = [d for d in durables if node_id in d.graph.nodes]
+        if not found:
+            where = "the %s graph" % durables[0].level if level is not None else "the user or project graph"
+            raise NotFound("no node %r in %s; kg_search finds ids." % (node_id[:200], where))
+        if len(found) > 1:
+            raise Conflict("node %r exists in both the user and the project graph: say which with level." % node_id[:200])
+        return found[0]
+
+    def edge_end_known(self, g, end):
+        """True when `end` may be an end of an edge in Graph g (see the module's rules)."""
+        if end in g.nodes or "/" in end or "." in end or "\\" in end:
+            return True
+        other = [self.user] if g.level == "project" else list(self.projects.values())
+        if any(end in o.graph.nodes for o in other):
+            return True
+        if any(end in n.get("touches", ()) for n in g.nodes.values()):
+            return True
+        return g.level == "project" and g.path_known and names_entry(g.project_path, end)
 
 
 def _report_credentials(durable):

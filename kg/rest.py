@@ -71,6 +71,7 @@ def graph(store, m, q, body):
     """Both graphs; a project without a graph yet shows an empty one (a GET creates nothing)."""
     pp = _q(q, "project_path")
     root = resolve_project_root(pp) if pp else None  # walks the file system: before taking the store's lock
+    store.registry.warm(project_path=root)  # git (the project's identity) never runs under the lock
     with store.lock:
         durable = store.registry.existing(root) if root else None
         if durable is None and root and shared.holds_kg(root):
@@ -79,7 +80,8 @@ def graph(store, m, q, body):
             {"nodes": [], "edges": [], "tokens": 0, "max_tokens": store.settings.max_tokens} if root else None)
         if durable is not None:
             shown["sharing"] = shared.describe(durable)  # contract 9: shared in the repository, or personal
-        return {"project_path": root, "user": _full_graph(store, store.user), "project": shown}
+        path = durable.project_path if durable is not None else root  # another checkout: its graph's
+        return {"project_path": path, "user": _full_graph(store, store.user), "project": shown}
 
 
 def _full_graph(store, g):

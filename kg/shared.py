@@ -479,6 +479,7 @@ def share(store, project_path, off=False):
     root = resolve_project_root(project_path)
     if not os.path.exists(os.path.join(root, ".git")):
         raise BadInput("%s is not inside a git working tree; `kgd share` needs one (git init first)." % root)
+    store.registry.warm(project_path=root)  # git (the project's identity) never runs under the lock
     durable = store.registry.project(root)
     g = durable.graph
     with store.writes.writing(None) as w:

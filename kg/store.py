@@ -9,27 +9,21 @@ Rules owned here:
   every maintenance pass (activity, sync marks and hook state are flushed lazily).
 - kg_sync reads the diff and moves the caller's mark to the sequence number under one lock
   hold, so no interleaving can hide a change.
-- An edge end that is not a node of its graph must look like a path (holds / . or \\), be a
-  node of the other level, name an existing entry under the project root, or already be in
-  some node's touches.
-- A put whose node or edge holds a credential (kg/secrets.py) is refused before anything is
-  written, unless KG_SECRET_SCAN=0 and the graph is not shared (contract section 10). A node
-  holding one that arrived otherwise (an old file, a scan-off write) is never read, searched
-  nor synced; it is named as withheld and can be deleted.
+- Every put passes the secrets gate (kg/gate.py) before anything is written; a node withheld
+  by it is named as withheld and can be deleted.
 """
 
 import logging
 import threading
 import time
 
-from . import compaction, model, projects, search, secrets, shared
+from . import compaction, gate, model, search, shared
 from .changelog import ChangeLog
-from .errors import BadInput, Conflict, KgError, NotFound, SecretRefused, StorageError
+from .errors import BadInput, Conflict, KgError, NotFound, StorageError
 from .graph import apply_record
-from .projects import resolve_project_root
 from .registry import Registry
 from .sessions import Sessions, check_client_id
-from .storage import Layout, RootLock, dumps
+from .storage import Layout, RootLock
 from .writepath import WritePath
 
 log = logging.getLogger(__name__)
@@ -103,12 +97,16 @@ class Store:
     def open(self, lock_info=""):
         self.layout.prepare_root()
         self.root_lock.acquire(lock_info)
+        self.registry.index_old_graphs()  # git runs here: before the lock, before any request
         with self.lock:
             self.registry.open()
             seq, clean = self._sessions.load(self.clock())
             # sessions.json is saved lazily: after a crash, marks and seq may be stale, so every
             # restored session gets one full resync rather than a silent gap.
             self.log.restart(seq if clean else seq + 1)
+            restored = list(self._sessions.by_id.values())
+        for s in restored:  # so that no request with a restored session runs git under the lock
+            self.registry.warm(session=s)
         return self
 
     def close(self):
@@ -133,20 +131,17 @@ class Store:
     # ------------------------------------------------------------ graphs
 
     def project_graph(self, project_path):
+        self.registry.warm(project_path=project_path)
         return self.registry.project(project_path).graph
-
-    def existing_project_graph(self, project_path):
-        """The project's graph if it is loaded or on disk, else None: creates nothing (for the
-        read-only routes)."""
-        durable = self.registry.existing(project_path)
-        return durable.graph if durable is not None else None
 
     def graph(self, level, session=None, project_path=None):
         """The graph a call addresses: the user graph, or the project of the session / path."""
+        self.registry.warm(level, session, project_path)
         return self.registry.durable_for(level, session, project_path).graph
 
     def graphs_for(self, session=None, project_path=None):
         """User graph first, then the addressed project graph if any."""
+        self.registry.warm(None, session, project_path)
         return [d.graph for d in self.registry.durables_for(session, project_path)]
 
     def all_project_graphs(self):
@@ -158,8 +153,7 @@ class Store:
     def start_session(self, cwd=None, adopt=False):
         """A new session for cwd's project; with adopt (a kg_read(cwd) without a usable session id)
         the hook-bound session whose preload for this project is fresh and unused, if any."""
-        project_path = resolve_project_root(cwd) if cwd is not None else None
-        self.registry.warm_identity(project_path)  # git, if it must run, runs outside the lock
+        project_path = self.registry.root_of(cwd)  # git, if it must run, runs outside the lock
         with self.lock:
             s = self._sessions.adoptable(project_path, self.clock()) if adopt else None
             if s is None:
@@ -197,8 +191,7 @@ class Store:
         to it. fresh=True always starts a new one (the old session stays, unbound). Bound
         sessions are kept at least sessions.CLIENT_TTL idle."""
         client_id = check_client_id(client_id)
-        project_path = resolve_project_root(cwd) if cwd is not None else None
-        self.registry.warm_identity(project_path)  # git, if it must run, runs outside the lock
+        project_path = self.registry.root_of(cwd)  # git, if it must run, runs outside the lock
         with self.lock:
             s = self._sessions.for_client(client_id, self.clock())
             if s is not None and not fresh:
@@ -278,86 +271,53 @@ class Store:
 
     # ------------------------------------------------------------ tools' operations
 
+    def _writing(self, level, session, project_path, **lenient):
+        """The write path's lock hold, once the identity of the project the call addresses is
+        known: git never runs under the lock (contract section 9)."""
+        self.registry.warm(level, session, project_path)
+        return self.writes.writing(session, **lenient)
+
     def put_node(self, session, level, node_id, gist=None, notes=None, touches=None, project_path=None):
         node_id = model.check_id(node_id)
         gist = model.check_text(gist, "gist", model.MAX_GIST) if gist is not None else None
         notes, touches = model.check_notes(notes), model.check_touches(touches)
-        with self.writes.writing(session) as w:
+        with self._writing(level, session, project_path) as w:
             durable = self.registry.durable_for(level, session, project_path)
             # what was sent, first: no later error message may quote a secret sent as the id
-            self._refuse_secret(durable.graph, secrets.scan_node,
-                                {"id": node_id, "gist": gist, "notes": notes, "touches": touches})
+            gate.refuse_node(self.settings.secret_scan, durable.graph,
+                            {"id": node_id, "gist": gist, "notes": notes, "touches": touches})
             old = durable.graph.nodes.get(node_id)
             node = model.check_node_text(model.put_result(old, node_id, gist, notes, touches, self.clock()))
-            self._refuse_secret(durable.graph, secrets.scan_node, node)
+            gate.refuse_node(self.settings.secret_scan, durable.graph, node)
             if old is not None and compaction.revive_on_put(node):
                 durable.graph.compact_idle_until = 0.0
             self.writes.change(w, durable, [{"op": "node", "node": node}], lambda g: g.put_node(node),
-                               lambda _: _node_event(durable.graph, node))
+                               lambda _: gate.node_event(durable.graph, node))
             return {"level": durable.level, "created": old is None,
                     "node": model.public_node(durable.graph.nodes.get(node_id, node))}
-
-    def _edge_end_ok(self, g, end):
-        if end in g.nodes or "/" in end or "." in end or "\\" in end:
-            return True
-        other = [self.registry.user] if g.level == "project" else list(self.registry.projects.values())
-        if any(end in o.graph.nodes for o in other):
-            return True
-        if any(end in n.get("touches", ()) for n in g.nodes.values()):
-            return True
-        return g.level == "project" and g.path_known and projects.names_entry(g.project_path, end)
 
     def put_edge(self, session, level, frm, to, rel, notes=None, project_path=None):
         frm, to = model.check_end(frm, "from"), model.check_end(to, "to")
         rel, notes = model.check_rel(rel), model.check_notes(notes)
-        with self.writes.writing(session) as w:
+        with self._writing(level, session, project_path) as w:
             durable = self.registry.durable_for(level, session, project_path)
             g = durable.graph
-            self._refuse_secret(g, secrets.scan_edge, {"from": frm, "to": to, "rel": rel, "notes": notes})
+            gate.refuse_edge(self.settings.secret_scan, g, {"from": frm, "to": to, "rel": rel, "notes": notes})
             for name, end in (("from", frm), ("to", to)):
-                if not self._edge_end_ok(g, end):
+                if not self.registry.edge_end_known(g, end):
                     raise NotFound("%s %r is neither a node of the %s graph nor a file path: put the node first "
                                    "(kg_put_node) or give a path like src/app.py." % (name, end[:200], g.level))
             old = g.edges.get(model.edge_key(frm, to, rel))
-            edge = {"from": frm, "to": to, "rel": rel, "notes": notes if notes is not None else (old or {}).get("notes", [])}
-            if old is not None:
-                edge = dict(old, **edge)
-            edge["_write_ts"] = self.clock()  # when it changed: the merge rule of a shared graph needs it
-            self._refuse_secret(g, secrets.scan_edge, edge)
+            edge = model.put_edge_result(old, frm, to, rel, notes, self.clock())
+            gate.refuse_edge(self.settings.secret_scan, g, edge)
             self.writes.change(w, durable, [{"op": "edge", "edge": edge}], lambda g: g.put_edge(edge),
-                               lambda _: _edge_event(g, edge))
+                               lambda _: gate.edge_event(g, edge))
             return {"level": durable.level, "created": old is None, "edge": model.public_edge(edge)}
-
-    def _refuse_secret(self, g, scan, item):
-        """SecretRefused naming the field and the kind when `scan(item)` finds a credential in
-        the node or edge about to be written; no scan when it is off (KG_SECRET_SCAN=0) and the
-        graph is private."""
-        if self.settings.secret_scan or g.shared:
-            found = scan(item)
-            if found is not None:
-                raise SecretRefused(secrets.refusal(*found))
-
-    def _find_level(self, session, node_id, level, project_path):
-        """The Durable holding node_id: the given level, else the one level that has it."""
-        durables = self._addressed(session, level, project_path)
-        found = [d for d in durables if node_id in d.graph.nodes]
-        if not found:
-            where = "the %s graph" % durables[0].level if level is not None else "the user or project graph"
-            raise NotFound("no node %r in %s; kg_search finds ids." % (node_id[:200], where))
-        if len(found) > 1:
-            raise Conflict("node %r exists in both the user and the project graph: say which with level." % node_id[:200])
-        return found[0]
-
-    def _addressed(self, session, level, project_path):
-        """The Durables a call may touch: the given level's, else both levels'."""
-        if level is not None:
-            return [self.registry.durable_for(level, session, project_path)]
-        return self.registry.durables_for(session, project_path)
 
     def delete_node(self, session, node_id, level=None, project_path=None):
         node_id = model.check_id(node_id)
-        with self.writes.writing(session) as w:
-            durable = self._find_level(session, node_id, level, project_path)
+        with self._writing(level, session, project_path) as w:
+            durable = self.registry.holding(node_id, level, session, project_path)
             rec = shared.delete_record(durable, {"op": "del_node", "id": node_id}, self.clock())
             removed = self.writes.change(
                 w, durable, [rec], lambda g: apply_record(g, rec),
@@ -368,8 +328,8 @@ class Store:
     def delete_edge(self, session, frm, to, rel, level=None, project_path=None):
         frm, to, rel = model.check_end(frm, "from"), model.check_end(to, "to"), model.check_rel(rel)
         key = model.edge_key(frm, to, rel)
-        with self.writes.writing(session) as w:
-            found = [d for d in self._addressed(session, level, project_path) if key in d.graph.edges]
+        with self._writing(level, session, project_path) as w:
+            found = [d for d in self.registry.addressed(level, session, project_path) if key in d.graph.edges]
             if not found:
                 raise NotFound("no edge %s -[%s]-> %s; kg_read shows the edges." % (frm[:200], rel[:100], to[:200]))
             if len(found) > 1:
@@ -394,8 +354,8 @@ class Store:
         """Full content of each node; promotes archived / orphaned ones (contract 3)."""
         ids = model.check_ids(ids)
         out, missing, withheld = [], [], []
-        with self.writes.writing(session, lenient=(logging.WARNING, "a read's recency was not saved")) as w:
-            durables = self._addressed(session, level, project_path)
+        with self._writing(level, session, project_path, lenient=(logging.WARNING, "a read's recency was not saved")) as w:
+            durables = self.registry.addressed(level, session, project_path)
             now = self.clock()
             for nid in dict.fromkeys(ids):
                 holding = [d for d in durables if nid in d.graph.nodes]
@@ -428,14 +388,17 @@ class Store:
         touched = sorted(set(changed) | {nid})
         try:
             self.writes.change(w, durable, [{"op": "node", "node": view[c]} for c in touched],
-                               lambda g: _promoted(g, view, touched, changed),
-                               lambda _: [ev for c in sorted(changed) for ev in _node_event(g, view[c])],
+                               lambda g: [g.put_node(view[c]) for c in touched],
+                               lambda _: [ev for c in sorted(changed) for ev in gate.node_event(g, view[c])],
                                counted=False, compact=False)
+            if changed:
+                g.compact_idle_until = 0.0
         except StorageError as exc:
             log.warning("read of %r not recorded (%s)", nid[:100], exc.message)
 
     def search(self, query, session=None, limit=20, project_path=None):
         search.check_query(query, limit)
+        self.registry.warm(None, session, project_path)
         with self.lock:
             if session is not None or project_path:
                 graphs = self.graphs_for(session, project_path)
@@ -463,19 +426,11 @@ class Store:
     def progress(self, session, task_id, state=None, level=None, has_state=False, project_path=None):
         task_id = model.check_id(task_id, "task_id")
         level = model.check_level(level, default="user")
-        if has_state and state is not None and not isinstance(state, dict):
-            raise BadInput("state must be a JSON object (or omit it to read the stored state).")
-        if has_state and state is not None and len(dumps(state)) > 64 * 1024:
-            raise BadInput("state is over 64 KiB; keep progress notes short.")
-        with self.writes.writing(session) as w:
+        state = model.check_state(state) if has_state else state
+        with self._writing(level, session, project_path) as w:
             durable = self.registry.durable_for(level, session, project_path)
             if has_state:
-                if self.settings.secret_scan or durable.graph.shared:
-                    found = secrets.scan_state(state) if state is not None else None
-                    hit = secrets.find(task_id)
-                    found = ("task_id", hit) if hit is not None else found
-                    if found is not None:
-                        raise SecretRefused(secrets.refusal(*found))
+                gate.refuse_progress(self.settings.secret_scan, durable.graph, task_id, state)
                 record = {"op": "progress", "task_id": task_id, "state": state}
                 self.writes.change(w, durable, [record], lambda g: apply_record(g, record),
                                    counted=False, compact=False)
@@ -488,34 +443,3 @@ class Store:
         with self.lock:
             return {"sessions": len(self._sessions.by_id), "graphs_loaded": 1 + len(self.registry.projects)}
 
-
-def _node_event(g, node):
-    """The live feed's node_put: a node holding a credential (let in with the scan off) goes out
-    with its texts withheld and marked, or not at all when its id is the credential."""
-    found = g.flagged.get(node["id"])
-    if found is None:
-        return [("node_put", {"node": model.public_node(node)})]
-    if found[0] == "id":
-        return []
-    return [("node_put", {"node": secrets.redact_item(model.public_node(node)),
-                          "flagged": {"field": found[0], "kind": found[1].kind}})]
-
-
-def _edge_event(g, edge):
-    """The live feed's edge_put, likewise."""
-    found = g.flagged_edges.get(model.edge_key(edge["from"], edge["to"], edge["rel"]))
-    if found is None:
-        return [("edge_put", {"edge": model.public_edge(edge)})]
-    if found[0] in ("from", "to", "rel"):
-        return []
-    return [("edge_put", {"edge": secrets.redact_item(model.public_edge(edge)),
-                          "flagged": {"field": found[0], "kind": found[1].kind}})]
-
-
-def _promoted(g, view, touched, changed):
-    """Apply a read's promotion: the touched nodes as `view` has them."""
-    for c in touched:
-        g.nodes[c] = view[c]
-        g.refresh(c)
-    if changed:
-        g.compact_idle_until = 0.0
