@@ -201,8 +201,11 @@ def main():
 
     def row(name, value, unit, ratio=None, note=""):
         rows.append((name, value, unit, ratio, note))
-        print("  %-48s %10.3f %-6s %s %s" % (name, value, unit, "" if ratio is None else "(%.2f x ceiling)" % ratio, note),
-              file=sys.stderr)
+        print(
+            "  %-48s %10.3f %-6s %s %s"
+            % (name, value, unit, "" if ratio is None else "(%.2f x ceiling)" % ratio, note),
+            file=sys.stderr,
+        )
 
     tmp = tempfile.mkdtemp(prefix="kgd-bench-")
     try:
@@ -263,7 +266,10 @@ def main():
             mine = []
             for i in range(per):
                 t = time.perf_counter()
-                cl.tool("kg_put_node", {"session_id": s, "level": "project", "id": "w%d-%d" % (j, i), "gist": "writer %d" % j})
+                cl.tool(
+                    "kg_put_node",
+                    {"session_id": s, "level": "project", "id": "w%d-%d" % (j, i), "gist": "writer %d" % j},
+                )
                 mine.append(time.perf_counter() - t)
             with lock:
                 lat.extend(mine)
@@ -287,7 +293,9 @@ def main():
         byid = timed(lambda i: c.tool("kg_read", {"session_id": sid, "id": "seq-%d" % i}), max(50, N // 4))
         row("kg_read by id (median)", ms(statistics.median(byid)), "ms")
         words = ["caching", "module 42", "retry backoff", "insight number 777", "jitter layer"]
-        srch = timed(lambda i: c2.tool("kg_search", {"session_id": sid2, "query": words[i % len(words)]}), max(20, N // 10))
+        srch = timed(
+            lambda i: c2.tool("kg_search", {"session_id": sid2, "query": words[i % len(words)]}), max(20, N // 10)
+        )
         row("kg_search over ~10,000 nodes (median)", ms(statistics.median(srch)), "ms", None, "(target < 20)")
 
         # kg_sync after another session's 100 writes.
@@ -296,7 +304,9 @@ def main():
         syncs = []
         for rnd in range(5 if q else 20):
             for i in range(100):
-                c.tool("kg_put_node", {"session_id": sid, "level": "project", "id": "sync-%d-%d" % (rnd, i), "gist": "s"})
+                c.tool(
+                    "kg_put_node", {"session_id": sid, "level": "project", "id": "sync-%d-%d" % (rnd, i), "gist": "s"}
+                )
             t = time.perf_counter()
             text = a.tool("kg_sync", {"session_id": sa})["content"][0]["text"]
             syncs.append(time.perf_counter() - t)
@@ -319,7 +329,9 @@ def main():
     print("\n| measure | value | unit | ratio to ceiling | note |")
     print("|---|---:|---|---:|---|")
     for name, value, unit, ratio, note in rows:
-        print("| %s | %.2f | %s | %s | %s |" % (name.strip(), value, unit, "" if ratio is None else "%.2f" % ratio, note))
+        print(
+            "| %s | %.2f | %s | %s | %s |" % (name.strip(), value, unit, "" if ratio is None else "%.2f" % ratio, note)
+        )
     if opts.json:
         with open(opts.json, "w") as f:
             json.dump([dict(zip(("name", "value", "unit", "ratio", "note"), r)) for r in rows], f, indent=1)

@@ -34,10 +34,11 @@ import traceback
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 
+from memory_world import DAY, World  # noqa: E402
+
 from kg import render  # noqa: E402
 from kg.errors import KgError  # noqa: E402
 from kg.store import Settings, Store  # noqa: E402
-from memory_world import DAY, World  # noqa: E402
 
 PREFIX = 28
 TIMELINE_DAYS = 30
@@ -522,15 +523,27 @@ class Run:
         for k in OUTCOMES:
             out["share_" + k] = pct(both[k], n)
         s = max(1, st["sessions"])
-        out.update({"sessions": st["sessions"], "duplicates": st["duplicates"],
-                    "recreated_after_loss": st["recreated_after_loss"], "lost": both["lost"],
-                    "chars_per_session": round(st["chars"] / s), "preload_chars_per_session": round(st["preload_chars"] / s),
-                    "hook_chars_per_session": round(st["hook_chars"] / s),
-                    "calls_per_session": round(st["calls"] / s, 2), "max_read_chars": st["max_read_chars"],
-                    "reads_over_40000": st["reads_over_40000"], "put_errors": st["put_errors"],
-                    "hook_errors": st.get("hook_errors", 0),
-                    "warm": st["warm"], "cold": st["cold"],
-                    "by_level": {lv: st[lv] for lv in ("user", "project")}, "end": st.get("end"), "timeline": st["timeline"]})
+        out.update(
+            {
+                "sessions": st["sessions"],
+                "duplicates": st["duplicates"],
+                "recreated_after_loss": st["recreated_after_loss"],
+                "lost": both["lost"],
+                "chars_per_session": round(st["chars"] / s),
+                "preload_chars_per_session": round(st["preload_chars"] / s),
+                "hook_chars_per_session": round(st["hook_chars"] / s),
+                "calls_per_session": round(st["calls"] / s, 2),
+                "max_read_chars": st["max_read_chars"],
+                "reads_over_40000": st["reads_over_40000"],
+                "put_errors": st["put_errors"],
+                "hook_errors": st.get("hook_errors", 0),
+                "warm": st["warm"],
+                "cold": st["cold"],
+                "by_level": {lv: st[lv] for lv in ("user", "project")},
+                "end": st.get("end"),
+                "timeline": st["timeline"],
+            }
+        )
         return out
 
 
@@ -601,7 +614,9 @@ def load_plugin(path):
 
 
 def parse_args(argv):
-    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0], formatter_class=argparse.RawDescriptionHelpFormatter)
+    p = argparse.ArgumentParser(
+        description=__doc__.split("\n\n")[0], formatter_class=argparse.RawDescriptionHelpFormatter
+    )
     p.add_argument("--seed", default="1", help="seed or comma list (default 1)")
     p.add_argument("--days", type=int, default=180)
     p.add_argument("--max-tokens", default="2500,5000,10000", help="comma list")

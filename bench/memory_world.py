@@ -147,7 +147,11 @@ class World:
         notes = [rnd.choice(NOTES).format(file=(touches or ["the logs"])[0], w1=w1, w2=w2, w3=w3, ident=ident,
                                           num=rnd.randint(2, 900))
                  for _ in range(rnd.choice([1, 1, 2]))]
-        node_id = "%s-%s-%s" % ({"lessons": "lesson", "elsewhere": "tip"}.get(topic, topic), ident.replace("_", "-"), w2)
+        node_id = "%s-%s-%s" % (
+            {"lessons": "lesson", "elsewhere": "tip"}.get(topic, topic),
+            ident.replace("_", "-"),
+            w2,
+        )
         self.facts[fid] = Fact(fid=fid, level=level, topic=topic, node_id=node_id, gist=gist, notes=notes,
                                touches=sorted(touches), words=[w1, w2, w3], ident=ident, emerge_day=emerge_day,
                                weight=weight, related=[])

@@ -70,11 +70,23 @@ def main():
         text = r["content"][0]["text"]
         active = re.search(r"## Project graph: (\d+) active", text).group(1)
         sc = r.get("structuredContent")
-        print("kgd at %s: kg_read, %d nodes in grace + %d edges (%s active): p50 %.2f ms, p90 %.2f ms over HTTP; "
-              "response %d bytes; text %d characters; structuredContent %s"
-              % (opts.repo, opts.nodes, opts.edges, active, statistics.median(d) * 1000, d[int(len(d) * 0.9) - 1] * 1000,
-                 len(data), len(text), "absent" if sc is None else "%d characters" % len(
-                     json.dumps(sc, ensure_ascii=False, separators=(",", ":")))))
+        print(
+            "kgd at %s: kg_read, %d nodes in grace + %d edges (%s active): p50 %.2f ms, p90 %.2f ms over HTTP; "
+            "response %d bytes; text %d characters; structuredContent %s"
+            % (
+                opts.repo,
+                opts.nodes,
+                opts.edges,
+                active,
+                statistics.median(d) * 1000,
+                d[int(len(d) * 0.9) - 1] * 1000,
+                len(data),
+                len(text),
+                "absent"
+                if sc is None
+                else "%d characters" % len(json.dumps(sc, ensure_ascii=False, separators=(",", ":"))),
+            )
+        )
         p = sorted(timed(lambda i: c.tool("kg_put_node", {"session_id": sid, "level": "project", "id": "x%d" % i,
                                                           "gist": "probe"}), 500))
         print("kg_put_node on that graph: %.0f round trips/s (1 / median), median %.2f ms"

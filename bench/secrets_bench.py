@@ -19,9 +19,10 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 REPO = os.path.dirname(HERE)
 sys.path[:0] = [REPO, os.path.join(REPO, "tests")]
 
+from kg import secrets  # noqa: E402
+
 import secrets_corpus as corpus  # noqa: E402
 import secrets_hostile as hostile  # noqa: E402
-from kg import secrets  # noqa: E402
 
 
 def best_of(fn, n=3, clock=time.perf_counter):
@@ -85,8 +86,11 @@ def main():
 
     repo_lines, repo_hits = 0, []
     for path in sorted(glob.glob(os.path.join(REPO, "**", "*"), recursive=True)):
-        if not path.endswith((".py", ".md", ".js", ".html", ".css", ".json", ".toml", ".sh", ".txt")) or "secrets_corpus" in path \
-                or "secrets_hostile" in path:
+        if (
+            not path.endswith((".py", ".md", ".js", ".html", ".css", ".json", ".toml", ".sh", ".txt"))
+            or "secrets_corpus" in path
+            or "secrets_hostile" in path
+        ):
             continue
         with open(path, encoding="utf-8", errors="replace") as f:
             for n, line in enumerate(f, 1):

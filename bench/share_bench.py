@@ -216,9 +216,12 @@ def main():
     pk = d["pickup_ms"]
     print("pickup of a pull changing %d nodes, file replaced -> kg_sync reports them: median %.0f ms, max %.0f ms "
           "(%d rounds; includes the 0.5 s poll)" % (opts.changed, statistics.median(pk), max(pk), len(pk)))
-    print("  in process: whole sync %.0f ms (CPU %.0f ms: a loaded machine inflates the wall time); parse %.0f ms cold, %.0f ms re-reading only the changed lines; "
-          "reconcile alone %.0f ms cold, %.0f ms with the stamps kgd keeps" % (
-              p["sync_ms"], p["sync_cpu_ms"], p["parse_ms"], p["reparse_ms"], p["reconcile_ms"], p["reconcile_warm_ms"]))
+    print(
+        "  in process: whole sync %.0f ms (CPU %.0f ms: a loaded machine inflates the wall time); "
+        "parse %.0f ms cold, %.0f ms re-reading only the changed lines; "
+        "reconcile alone %.0f ms cold, %.0f ms with the stamps kgd keeps"
+        % (p["sync_ms"], p["sync_cpu_ms"], p["parse_ms"], p["reparse_ms"], p["reconcile_ms"], p["reconcile_warm_ms"])
+    )
     print(".kg/ size %.2f MB; git status %.1f ms clean, %.1f ms after a put; one put's git diff: %d bytes, %d lines" % (
         d["size"] / 1e6, d["status_clean_ms"], d["status_dirty_ms"], d["diff_bytes"], d["diff_lines"]))
 

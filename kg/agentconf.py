@@ -97,8 +97,12 @@ def wanted_hooks(name, cfg):
     spec = AGENTS[name]["hooks"]
     out = {}
     for event, matcher in spec["events"]:
-        hook = {"type": "command",
-                spec.get("command_key", "command"): hooklists.hook_command(cfg, name, event if spec["event_flag"] else None)}
+        hook = {
+            "type": "command",
+            spec.get("command_key", "command"): hooklists.hook_command(
+                cfg, name, event if spec["event_flag"] else None
+            ),
+        }
         hook["timeoutSec" if spec["layout"] == "flat" else "timeout"] = spec["timeout"]
         if spec["layout"] == "flat":
             out[event] = [hook]

@@ -69,7 +69,9 @@ class App:
         if cfg["host"] not in LOOPBACK and not cfg["token"]:
             log.warning("listening on %s WITHOUT a token: anyone who can reach this address can read and change "
                         "the memory. Set --token or KG_TOKEN, or bind to 127.0.0.1.", cfg["host"])
-        self.loop = Loop(store, settings.save_interval, housekeeping=[daemon.reap, store.poll_shared, self.remote.tick]).start()
+        self.loop = Loop(
+            store, settings.save_interval, housekeeping=[daemon.reap, store.poll_shared, self.remote.tick]
+        ).start()
         self.thread = threading.Thread(target=daemon.serve_forever, kwargs={"poll_interval": 0.2}, name="kgd-http")
         self.thread.start()
         return self

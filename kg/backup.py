@@ -225,8 +225,11 @@ class Tally:
     def line(self):
         parts = []
         for kind in ("nodes", "edges", "progress"):
-            bits = ["%d %s" % (self.counts[(kind, w)], w) for w in ("added", "updated", "unchanged", "kept newer",
-                                                                      "skipped", "refused") if self.counts.get((kind, w))]
+            bits = [
+                "%d %s" % (self.counts[(kind, w)], w)
+                for w in ("added", "updated", "unchanged", "kept newer", "skipped", "refused")
+                if self.counts.get((kind, w))
+            ]
             if bits:
                 parts.append("%s: %s" % (kind, ", ".join(bits)))
         return "%s — %s" % (self.label, "; ".join(parts) or "empty")

@@ -15,7 +15,8 @@ Rules owned here:
 import os
 from urllib.parse import quote
 
-from . import model, render, search as ranking, sharedmeta
+from . import model, render, sharedmeta
+from . import search as ranking
 from .client import Api, connect_host, find_daemon, get_json
 from .console import CommandError, plural, say, warn
 from .diskview import project_graphs, snapshot_graph

@@ -16,8 +16,7 @@ import time
 
 from .config import connect_host
 from .console import CommandError
-from .storage import lock_state
-from .storage import FILE_MODE, Layout, ensure_dir
+from .storage import FILE_MODE, Layout, ensure_dir, lock_state
 
 LOG_NAME = "kgd.log"
 LOG_ROTATE_BYTES = 5 * 1024 * 1024

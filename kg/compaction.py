@@ -55,8 +55,19 @@ O((n + e) log n). Thresholds are compared in integers (5 x estimate <= 4 x M, 50
 from collections import namedtuple
 
 from . import model
-from .model import (ACTIVE, ARCHIVED, ORPHANED, EDGE_TOKENS, is_active, node_state, node_tokens, recency,
-                    set_active, set_archived, set_orphaned)
+from .model import (
+    ACTIVE,
+    ARCHIVED,
+    EDGE_TOKENS,
+    ORPHANED,
+    is_active,
+    node_state,
+    node_tokens,
+    recency,
+    set_active,
+    set_archived,
+    set_orphaned,
+)
 
 DAY = 86400.0
 ORPHAN_COST = 5              # tokens an archived node costs in kg_read (its id line)

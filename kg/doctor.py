@@ -19,6 +19,7 @@ from .desktop import SERVER_NAME, desktop_config_path, target_os
 from .diskview import journal_problem
 from .storage import DIR_MODE, FILE_MODE
 
+
 class Report:
     def __init__(self):
         self.problems = 0
@@ -386,7 +387,7 @@ def _check_credentials(rep, root):
 def _check_shared(rep, root):
     """Contract 9: every project shared through its repository's .kg/ loads cleanly (kgd skips
     what it cannot read; this says what and where)."""
-    from . import kgdir, sharedmeta, shared
+    from . import kgdir, shared, sharedmeta
     from .diskview import project_graphs
     from .storage import Layout
 
@@ -434,9 +435,11 @@ def doctor(args, cfg):
             rep.fail("kgd (pid %s) holds root %s but does not answer on port %s" % (pid, cfg["root"], lport),
                      "see %s/%s or the service log; kgd stop, then start it again" % (cfg["root"], LOG_NAME))
         elif port and _port_free(host, port):
-            rep.warn("kgd is not running (port %d is free)" % port,
-                     "start it: kgd start (a new Claude Code session starts it too, through kgd's SessionStart "
-                     "hook)%s" % (", or the service (systemctl --user start kgd / launchctl)" if _service_file() else ""))
+            rep.warn(
+                "kgd is not running (port %d is free)" % port,
+                "start it: kgd start (a new Claude Code session starts it too, through kgd's SessionStart "
+                "hook)%s" % (", or the service (systemctl --user start kgd / launchctl)" if _service_file() else ""),
+            )
         elif port:
             rep.fail("port %d on %s is taken by another program (not kgd)" % (port, host),
                      "find it with `lsof -i :%d` (or `ss -ltnp`); or run kgd on another port (--port / "

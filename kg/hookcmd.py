@@ -24,8 +24,7 @@ import time
 
 from . import agents
 from .config import DEFAULTS, ConfigError, connect_host, resolve_config
-from .storage import lock_state
-from .storage import Layout
+from .storage import Layout, lock_state
 
 BUDGET = 1.9
 MAX_INPUT = 1024 * 1024

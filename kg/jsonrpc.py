@@ -110,7 +110,9 @@ def handle(body, dispatch, ctx=None):
     try:
         msg = strict_loads(body)
     except (UnicodeDecodeError, ValueError) as exc:
-        return error_response(None, PARSE_ERROR, "Parse error: the body is not valid UTF-8 JSON (%s)." % str(exc)[:200]), 400
+        return error_response(
+            None, PARSE_ERROR, "Parse error: the body is not valid UTF-8 JSON (%s)." % str(exc)[:200]
+        ), 400
     if isinstance(msg, list):
         if not msg:
             return error_response(None, INVALID_REQUEST, "Invalid Request: empty batch."), 400

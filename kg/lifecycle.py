@@ -86,8 +86,10 @@ def status(args, cfg):
     if args.json:
         say(json.dumps(out))
         return 0
-    say("kgd %s is running at %s%s, up %s" % (out["version"], out["url"],
-                                               " (pid %s)" % found["pid"] if found["pid"] else "", _age(out["uptime_s"])))
+    say(
+        "kgd %s is running at %s%s, up %s"
+        % (out["version"], out["url"], " (pid %s)" % found["pid"] if found["pid"] else "", _age(out["uptime_s"]))
+    )
     say("root:     %s" % cfg["root"])
     say("sessions: %s live" % out["sessions"])
     say("graphs:   %s loaded (user + projects in use)" % out["graphs_loaded"])

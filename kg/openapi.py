@@ -35,12 +35,14 @@ def _errors(*codes):
     return {str(c): _ERR for c in codes}
 
 
-_STRS = {"type": "array", "items": {"type": "string"}}
+_S = {"type": "string"}
+_SN = {"type": ["string", "null"]}
+_STRS = {"type": "array", "items": _S}
 _NODE = {"type": "object", "required": ["id", "gist", "notes", "touches", "state"],
-         "properties": {"id": {"type": "string"}, "gist": {"type": "string"}, "notes": _STRS, "touches": _STRS,
+         "properties": {"id": _S, "gist": _S, "notes": _STRS, "touches": _STRS,
                         "state": {"type": "string", "enum": ["active", "archived", "orphaned"]}}}
 _EDGE = {"type": "object", "required": ["from", "to", "rel", "notes"],
-         "properties": {"from": {"type": "string"}, "to": {"type": "string"}, "rel": {"type": "string"}, "notes": _STRS}}
+         "properties": {"from": _S, "to": _S, "rel": _S, "notes": _STRS}}
 
 OPENAPI = {
     "openapi": "3.1.0",
@@ -51,29 +53,29 @@ OPENAPI = {
         "securitySchemes": {"bearer": {"type": "http", "scheme": "bearer",
                                        "description": "only when the daemon runs with --token"}},
         "schemas": {
-            "Error": {"type": "object", "required": ["error"], "properties": {"error": {"type": "string"}}},
+            "Error": {"type": "object", "required": ["error"], "properties": {"error": _S}},
             "Node": _NODE,
             "Edge": _EDGE,
             "NodeFull": {"allOf": [_ref("Node"), {"type": "object", "required": ["level", "edges"], "properties": {
-                "level": {"type": "string"}, "edges": {"type": "array", "items": _ref("Edge")}}}]},
+                "level": _S, "edges": {"type": "array", "items": _ref("Edge")}}}]},
             "Graph": {"type": "object", "required": ["nodes", "edges", "tokens", "max_tokens"], "properties": {
                 "nodes": {"type": "array", "items": {"allOf": [_ref("Node"), {"type": "object", "properties": {
                     "created_ts": {"type": ["number", "null"]}, "updated_ts": {"type": "number"}}}]}},
                 "edges": {"type": "array", "items": _ref("Edge")},
                 "tokens": {"type": "integer"}, "max_tokens": {"type": "integer"}}},
             "PutNodeResult": {"type": "object", "required": ["level", "created", "node"], "properties": {
-                "level": {"type": "string"}, "created": {"type": "boolean"}, "node": _ref("Node")}},
+                "level": _S, "created": {"type": "boolean"}, "node": _ref("Node")}},
             "PutEdgeResult": {"type": "object", "required": ["level", "created", "edge"], "properties": {
-                "level": {"type": "string"}, "created": {"type": "boolean"}, "edge": _ref("Edge")}},
+                "level": _S, "created": {"type": "boolean"}, "edge": _ref("Edge")}},
             "Progress": {"type": "object", "required": ["task_id", "level", "state"], "properties": {
-                "task_id": {"type": "string"}, "level": {"type": "string"}, "state": {"type": ["object", "null"]}}},
+                "task_id": _S, "level": _S, "state": {"type": ["object", "null"]}}},
             "RemoteStatus": {"type": "object", "required": ["enabled", "remote", "last_ok", "last_error"],
-                             "properties": {"enabled": {"type": "boolean"}, "remote": {"type": ["string", "null"]},
+                             "properties": {"enabled": {"type": "boolean"}, "remote": _SN,
                                             "last_ok": {"type": ["number", "null"]},
                                             "last_error": {"type": ["object", "null"]},
                                             "syncing": {"type": "boolean"}, "completed": {"type": "boolean"}}},
             "Health": {"type": "object", "required": ["status", "version", "uptime_s", "sessions", "graphs_loaded"],
-                       "properties": {"status": {"type": "string"}, "version": {"type": "string"},
+                       "properties": {"status": _S, "version": _S,
                                       "uptime_s": {"type": "number"}, "sessions": {"type": "integer"},
                                       "graphs_loaded": {"type": "integer"}}},
         },
@@ -85,19 +87,20 @@ OPENAPI = {
         "/api/graph": {"get": {
             "summary": "both graphs, all states", "operationId": "graph", "parameters": [_PP],
             "responses": dict({"200": _ok({"type": "object", "required": ["project_path", "user", "project"],
-                                           "properties": {"project_path": {"type": ["string", "null"]},
+                                           "properties": {"project_path": _SN,
                                                           "user": _ref("Graph"),
                                                           "project": {"oneOf": [_ref("Graph"), {"type": "null"}]}}})},
                               **_errors(400))}},
         "/api/sessions": {"post": {
             "summary": "start a session", "operationId": "createSession",
             "requestBody": {"required": False, "content": _json({"type": "object", "additionalProperties": False,
-                                                                  "properties": {"project_path": {"type": ["string", "null"]}}})},
+                                                                  "properties": {"project_path": _SN}})},
             "responses": dict({"200": _ok({"type": "object", "required": ["session_id", "project_path"], "properties": {
-                "session_id": {"type": "string"}, "project_path": {"type": ["string", "null"]}}})}, **_errors(400, 415))}},
+                "session_id": _S, "project_path": _SN}})}, **_errors(400, 415))}},
         "/api/sessions/{sid}": {"get": {
             "summary": "a session's stats", "operationId": "getSession", "parameters": [_param("sid", "path", True)],
-            "responses": dict({"200": _ok({"type": "object", "required": ["id", "started", "last_active", "sync_mark"]})},
+            "responses": dict({"200": _ok({"type": "object",
+                                           "required": ["id", "started", "last_active", "sync_mark"]})},
                               **_errors(404))}},
         "/api/nodes/{level}/{id}": {
             "get": {"summary": "one node with its edges (promotes it, as kg_read)", "operationId": "getNode",
@@ -107,28 +110,28 @@ OPENAPI = {
                     "parameters": [_LEVEL_P, _param("id", "path", True)],
                     "requestBody": {"required": True, "content": _json({
                         "type": "object", "additionalProperties": False, "properties": {
-                            "gist": {"type": "string"}, "notes": _STRS, "touches": _STRS,
-                            "session_id": {"type": ["string", "null"]}, "project_path": {"type": ["string", "null"]}}})},
+                            "gist": _S, "notes": _STRS, "touches": _STRS,
+                            "session_id": _SN, "project_path": _SN}})},
                     "responses": dict({"200": _ok(_ref("PutNodeResult"))}, **_errors(400, 404, 415, 422, 507))},
             "delete": {"summary": "delete a node and its edges", "operationId": "deleteNode",
                        "parameters": [_LEVEL_P, _param("id", "path", True), _PP, _SID],
                        "responses": dict({"200": _ok({"type": "object", "required": ["level", "id", "edges_removed"],
-                                                      "properties": {"level": {"type": "string"}, "id": {"type": "string"},
+                                                      "properties": {"level": _S, "id": _S,
                                                                      "edges_removed": {"type": "integer"}}})},
                                          **_errors(400, 404, 409, 507))}},
         "/api/edges/{level}": {
             "put": {"summary": "create or update an edge", "operationId": "putEdge", "parameters": [_LEVEL_P],
                     "requestBody": {"required": True, "content": _json({
                         "type": "object", "required": ["from", "to", "rel"], "additionalProperties": False,
-                        "properties": {"from": {"type": "string"}, "to": {"type": "string"}, "rel": {"type": "string"},
-                                       "notes": _STRS, "session_id": {"type": ["string", "null"]},
-                                       "project_path": {"type": ["string", "null"]}}})},
+                        "properties": {"from": _S, "to": _S, "rel": _S,
+                                       "notes": _STRS, "session_id": _SN,
+                                       "project_path": _SN}})},
                     "responses": dict({"200": _ok(_ref("PutEdgeResult"))}, **_errors(400, 404, 415, 422, 507))},
             "delete": {"summary": "delete an edge", "operationId": "deleteEdge",
                        "parameters": [_LEVEL_P, _param("from", required=True), _param("to", required=True),
                                       _param("rel", required=True), _PP, _SID],
                        "responses": dict({"200": _ok({"type": "object", "required": ["level", "edge"], "properties": {
-                           "level": {"type": "string"}, "edge": _ref("Edge")}})}, **_errors(400, 404, 409, 507))}},
+                           "level": _S, "edge": _ref("Edge")}})}, **_errors(400, 404, 409, 507))}},
         "/api/search": {"get": {
             "summary": "search all states, best first", "operationId": "search",
             "parameters": [_param("q", description="the words to look for (required unless query is given)"),
@@ -136,7 +139,7 @@ OPENAPI = {
                            _param("limit", schema={"type": "integer", "minimum": 1, "maximum": 200})],
             "responses": dict({"200": _ok({"type": "object", "required": ["results"], "properties": {
                 "results": {"type": "array", "items": {"allOf": [_ref("Node"), {"type": "object", "properties": {
-                    "level": {"type": "string"}, "score": {"type": "number"}}}]}}}})}, **_errors(400, 404))}},
+                    "level": _S, "score": {"type": "number"}}}]}}}})}, **_errors(400, 404))}},
         "/api/sync": {"get": {
             "summary": "changes by other sessions since this session's last sync", "operationId": "sync",
             "parameters": [_param("session_id", required=True)],
@@ -152,8 +155,8 @@ OPENAPI = {
                                    _param("level", schema={"type": "string", "enum": list(model.LEVELS)})],
                     "requestBody": {"required": True, "content": _json({
                         "type": "object", "required": ["state"], "additionalProperties": False,
-                        "properties": {"state": {"type": ["object", "null"]}, "session_id": {"type": ["string", "null"]},
-                                       "project_path": {"type": ["string", "null"]},
+                        "properties": {"state": {"type": ["object", "null"]}, "session_id": _SN,
+                                       "project_path": _SN,
                                        "level": {"type": ["string", "null"], "enum": list(model.LEVELS) + [None]}}})},
                     "responses": dict({"200": _ok(_ref("Progress"))}, **_errors(400, 404, 415, 507))}},
         "/api/projects": {"get": {
@@ -165,9 +168,9 @@ OPENAPI = {
             "summary": "share a project's graph in its repository's .kg/ (or stop: off)", "operationId": "share",
             "requestBody": {"required": True, "content": _json({
                 "type": "object", "required": ["project_path"], "additionalProperties": False,
-                "properties": {"project_path": {"type": "string"}, "off": {"type": "boolean"}}})},
+                "properties": {"project_path": _S, "off": {"type": "boolean"}}})},
             "responses": dict({"200": _ok({"type": "object", "required": ["shared", "project_path"], "properties": {
-                "shared": {"type": "boolean"}, "project_path": {"type": "string"}}})}, **_errors(400, 415))}},
+                "shared": {"type": "boolean"}, "project_path": _S}})}, **_errors(400, 415))}},
         "/api/hooks": {"post": {
             "summary": "agent hooks: hook input in, hook output (or nothing) out", "operationId": "hooks",
             "parameters": [_param("agent", schema={"type": "string", "enum": list(agents.NAMES)},
@@ -183,8 +186,10 @@ OPENAPI = {
                                                       "nothing worth saying"}}, **_errors(400, 415))}},
         "/api/remote": {
             "get": {"summary": "the personal remote (kgd sync): where, last sync, last error",
-                    "operationId": "remoteStatus", "responses": dict({"200": _ok(_ref("RemoteStatus"))}, **_errors(409))},
-            "post": {"summary": "re-read ROOT/sync.json and sync with the personal remote now", "operationId": "remoteSync",
+                    "operationId": "remoteStatus",
+                    "responses": dict({"200": _ok(_ref("RemoteStatus"))}, **_errors(409))},
+            "post": {"summary": "re-read ROOT/sync.json and sync with the personal remote now",
+                     "operationId": "remoteSync",
                      "requestBody": {"required": False, "content": _json({
                          "type": "object", "additionalProperties": False, "properties": {
                              "wait": {"type": "number", "minimum": 0, "maximum": 300,

@@ -59,7 +59,9 @@ def _session(store, sid):
 def _body_fields(body, allowed):
     unknown = [k for k in body if k not in allowed]
     if unknown:
-        raise BadInput("unknown field(s) %s; allowed: %s." % (", ".join(repr(k)[:60] for k in unknown[:5]), ", ".join(allowed)))
+        raise BadInput(
+            "unknown field(s) %s; allowed: %s." % (", ".join(repr(k)[:60] for k in unknown[:5]), ", ".join(allowed))
+        )
     for k in ("session_id", "project_path"):
         if body.get(k) is not None and not isinstance(body[k], str):
             raise BadInput("%s must be a string." % k)

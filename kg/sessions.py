@@ -162,7 +162,9 @@ class Sessions:
             self.drop(s)
             s = None
         if s is None:
-            raise NotFound("unknown or expired session_id %r: call kg_read with cwd to start a new session." % sid[:100])
+            raise NotFound(
+                "unknown or expired session_id %r: call kg_read with cwd to start a new session." % sid[:100]
+            )
         self.claim(s, now)
         return s
 

@@ -354,7 +354,9 @@ class Store:
         """Full content of each node; promotes archived / orphaned ones (contract 3)."""
         ids = model.check_ids(ids)
         out, missing, withheld = [], [], []
-        with self._writing(level, session, project_path, lenient=(logging.WARNING, "a read's recency was not saved")) as w:
+        with self._writing(
+            level, session, project_path, lenient=(logging.WARNING, "a read's recency was not saved")
+        ) as w:
             durables = self.registry.addressed(level, session, project_path)
             now = self.clock()
             for nid in dict.fromkeys(ids):

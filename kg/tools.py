@@ -8,7 +8,8 @@ and the single mapping of KgError to a tool result with isError (contract sectio
 
 import logging
 
-from . import agents, model, render, structured as bounds
+from . import agents, model, render
+from . import structured as bounds
 from .errors import BadInput, KgError
 
 log = logging.getLogger(__name__)

@@ -44,7 +44,12 @@ class _Gen:
 
     def pem(self, kind):
         lines = "\n".join(self.s(64, B64) for _ in range(4))
-        return "-----BEGIN %sPRIVATE KEY-----\n%s\n%s==\n-----END %sPRIVATE KEY-----" % (kind, lines, self.s(20, B64), kind)
+        return "-----BEGIN %sPRIVATE KEY-----\n%s\n%s==\n-----END %sPRIVATE KEY-----" % (
+            kind,
+            lines,
+            self.s(20, B64),
+            kind,
+        )
 
     def jwt(self):
         head = _b64url(json.dumps({"alg": self.r.choice(["HS256", "RS256", "ES256"]), "typ": "JWT"}).encode())
@@ -63,9 +68,12 @@ def credentials(seed=1019):
 
     for kt in ("", "RSA ", "EC ", "OPENSSH ", "DSA ", "ENCRYPTED "):
         add("private-key", g.pem(kt), "deploy key below:\n" + g.pem(kt))
-    add("private-key",
-        "-----BEGIN PGP PRIVATE KEY BLOCK-----\nVersion: GnuPG v2\n\n%s\n-----END PGP PRIVATE KEY BLOCK-----" % g.s(64, B64),
-        "KEY=\"-----BEGIN RSA PRIVATE KEY-----\\n%s\\n-----END RSA PRIVATE KEY-----\"" % g.s(64, B64))
+    add(
+        "private-key",
+        "-----BEGIN PGP PRIVATE KEY BLOCK-----\nVersion: GnuPG v2\n\n%s\n-----END PGP PRIVATE KEY BLOCK-----"
+        % g.s(64, B64),
+        "KEY=\"-----BEGIN RSA PRIVATE KEY-----\\n%s\\n-----END RSA PRIVATE KEY-----\"" % g.s(64, B64),
+    )
     for p in ("AK" + "IA", "AS" + "IA"):
         key = p + g.s(16, UPPER_DIGITS)
         add("aws-access-key-id", key, "aws_access_key_id = " + key, "export AWS_ACCESS_KEY_ID=" + key,
@@ -86,7 +94,11 @@ def credentials(seed=1019):
         add("slack", tok, "SLACK_BOT_TOKEN=" + tok)
     for p in ("sk" + "_live_", "rk" + "_live_"):
         add("stripe", p + g.s(24), "stripe.api_key = '%s%s'" % (p, g.s(99)))
-    add("google", "AI" + "za" + g.s(35, B64URL), "https://maps.googleapis.com/maps/api/geocode/json?key=AI" + "za" + g.s(35, B64URL))
+    add(
+        "google",
+        "AI" + "za" + g.s(35, B64URL),
+        "https://maps.googleapis.com/maps/api/geocode/json?key=AI" + "za" + g.s(35, B64URL),
+    )
     add("openai", "s" + "k-" + g.s(48), "OPENAI_API_KEY=s" + "k-proj-" + g.s(156, B64URL),
         "openai.api_key = \"s" + "k-svcacct-" + g.s(64, B64URL) + "\"")
     add("anthropic", "s" + "k-ant-api03-" + g.s(93, B64URL) + "AA",
@@ -97,7 +109,10 @@ def credentials(seed=1019):
         add("jwt", g.jwt())
     add("jwt", "Cookie: session=" + g.jwt() + "; Path=/", "id_token=" + g.jwt())
     for scheme in ("postgres", "postgresql", "mysql", "redis", "amqp", "mongodb+srv", "https"):
-        add("url-password", "%s://app_%s:%s@db.internal:5432/prod" % (scheme, g.s(4), g.password(14, URL_PASSWORD_CHARS)))
+        add(
+            "url-password",
+            "%s://app_%s:%s@db.internal:5432/prod" % (scheme, g.s(4), g.password(14, URL_PASSWORD_CHARS)),
+        )
     add("url-password", "DATABASE_URL=postgres://deploy:%s@10.0.3.7/app" % g.password(14, URL_PASSWORD_CHARS),
         "redis://:%s@cache:6379/0" % g.password(20, URL_PASSWORD_CHARS),
         "https://oauth2:%s@gitlab.example.com/org/repo.git" % g.s(20, ALNUM),
@@ -204,7 +219,8 @@ def near_misses(seed=2019):
         "docker login --password-stdin ghcr.io < token.txt",
         "python==3.11.7 numpy>=1.26 pytest~=8.0",
         "ssh-ed25519 AAAAC3NzaC1lZDI1NTE5AAAAI%s dev@laptop" % g.s(43, B64),
-        "-----BEGIN PUBLIC KEY-----\nMIIBIjANBgkqhkiG9w0BAQEFAAOCAQ8AMIIBCgKCAQEA%s\n-----END PUBLIC KEY-----" % g.s(40, B64),
+        "-----BEGIN PUBLIC KEY-----\nMIIBIjANBgkqhkiG9w0BAQEFAAOCAQ8AMIIBCgKCAQEA%s\n-----END PUBLIC KEY-----"
+        % g.s(40, B64),
         "data:image/png;base64,iVBORw0KGgoAAAANSUhEUgAAAAEAAAABCAYAAAAfFcSJAAAADUlEQVR42mNkYPhfDwAChwGA60e6kgAAAABJRU5ErkJggg==",
         # prose and paths
         "The password reset flow sends a signed link valid for 30 minutes.",

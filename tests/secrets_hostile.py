@@ -37,16 +37,20 @@ def _forms(g):
     pem_b64 = "\n".join(g.s(64, B64) for _ in range(3))
     for kt in ("OPENSSH ", "EC ", "RSA ", "ENCRYPTED ", ""):
         add("private-key", "-----BEGIN %sPRIVATE KEY-----\n%s\n-----END %sPRIVATE KEY-----" % (kt, pem_b64, kt))
-    add("private-key",
-        "-----BEGIN PGP PRIVATE KEY BLOCK-----\n\n%s\n=%s\n-----END PGP PRIVATE KEY BLOCK-----" % (pem_b64, g.s(4, B64)),
-        "-----BEGIN RSA PRIVATE KEY-----\nProc-Type: 4,ENCRYPTED\nDEK-Info: AES-128-CBC,%s\n\n%s" % (g.s(32, HEX.upper()), pem_b64),
+    add(
+        "private-key",
+        "-----BEGIN PGP PRIVATE KEY BLOCK-----\n\n%s\n=%s\n-----END PGP PRIVATE KEY BLOCK-----"
+        % (pem_b64, g.s(4, B64)),
+        "-----BEGIN RSA PRIVATE KEY-----\nProc-Type: 4,ENCRYPTED\nDEK-Info: AES-128-CBC,%s\n\n%s"
+        % (g.s(32, HEX.upper()), pem_b64),
         "-----BEGIN OPENSSH PRIVATE KEY-----\r\n%s\r\n" % g.s(70, B64),
         "-----BEGIN PRIVATE KEY-----   %s" % g.s(64, B64),
         "PuTTY-User-Key-File-3: ssh-ed25519\nEncryption: none\nPublic-Lines: 2\n%s\nPrivate-Lines: 1\n%s"
         % (g.s(64, B64), g.s(44, B64)),
         "AGE-" + "SECRET-KEY-1" + g.s(58, UPPER_DIGITS),
         "tls.key: |\n            -----BEGIN RSA PRIVATE KEY-----\n            " + g.s(64, B64),
-        '"key": "-----BEGIN DH PRIVATE KEY-----\\r\\n%s"' % g.s(64, B64))
+        '"key": "-----BEGIN DH PRIVATE KEY-----\\r\\n%s"' % g.s(64, B64),
+    )
     add("sendgrid", "S" + "G." + g.s(22, B64URL) + "." + g.s(43, B64URL))
     add("discord-webhook", "https://discord.com/api/webhooks/%s/%s" % (g.s(18, string.digits), g.s(68, B64URL)))
     for p in ("AK" + "IA", "AS" + "IA"):
@@ -66,8 +70,12 @@ def _forms(g):
     add("gitlab", "gl" + "pat-" + g.s(20, B64URL), "PRIVATE-TOKEN: gl" + "pat-" + g.s(20, ALNUM))
     for t in ("b", "p", "a", "r", "s"):
         add("slack", "xo" + "x" + t + "-" + g.s(12, string.digits) + "-" + g.s(12, string.digits) + "-" + g.s(24))
-    add("slack-webhook", "https://hooks.slack.com/services/T%s/B%s/%s" % (g.s(8, UPPER_DIGITS), g.s(10, UPPER_DIGITS), g.s(24)),
-        "SLACK_WEBHOOK_URL=https://hooks.slack.com/services/T%s/B%s/%s" % (g.s(10, UPPER_DIGITS), g.s(11, UPPER_DIGITS), g.s(24)))
+    add(
+        "slack-webhook",
+        "https://hooks.slack.com/services/T%s/B%s/%s" % (g.s(8, UPPER_DIGITS), g.s(10, UPPER_DIGITS), g.s(24)),
+        "SLACK_WEBHOOK_URL=https://hooks.slack.com/services/T%s/B%s/%s"
+        % (g.s(10, UPPER_DIGITS), g.s(11, UPPER_DIGITS), g.s(24)),
+    )
     for p in ("sk" + "_live_", "rk" + "_live_", "sk" + "_test_"):
         add("stripe", p + g.s(24), "STRIPE_KEY=%s%s" % (p, g.s(99)))
     add("stripe", "whsec_" + g.s(32))
@@ -77,8 +85,14 @@ def _forms(g):
     add("anthropic", sk + "-ant-api03-" + g.s(93, B64URL) + "AA", sk + "-ant-admin01-" + g.s(93, B64URL) + "AA")
     for _ in range(2):
         j = g.jwt()
-        add("jwt", j, "Authorization: Bearer " + j, "https://app.example.com/callback#access_token=" + j + "&token_type=bearer",
-            '{"id_token": "%s"}' % j, "https://app.example.com/sso?jwt=" + j)
+        add(
+            "jwt",
+            j,
+            "Authorization: Bearer " + j,
+            "https://app.example.com/callback#access_token=" + j + "&token_type=bearer",
+            '{"id_token": "%s"}' % j,
+            "https://app.example.com/sso?jwt=" + j,
+        )
     pw = g.password(16, URL_PASSWORD_CHARS)
     for url in ("postgres://app:%s@db.prod:5432/app", "mongodb+srv://svc:%s@cluster0.ab1cd.mongodb.net/db?retryWrites=true",
                 "redis://:%s@cache.internal:6379/0", "amqp://worker:%s@mq/vhost", "https://bot:%s@github.com/org/repo.git",
@@ -87,7 +101,8 @@ def _forms(g):
         add("url-password" if "password=" not in url else "password", url % pw)
     add("url-password", "https://x-access-token:%s@github.com/o/r" % g.s(40, HEX))
     P = g.password
-    R = lambda n=32: g.s(n, ALNUM)
+    def R(n=32):
+        return g.s(n, ALNUM)
     for form in ("DB_PASSWORD=%s", "export DB_PASSWORD=%s", "export DB_PASSWORD='%s'", "db_password: %s",
                  "  password: \"%s\"", '{"password":"%s"}', "password = \"%s\"", "os.environ[\"DB_PASSWORD\"] = \"%s\"",
                  "mysql -u root -p%s -h db", "mysql --password=%s", "PGPASSWORD='%s' psql", "--password=%s",
@@ -150,7 +165,8 @@ def hostile_near_misses(seed=5019):
     gh = "g" + "h"
     sk = "s" + "k"
     sha1, sha256, sha512 = g.s(40, HEX), g.s(64, HEX), g.s(128, HEX)
-    uuid = lambda: "%s-%s-4%s-a%s-%s" % (g.s(8, HEX), g.s(4, HEX), g.s(3, HEX), g.s(3, HEX), g.s(12, HEX))
+    def uuid():
+        return "%s-%s-4%s-a%s-%s" % (g.s(8, HEX), g.s(4, HEX), g.s(3, HEX), g.s(3, HEX), g.s(12, HEX))
     b64 = __import__("base64").b64encode(b"The quick brown fox jumps over the lazy dog, twice over.").decode()
     lines = [
         "HEAD is now at %s Merge pull request #1234 from acme/fix-login" % sha1[:7],
@@ -272,7 +288,7 @@ def hostile_near_misses(seed=5019):
         "id: 01HF8ZJ3K9Q4T7M2B6N5R8W1XC",
         "ETag: W/\"%s\"" % g.s(32, HEX),
         "ssh-rsa AAAAB3NzaC1yc2EAAAADAQABAAABAQ%s user@laptop" % g.s(60, B64),
-        "SHA256:%s (ED25519)" % g.s(43, B64).rstrip("+/") ,
+        "SHA256:%s (ED25519)" % g.s(43, B64).rstrip("+/"),
         "password_policy: min 12 chars, 1 digit",
         "token_budget: 120000",
         "apiVersion: v1\nkind: Secret\nmetadata:\n  name: db-creds",
@@ -322,7 +338,8 @@ def hostile_near_misses(seed=5019):
         'const token = req.headers.authorization?.split(" ")[1];',
         'auth = HTTPBasicAuth(user, password)',
         "password=os.environ.get('DB_PASS','')",
-        'export PGPASSWORD=$(aws ssm get-parameter --name /prod/db --with-decryption --query Parameter.Value --output text)',
+        'export PGPASSWORD=$(aws ssm get-parameter --name /prod/db --with-decryption '
+        '--query Parameter.Value --output text)',
         'DATABASE_URL=postgres://app:$DB_PASS@db:5432/app',
         'mysql -uroot -p"$MYSQL_PWD" app',
         'mysql -u root -ppassword',

@@ -8,6 +8,7 @@ import stat
 import sys
 
 import pytest
+
 from helpers import KGD, run_kgd
 
 pytestmark = pytest.mark.e2e
@@ -15,24 +16,41 @@ pytestmark = pytest.mark.e2e
 # agent -> where kgd writes, and a person's own file content to keep (in each file's own style)
 AGENTS = {
     "codex": {
-        "mcp": ".codex/config.toml", "hooks": ".codex/hooks.json",
-        "events": ["SessionStart", "UserPromptSubmit", "PostToolUse", "Stop"], "flat": False,
+        "mcp": ".codex/config.toml",
+        "hooks": ".codex/hooks.json",
+        "events": ["SessionStart", "UserPromptSubmit", "PostToolUse", "Stop"],
+        "flat": False,
         "mine_mcp": '# my Codex\nmodel = "o3"\n\n[mcp_servers.other]\nurl = "http://127.0.0.1:9/mcp"\n',
-        "mine_hooks": json.dumps({"hooks": {"Stop": [{"hooks": [{"type": "command", "command": "notify-send done",
-                                                                 "timeout": 5}]}]}}, indent=2) + "\n",
+        "mine_hooks": json.dumps(
+            {"hooks": {"Stop": [{"hooks": [{"type": "command", "command": "notify-send done", "timeout": 5}]}]}},
+            indent=2,
+        )
+        + "\n",
     },
     "gemini": {
-        "mcp": ".gemini/settings.json", "hooks": ".gemini/settings.json",
-        "events": ["SessionStart", "BeforeAgent", "AfterTool", "AfterAgent"], "flat": False,
-        "mine_mcp": json.dumps({"theme": "dark", "mcpServers": {"other": {"httpUrl": "http://127.0.0.1:9/mcp"}},
-                                "hooks": {"AfterAgent": [{"hooks": [{"type": "command", "command": "notify-send done"}]}]}},
-                               indent=4) + "\n",
+        "mcp": ".gemini/settings.json",
+        "hooks": ".gemini/settings.json",
+        "events": ["SessionStart", "BeforeAgent", "AfterTool", "AfterAgent"],
+        "flat": False,
+        "mine_mcp": json.dumps(
+            {
+                "theme": "dark",
+                "mcpServers": {"other": {"httpUrl": "http://127.0.0.1:9/mcp"}},
+                "hooks": {"AfterAgent": [{"hooks": [{"type": "command", "command": "notify-send done"}]}]},
+            },
+            indent=4,
+        )
+        + "\n",
     },
     "copilot": {
-        "mcp": ".copilot/mcp-config.json", "hooks": ".copilot/hooks/kgd.json",
-        "events": ["sessionStart", "userPromptSubmitted", "postToolUse", "agentStop"], "flat": True,
-        "mine_mcp": json.dumps({"mcpServers": {"other": {"type": "http", "url": "http://127.0.0.1:9/mcp",
-                                                         "tools": ["*"]}}}, indent=2) + "\n",
+        "mcp": ".copilot/mcp-config.json",
+        "hooks": ".copilot/hooks/kgd.json",
+        "events": ["sessionStart", "userPromptSubmitted", "postToolUse", "agentStop"],
+        "flat": True,
+        "mine_mcp": json.dumps(
+            {"mcpServers": {"other": {"type": "http", "url": "http://127.0.0.1:9/mcp", "tools": ["*"]}}}, indent=2
+        )
+        + "\n",
     },
 }
 NAMES = sorted(AGENTS)
@@ -76,7 +94,7 @@ def mcp_url(home, name):
     if name == "codex":
         text = path.read_text()
         start = text.index("[mcp_servers.kg]")
-        line = next(l for l in text[start:].splitlines() if l.startswith("url = "))
+        line = next(ln for ln in text[start:].splitlines() if ln.startswith("url = "))
         return line.split('"')[1]
     entry = json.loads(path.read_text())["mcpServers"]["kg"]
     return entry.get("httpUrl") or entry.get("url")
@@ -96,7 +114,7 @@ def test_install_into_an_empty_home_then_remove_leaves_nothing(tmp_path, name):
         assert words[:4] == [sys.executable, "-S", KGD, "hook"] and words[4:6] == ["--agent", name], words
         if name == "copilot":  # its input names no event: the command does
             assert words[6:8] == ["--event", event]
-    by_hand = [l for l in out.splitlines() if "by hand" in l]
+    by_hand = [line for line in out.splitlines() if "by hand" in line]
     if name == "codex":
         assert len(by_hand) == 1 and "/hooks" in by_hand[0] and "trust" in by_hand[0], out
     else:

@@ -80,10 +80,15 @@ def read_call(agent, env):
 
 def edit_call(agent, env):
     path = str(env.file)
-    return {"claude": ("Edit", {"file_path": path, "old_string": "a", "new_string": "b"}),
-            "codex": ("apply_patch", {"command": "*** Begin Patch\n*** Update File: kg/store.py\n@@\n-x\n+y\n*** End Patch"}),
-            "gemini": ("replace", {"file_path": path, "old_string": "a", "new_string": "b"}),
-            "copilot": ("edit", {"path": path, "old_str": "a", "new_str": "b"})}[agent]
+    return {
+        "claude": ("Edit", {"file_path": path, "old_string": "a", "new_string": "b"}),
+        "codex": (
+            "apply_patch",
+            {"command": "*** Begin Patch\n*** Update File: kg/store.py\n@@\n-x\n+y\n*** End Patch"},
+        ),
+        "gemini": ("replace", {"file_path": path, "old_string": "a", "new_string": "b"}),
+        "copilot": ("edit", {"path": path, "old_str": "a", "new_str": "b"}),
+    }[agent]
 
 
 def send(env, agent, kind, sid="s-1", **kw):

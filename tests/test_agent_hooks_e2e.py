@@ -7,6 +7,7 @@ import json
 import re
 
 import pytest
+
 from helpers import real, run_kgd
 
 pytestmark = pytest.mark.e2e

@@ -9,8 +9,10 @@ import threading
 import pytest
 
 from kg import app as kgapp
+from kg import cli
+from kg import http as kghttp
+
 from helpers import http_request
-from kg import cli, http as kghttp
 
 
 def config(root, **over):

@@ -172,7 +172,9 @@ def test_package_data_is_readable_inside_the_archive(tmp_path):
     with zipfile.ZipFile(out) as z:
         names = set(z.namelist())
     assert "kg/ui/probe.html" in names and not any("__pycache__" in n for n in names)
-    probe = "import sys, pkgutil; sys.path.insert(0, sys.argv[1]); print(pkgutil.get_data('kg', 'ui/probe.html').decode())"
+    probe = (
+        "import sys, pkgutil; sys.path.insert(0, sys.argv[1]); print(pkgutil.get_data('kg', 'ui/probe.html').decode())"
+    )
     r = subprocess.run([sys.executable, "-S", "-c", probe, str(out)], stdout=subprocess.PIPE, env=clean_env(),
                        timeout=30, cwd=str(tmp_path))
     assert r.stdout.decode().strip() == "<!doctype html><title>probe</title>"

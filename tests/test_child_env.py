@@ -11,6 +11,7 @@ import subprocess
 import sys
 
 import pytest
+
 from helpers import HOST_VARS, REPO, Daemon, clean_env, run_kgd, short_id
 
 HUGE = "x" * (1024 * 1024)

@@ -30,9 +30,8 @@ import pytest
 from helpers import KGD
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "claude"))
+from cc_harness import ScriptedModel, claude_version, make_home, request_text, run_claude, session_id_in, tool_exchanges  # noqa: E402
 from fake_anthropic import FakeAnthropic, text_block  # noqa: E402
-from cc_harness import (ScriptedModel, claude_version, make_home, request_text, run_claude, session_id_in,  # noqa: E402
-                     tool_exchanges)
 
 pytestmark = pytest.mark.e2e
 

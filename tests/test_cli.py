@@ -9,10 +9,11 @@ import subprocess
 import sys
 
 import pytest
-from helpers import KGD, REPO, START_LINE, clean_env, free_port, run_kgd
 
 from kg import cli
 from kg.config import ConfigError, resolve_config
+
+from helpers import KGD, REPO, START_LINE, clean_env, free_port, run_kgd
 
 
 class Args:
@@ -161,7 +162,7 @@ def test_status_counts_the_user_graph_in_the_right_number(make_daemon, tmp_path)
 @pytest.mark.e2e
 @pytest.mark.parametrize("token", [None, "wrong"])
 def test_status_with_a_missing_or_wrong_token_fails_in_one_line(make_daemon, tmp_path, token):
-    d = make_daemon(root=tmp_path / "r", args=["--token", "s3cret"])
+    make_daemon(root=tmp_path / "r", args=["--token", "s3cret"])
     args = ["status", "--root", tmp_path / "r"] + (["--token", token] if token else [])
     code, out, err, _ = run_kgd(*args)
     assert code == 1 and out == "", out

@@ -17,10 +17,18 @@ from fractions import Fraction
 
 import pytest
 
-from kg.compaction import (DAY, Result, Settings, _double_ranks, _Graph, compact, needs_compaction,
-                           promote_on_read, revive_on_put)
-from kg.model import (ACTIVE, ARCHIVED, ORPHANED, edge_key, estimate_tokens, is_active,
-                      node_state, recency)
+from kg.compaction import (
+    DAY,
+    Result,
+    Settings,
+    _double_ranks,
+    _Graph,
+    compact,
+    needs_compaction,
+    promote_on_read,
+    revive_on_put,
+)
+from kg.model import ACTIVE, ARCHIVED, ORPHANED, edge_key, estimate_tokens, is_active, node_state, recency
 
 GRACE = 7 * DAY
 ORPHAN_GRACE = 365 * DAY

@@ -27,9 +27,10 @@ import urllib.parse
 
 import pytest
 
-from helpers import Gone, ToolClient
 from kg import storage
 from kg.store import Settings, Store
+
+from helpers import Gone, ToolClient
 
 SEED = int(os.environ.get("KG_CRASH_SEED", "20240607"))
 BIG = 10 ** 6

@@ -7,6 +7,7 @@ import subprocess
 import sys
 
 import pytest
+
 from helpers import KGD, REPO, clean_env, free_port, run_kgd
 
 pytestmark = pytest.mark.e2e
@@ -45,7 +46,7 @@ def test_doctor_fails_a_read_only_root_with_the_fix(root):
     code, out, err = run_read_only(root, "doctor", "--root", root, "--port", free_port(), "--skip-service",
                                    "--skip-client")
     assert code == 1, (out, err)
-    line = next(l for l in out.splitlines() if l.startswith("FAIL  storage root %s" % root))
+    line = next(ln for ln in out.splitlines() if ln.startswith("FAIL  storage root %s" % root))
     assert "read-only" in line or "not writable" in line, out
     fix = out.splitlines()[out.splitlines().index(line) + 1]
     assert fix.strip().startswith("fix:") and "--root" in fix, out
@@ -75,9 +76,9 @@ def test_doctor_fails_a_graph_that_started_empty(make_daemon, root):
     code, out, _, _ = run_kgd("doctor", "--root", root, "--port", free_port(), "--skip-service", "--skip-client")
     assert code == 1, out
     lines = out.splitlines()
-    i = next(i for i, l in enumerate(lines) if l.startswith("FAIL  ") and "user.json had to start empty" in l)
+    i = next(i for i, line in enumerate(lines) if line.startswith("FAIL  ") and "user.json had to start empty" in line)
     assert "kgd import" in lines[i + 1], out
-    assert not any(l.startswith("warn  ") and "quarantined" in l for l in lines), out
+    assert not any(line.startswith("warn  ") and "quarantined" in line for line in lines), out
 
 
 def test_doctor_only_warns_a_graph_healed_from_its_prev(make_daemon, root):

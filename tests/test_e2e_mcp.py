@@ -871,7 +871,10 @@ def test_put_edge_create_then_update_notes(daemon, project):
                                           "rel": "depends-on"})
     assert sc["created"] is True
     edges = daemon.call_tool("kg_read", {"session_id": sid})["project"]["edges"]
-    assert sorted((e["rel"], tuple(e["notes"])) for e in edges) == [("depends-on", ()), ("explains", ("second", "third"))]
+    assert sorted((e["rel"], tuple(e["notes"])) for e in edges) == [
+        ("depends-on", ()),
+        ("explains", ("second", "third")),
+    ]
     # File-path ends.
     sc = daemon.call_tool("kg_put_edge", {"session_id": sid, "level": "project", "from": "src/main.py",
                                           "to": "a", "rel": "uses"})

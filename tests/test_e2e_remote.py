@@ -10,9 +10,10 @@ import threading
 import time
 
 import pytest
-from helpers import Daemon, clean_env, run_kgd
 
 from kg import kgdir
+
+from helpers import Daemon, clean_env, run_kgd
 
 pytestmark = [pytest.mark.e2e, pytest.mark.skipif(shutil.which("git") is None, reason="git is not installed")]
 

@@ -10,9 +10,10 @@ import subprocess
 import time
 
 import pytest
-from helpers import git_env, real, run_kgd, start
 
 from kg import kgdir
+
+from helpers import git_env, real, run_kgd, start
 
 pytestmark = [pytest.mark.e2e, pytest.mark.skipif(shutil.which("git") is None, reason="git is not installed")]
 

@@ -10,10 +10,11 @@ import time
 
 import pytest
 
-from helpers import FeedPeer
 from kg import feed, ws
 from kg.feed import Broadcaster, Hub
 from kg.ws import OP_CLOSE, OP_PING, OP_PONG, OP_TEXT, encode_close, encode_frame, parse_frame
+
+from helpers import FeedPeer
 
 HELLO = {"type": "connected", "session_id": "s"}
 MASK = b"\x0a\x0b\x0c\x0d"

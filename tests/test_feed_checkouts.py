@@ -8,10 +8,11 @@ import time
 from urllib.parse import urlencode
 
 import pytest
-from helpers import real
 
 from kg import gitrun
 from kg.store import Settings, Store
+
+from helpers import real
 
 TIMEOUT = 5.0
 

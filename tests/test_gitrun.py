@@ -6,13 +6,22 @@ import time
 
 import pytest
 
-from helpers import clean_env
 from kg import gitrun
+
+from helpers import clean_env
 
 
 def test_env_drops_redirects_and_prompts(tmp_path):
-    env = gitrun.git_env({"GIT_DIR": "/elsewhere", "GIT_WORK_TREE": "/x", "GIT_INDEX_FILE": "/i", "PATH": os.environ["PATH"],
-                          "GIT_ASKPASS": "/bin/askpass", "HOME": str(tmp_path)})
+    env = gitrun.git_env(
+        {
+            "GIT_DIR": "/elsewhere",
+            "GIT_WORK_TREE": "/x",
+            "GIT_INDEX_FILE": "/i",
+            "PATH": os.environ["PATH"],
+            "GIT_ASKPASS": "/bin/askpass",
+            "HOME": str(tmp_path),
+        }
+    )
     assert "GIT_DIR" not in env and "GIT_WORK_TREE" not in env and "GIT_INDEX_FILE" not in env
     assert "GIT_ASKPASS" not in env
     assert env["GIT_TERMINAL_PROMPT"] == "0" and env["GIT_PAGER"] == "cat" and env["GIT_EDITOR"] == "true"

@@ -13,10 +13,11 @@ import random
 
 import pytest
 
-from helpers import node
 from kg import model
 from kg.graph import Graph, apply_record, graph_from_obj
 from kg.model import ACTIVE, ARCHIVED, ORPHANED, edge_key
+
+from helpers import node
 
 
 def mk_node(nid, gist="g", notes=(), state=ACTIVE, ts=100.0):

@@ -11,6 +11,7 @@ import time
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 import pytest
+
 from helpers import free_port, run_kgd
 
 pytestmark = pytest.mark.e2e

@@ -400,8 +400,12 @@ def test_kgd_hook_whose_stdin_never_ends(tmp_path, home):
 
 def test_kgd_hook_forwards_odd_input_to_a_running_daemon(kgd, tmp_path, home, project):
     """Valid objects with odd fields: forwarded, the daemon answers an empty 200, nothing printed."""
-    for p in ({"hook_event_name": "SessionStart"}, {"session_id": 5, "cwd": str(project), "hook_event_name": "SessionStart"},
-              event("UserPromptSubmit", "k-1", project, prompt="\u202e" * 1000), event("Nope", "k-1", project)):
+    for p in (
+        {"hook_event_name": "SessionStart"},
+        {"session_id": 5, "cwd": str(project), "hook_event_name": "SessionStart"},
+        event("UserPromptSubmit", "k-1", project, prompt="\u202e" * 1000),
+        event("Nope", "k-1", project),
+    ):
         code, out, err, took = _hook_cmd(kgd.root, json.dumps(p).encode(), port=kgd.port, home=home)
         assert code == 0 and out == "" and took < HOOK_LIMIT, (err, took)
     code, out, err, _ = _hook_cmd(kgd.root, json.dumps(event("SessionStart", "k-1", project)).encode(),

@@ -8,9 +8,9 @@ import sys
 
 import pytest
 
-from helpers import KGD, run_kgd
-
 from kg.tools import TOOLS_BY_NAME
+
+from helpers import KGD, run_kgd
 
 pytestmark = pytest.mark.e2e
 

@@ -14,8 +14,10 @@ from pathlib import Path
 import pytest
 
 from kg import app as kgapp
+from kg import cli, viewer
+from kg import http as kghttp
+
 from helpers import clean_env, http_request
-from kg import cli, http as kghttp, viewer
 
 REPO = Path(__file__).resolve().parent.parent
 

@@ -19,6 +19,7 @@ import sys
 import time
 
 import pytest
+
 from helpers import clean_env, free_port
 
 pytestmark = pytest.mark.e2e
@@ -462,8 +463,13 @@ def test_uninstall_stops_the_daemon_serving_the_installed_root(home, tmp_path):
         assert health(port) is None, out
         assert "stopped; root %s is flushed" % root in out, out
     finally:
-        subprocess.run([sys.executable, INSTALL[:-len("install.sh")] + "kgd.py", "stop", "--root", str(root)], env=env_for(home),
-                       stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, timeout=30)
+        subprocess.run(
+            [sys.executable, INSTALL[: -len("install.sh")] + "kgd.py", "stop", "--root", str(root)],
+            env=env_for(home),
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.DEVNULL,
+            timeout=30,
+        )
 
 
 def test_without_a_service_the_last_line_says_what_starts_kgd(home, tmp_path):
@@ -491,11 +497,11 @@ def test_without_a_service_the_last_line_says_what_starts_kgd(home, tmp_path):
 def test_a_dry_run_says_one_line_per_action(home):
     _, out, _ = run_install(home, "--dry-run", "--no-service", "--port", free_port())
     lines = out.splitlines()
-    assert not any(l.startswith("would create folder") for l in lines), out
-    assert not any(l.startswith("would write %s/kg/" % prefix(home)) for l in lines), out
-    [copy] = [l for l in lines if l.startswith("would copy ")]
+    assert not any(line.startswith("would create folder") for line in lines), out
+    assert not any(line.startswith("would write %s/kg/" % prefix(home)) for line in lines), out
+    [copy] = [line for line in lines if line.startswith("would copy ")]
     assert "program file(s)" in copy and str(prefix(home)) in copy
-    actions = [l for l in lines if l.startswith("would ")]
+    actions = [line for line in lines if line.startswith("would ")]
     assert len(actions) == len(set(actions)) and len(actions) <= 8, actions
 
 
@@ -533,7 +539,7 @@ def test_other_agents_on_path_are_configured_and_unconfigured(home, tmp_path):
     for path, agent in ((".codex/hooks.json", "codex"), (".gemini/settings.json", "gemini"),
                         (".copilot/hooks/kgd.json", "copilot")):
         assert "hook --agent %s" % agent in (home / path).read_text()
-    by_hand = [l for l in out.splitlines() if "by hand" in l]
+    by_hand = [line for line in out.splitlines() if "by hand" in line]
     assert len(by_hand) == 1 and "Codex" in by_hand[0] and "/hooks" in by_hand[0], out
     _, out, _ = run_install(home, "--no-service", "--port", port, env=env)  # again: nothing changes
     assert "by hand" not in out and "unchanged" in out

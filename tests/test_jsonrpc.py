@@ -268,5 +268,9 @@ def test_huge_batch_rejected_without_dispatch():
 
 
 def test_error_response_helper():
-    assert jsonrpc.error_response(1, -32600, "m") == {"jsonrpc": "2.0", "id": 1, "error": {"code": -32600, "message": "m"}}
+    assert jsonrpc.error_response(1, -32600, "m") == {
+        "jsonrpc": "2.0",
+        "id": 1,
+        "error": {"code": -32600, "message": "m"},
+    }
     assert jsonrpc.error_response(None, -1, "m", {"d": 1})["error"]["data"] == {"d": 1}

@@ -10,10 +10,10 @@ import subprocess
 
 import pytest
 
-from helpers import git_env
-
 from kg import kgdir, model
 from kg.reconcile import plan
+
+from helpers import git_env
 
 pytestmark = [pytest.mark.slow, pytest.mark.skipif(shutil.which("git") is None, reason="git is not installed")]
 

@@ -163,7 +163,9 @@ def test_tools_call_protocol_faults(server, params):
 
 
 def test_unknown_tool_under_stateless(server):
-    err = rpc_error(server, "tools/call", meta(name="kg_nope", arguments={}), Request(STATELESS, "tools/call", "kg_nope"))
+    err = rpc_error(
+        server, "tools/call", meta(name="kg_nope", arguments={}), Request(STATELESS, "tools/call", "kg_nope")
+    )
     assert err.code == -32602
 
 

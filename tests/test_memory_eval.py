@@ -8,10 +8,11 @@ import sys
 import types
 
 import pytest
-from helpers import clean_env
 
 import kg
 from kg import render
+
+from helpers import clean_env
 
 pytestmark = pytest.mark.e2e  # some tests run bench/memory_eval.py as a process
 

@@ -5,11 +5,21 @@ Tables of cases; no store, no disk.
 
 import pytest
 
-from helpers import node as make_node
 from kg import model
 from kg.errors import BadInput
-from kg.model import (ACTIVE, ARCHIVED, ORPHANED, edge_counts, edge_key, estimate_tokens,
-                      node_state, node_tokens, recency)
+from kg.model import (
+    ACTIVE,
+    ARCHIVED,
+    ORPHANED,
+    edge_counts,
+    edge_key,
+    estimate_tokens,
+    node_state,
+    node_tokens,
+    recency,
+)
+
+from helpers import node as make_node
 
 
 def node(nid="n", gist="", notes=(), archived=False, orphaned=None, **times):

@@ -44,11 +44,14 @@ def world(tmp_path_factory):
     writer = store.start_session(str(proj))
     for level, count, prefix in (("user", USER_NODES, "u"), ("project", PROJECT_NODES, "p")):
         for i in range(count):
-            store.put_node(writer, level, "%s-insight-%04d-about-things" % (prefix, i),
-                           "%s gist %d: the cache key includes the tenant — café naïve ✓ %s" % (prefix, i, "w" * (i % 40)),
-                           ["note %d of %s: why it was decided and what broke before" % (k, i) + " détail" * 10
-                            for k in range(3)],
-                           ["src/module_%d.py" % (i % 50)])
+            store.put_node(
+                writer,
+                level,
+                "%s-insight-%04d-about-things" % (prefix, i),
+                "%s gist %d: the cache key includes the tenant — café naïve ✓ %s" % (prefix, i, "w" * (i % 40)),
+                ["note %d of %s: why it was decided and what broke before" % (k, i) + " détail" * 10 for k in range(3)],
+                ["src/module_%d.py" % (i % 50)],
+            )
     for i in range(1000):
         store.put_edge(writer, "project", "p-insight-%04d-about-things" % i,
                        "p-insight-%04d-about-things" % ((i * 7 + 1) % PROJECT_NODES), "depends-on", ["because %d" % i])

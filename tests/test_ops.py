@@ -12,6 +12,7 @@ import subprocess
 import sys
 
 import pytest
+
 from helpers import clean_env, free_port, run_kgd
 
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))

@@ -1,6 +1,7 @@
 """kg_progress without a level uses the contract's default (user) and says so in its text."""
 
 import pytest
+
 from helpers import start
 
 pytestmark = pytest.mark.e2e

@@ -2,10 +2,11 @@
 file and url matching, budgets and their truncation order. Pure: no store."""
 
 import pytest
-from helpers import node
 
 from kg import recall
 from kg.recall import Index, file_hits, fit_lines, prompt_hits, url_hits, user_text, words
+
+from helpers import node
 
 
 def index(*nodes, edges=()):

@@ -206,7 +206,7 @@ def test_search_small_shows_all_and_flags_states():
     for x in r["results"]:
         assert x["id"] in text and x["gist"] in text
     lines = text.splitlines()
-    line_of = {i: next(l for l in lines if l.startswith("- %s " % i)) for i in "abc"}
+    line_of = {i: next(line for line in lines if line.startswith("- %s " % i)) for i in "abc"}
     assert "archived" in line_of["b"]
     assert "orphaned" in line_of["c"]
     assert "orphaned" not in line_of["a"] and "archived" not in line_of["a"]

@@ -2,8 +2,9 @@
 
 import pytest
 
-from helpers import node as N
 from kg import search
+
+from helpers import node as N
 
 
 def ids(query, nodes, limit=20, level="user"):

@@ -7,12 +7,13 @@ lives in the repository.
 import time
 
 import pytest
-import secrets_corpus as corpus
-import secrets_hostile as hostile
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from kg import secrets
+
+import secrets_corpus as corpus
+import secrets_hostile as hostile
 
 CREDENTIALS = corpus.credentials()
 NEAR_MISSES = corpus.near_misses()
@@ -42,7 +43,9 @@ def test_ordinary_text_is_never_refused(text):
     assert secrets.find(text) is None
 
 
-@pytest.mark.parametrize("kind, text, how", HOSTILE, ids=["%s-%s-%d" % (k, h, i) for i, (k, _, h) in enumerate(HOSTILE)])
+@pytest.mark.parametrize(
+    "kind, text, how", HOSTILE, ids=["%s-%s-%d" % (k, h, i) for i, (k, _, h) in enumerate(HOSTILE)]
+)
 def test_hostile_forms_are_refused(kind, text, how):
     """Every kind as pasted (env, YAML, JSON, code, flags, headers), fenced, quoted, among unicode,
     with CRLF, percent-encoded, or with a zero-width character inside."""
@@ -142,7 +145,9 @@ def test_no_match_runs_from_one_field_into_the_next():
 
 # ---------------------------------------------------------------- judging values
 
-@pytest.mark.parametrize("value, bits", [("", 0.0), ("aaaa", 0.0), ("ab", 1.0), ("abcd", 2.0), ("0123456789abcdef", 4.0)])
+@pytest.mark.parametrize(
+    "value, bits", [("", 0.0), ("aaaa", 0.0), ("ab", 1.0), ("abcd", 2.0), ("0123456789abcdef", 4.0)]
+)
 def test_entropy(value, bits):
     assert secrets.entropy(value) == pytest.approx(bits)
 
@@ -217,9 +222,40 @@ def test_a_hostile_text_of_many_decoys_is_refused_but_a_node_sized_one_is_judged
 
 
 @settings(max_examples=300, deadline=None)
-@given(st.lists(st.sampled_from(["g" + "hp_", "s" + "k-", "eyJ", "://", ":", "@", "=", "password", "token", "-----BEGIN ",
-                                 "PRIVATE KEY-----", "AK" + "IA", "A", "a", "0", "_", "-", ".", " ", "\n", '"', "x" * 8,
-                                 "Zq9", "--", "Bearer "]), max_size=200))
+@given(
+    st.lists(
+        st.sampled_from(
+            [
+                "g" + "hp_",
+                "s" + "k-",
+                "eyJ",
+                "://",
+                ":",
+                "@",
+                "=",
+                "password",
+                "token",
+                "-----BEGIN ",
+                "PRIVATE KEY-----",
+                "AK" + "IA",
+                "A",
+                "a",
+                "0",
+                "_",
+                "-",
+                ".",
+                " ",
+                "\n",
+                '"',
+                "x" * 8,
+                "Zq9",
+                "--",
+                "Bearer ",
+            ]
+        ),
+        max_size=200,
+    )
+)
 def test_fuzz_any_mix_of_fragments(parts):
     text = "".join(parts)
     hit = secrets.find(text)

@@ -11,11 +11,12 @@ import logging
 import os
 
 import pytest
-import secrets_corpus as corpus
-from helpers import StoreEnv, run_kgd
 
 from kg import hooks, secrets
 from kg.errors import SecretRefused
+
+import secrets_corpus as corpus
+from helpers import StoreEnv, run_kgd
 
 CREDS = corpus.credentials(seed=77)
 
@@ -473,6 +474,10 @@ def test_progress_through_mcp_and_rest_is_refused_naming_the_key_path(make_daemo
     assert r["isError"] is True and GITHUB not in json.dumps(r)
     assert "state.env.token looks like a GitHub token" in r["content"][0]["text"]
     code, body = d.json("PUT", "/api/progress/deploy", {"state": {"log": ["ok", JWT]}})
-    assert code == 422 and body["error"].startswith("state.log[1] looks like a JSON Web Token") and JWT not in body["error"]
+    assert (
+        code == 422
+        and body["error"].startswith("state.log[1] looks like a JSON Web Token")
+        and JWT not in body["error"]
+    )
     code, body = d.json("GET", "/api/progress/deploy")
     assert code == 200 and body["state"] is None

@@ -7,11 +7,12 @@ import os
 
 import pytest
 
-from helpers import StoreEnv
 from kg import rest, sessions
 from kg.errors import BadInput, NotFound
 from kg.graph import Graph
 from kg.sessions import MAX_SHOWN, Session
+
+from helpers import StoreEnv
 
 T0 = StoreEnv.T0
 DAY = 86400.0

@@ -11,11 +11,11 @@ import time
 
 import pytest
 
-from helpers import git_env
-
 from kg import kgdir
 from kg.errors import KgError
 from kg.store import Settings, Store
+
+from helpers import git_env
 
 pytestmark = [pytest.mark.slow, pytest.mark.skipif(shutil.which("git") is None, reason="git is not installed")]
 

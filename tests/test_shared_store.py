@@ -7,10 +7,11 @@ import stat
 import time
 
 import pytest
-from helpers import StoreEnv
 
 from kg import kgdir, sharedmeta
 from kg.shared import holds_kg
+
+from helpers import StoreEnv
 
 
 @pytest.fixture

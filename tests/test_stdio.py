@@ -12,6 +12,7 @@ import threading
 import time
 
 import pytest
+
 from helpers import clean_env, free_port
 
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
@@ -41,8 +42,14 @@ class Bridge:
     """`kgd.py stdio` as a subprocess, with line-at-a-time reads that time out."""
 
     def __init__(self, env):
-        self.proc = subprocess.Popen([sys.executable, "-S", KGD, "stdio"], stdin=subprocess.PIPE, stdout=subprocess.PIPE,
-                                     stderr=subprocess.PIPE, env=env, cwd=REPO)
+        self.proc = subprocess.Popen(
+            [sys.executable, "-S", KGD, "stdio"],
+            stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            env=env,
+            cwd=REPO,
+        )
         self.lines = queue.Queue()
         self.stderr = []
         threading.Thread(target=self._pump, args=(self.proc.stdout, self.lines.put, True), daemon=True).start()

@@ -10,12 +10,13 @@ import threading
 
 import pytest
 
-from helpers import StoreEnv
 from kg import model, tools
 from kg.errors import BadInput, Conflict, NotFound, StorageError
 from kg.model import ACTIVE, ARCHIVED, ORPHANED
 from kg.projects import resolve_project_root
 from kg.store import Settings, Store
+
+from helpers import StoreEnv
 
 T0 = StoreEnv.T0
 BIG = 10 ** 9          # max_tokens that never triggers compaction

@@ -85,7 +85,8 @@ def test_a_refused_node_leaves_no_trace_on_disk(env):
     assert "big" not in st.user.nodes
 
 
-# ---------------------------------------------------------------- state keys only when set (the reference plugin reads presence)
+# ------------------------------------------------ state keys only when set (the reference plugin reads presence)
+
 
 def plugin_state(node):
     """How the reference plugin (v0.9.6) decides a node's state: by key presence."""

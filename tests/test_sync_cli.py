@@ -6,9 +6,8 @@ import os
 import pytest
 
 from kg import gitrun
-from kg.syncrepo import check_remote
 from kg.synccmd import describe, offline_status, resolve_remote
-from kg.syncrepo import write_config, write_status
+from kg.syncrepo import check_remote, write_config, write_status
 
 
 @pytest.mark.parametrize("url", ["ext::sh -c touch% /tmp/pwned", "fd::3", "-uhack", "", " ", "a\x00b", "x" * 5000,

@@ -37,7 +37,9 @@ def _node():
         pytest.skip("node is not on PATH (the TypeScript SDK interop test needs Node.js 18+)")
     if not os.path.isdir(SDK_DIR):
         pytest.skip("tests/ts/node_modules is missing: run (cd tests/ts && npm ci) first")
-    out = subprocess.run([node, "--version"], capture_output=True, text=True, timeout=30, env=clean_env()).stdout.strip()
+    out = subprocess.run(
+        [node, "--version"], capture_output=True, text=True, timeout=30, env=clean_env()
+    ).stdout.strip()
     m = re.match(r"v(\d+)\.", out)
     if not m or int(m.group(1)) < 18:
         pytest.skip("Node.js 18+ is needed (global fetch); found %r" % out)

@@ -225,7 +225,9 @@ def test_ui_draws_both_graphs_and_live_changes(daemon, tmp_path):
         assert browser.wait_for(drawn("user", "before-node"), 10), "before-node was not drawn"
         assert browser.wait_for(drawn("project", "before-project-node"), 10), "the project graph was not drawn"
         assert browser.eval(drawn("user", HOSTILE)), "a node whose id looks like HTML was not drawn"
-        assert browser.eval("document.querySelector('#kgd-drawn li[data-id=\"before-node\"]').dataset.state") == "active"
+        assert (
+            browser.eval("document.querySelector('#kgd-drawn li[data-id=\"before-node\"]').dataset.state") == "active"
+        )
 
         assert browser.wait_for("document.documentElement.dataset.kgdWs === 'live'", 15), \
             "the live feed (WebSocket /ws) never connected"

@@ -11,15 +11,29 @@ import time
 
 import pytest
 
-from helpers import FeedPeer
 from kg import feed, ws
 from kg.feed import Hub
 from kg.ws import (
-    OP_BINARY, OP_CLOSE, OP_CONT, OP_PING, OP_PONG, OP_TEXT,
-    Connection, Frame, HandshakeError, ProtocolError,
-    accept_key, check_handshake, encode_close, encode_frame, handshake_response,
-    parse_close, parse_frame,
+    OP_BINARY,
+    OP_CLOSE,
+    OP_CONT,
+    OP_PING,
+    OP_PONG,
+    OP_TEXT,
+    Connection,
+    Frame,
+    HandshakeError,
+    ProtocolError,
+    accept_key,
+    check_handshake,
+    encode_close,
+    encode_frame,
+    handshake_response,
+    parse_close,
+    parse_frame,
 )
+
+from helpers import FeedPeer
 
 MASK = b"\x37\xfa\x21\x3d"  # the key of RFC 6455 section 5.7
 

@@ -102,8 +102,16 @@ class Codex(Agent):
             f.write('\n[mcp_servers.kg]\nurl = "%s"\n' % mcp_url)
         if hooks:
             with open(os.path.join(home, ".codex", "hooks.json"), "w") as f:
-                json.dump({"hooks": {e: [{"hooks": [{"type": "command", "command": hooks["command"](e), "timeout": 10}]}]
-                                     for e in self.hook_events}}, f, indent=2)
+                json.dump(
+                    {
+                        "hooks": {
+                            e: [{"hooks": [{"type": "command", "command": hooks["command"](e), "timeout": 10}]}]
+                            for e in self.hook_events
+                        }
+                    },
+                    f,
+                    indent=2,
+                )
 
     def argv(self, prompt):
         return [self.bin, "exec", "--skip-git-repo-check", "--disable", "plugins", "--dangerously-bypass-hook-trust",
@@ -156,8 +164,13 @@ class Copilot(Agent):
 
     def base(self, home, fake):
         os.makedirs(os.path.join(home, ".copilot"), exist_ok=True)
-        return {"COPILOT_PROVIDER_BASE_URL": fake.url + "/v1", "COPILOT_PROVIDER_API_KEY": "kgd-test-" + uuid.uuid4().hex[:8],
-                "COPILOT_MODEL": "gpt-4.1", "COPILOT_OFFLINE": "true", "COPILOT_HOOK_ALLOW_LOCALHOST": "1"}
+        return {
+            "COPILOT_PROVIDER_BASE_URL": fake.url + "/v1",
+            "COPILOT_PROVIDER_API_KEY": "kgd-test-" + uuid.uuid4().hex[:8],
+            "COPILOT_MODEL": "gpt-4.1",
+            "COPILOT_OFFLINE": "true",
+            "COPILOT_HOOK_ALLOW_LOCALHOST": "1",
+        }
 
     def write_kg(self, home, mcp_url, hooks):
         d = os.path.join(home, ".copilot")
@@ -229,7 +242,10 @@ class Bench:
 
             def command(event):
                 return agent.hook_command(daemon, event if agent.name == "copilot" else None)
-            agent.write_kg(self.home, self.tap.url + "/mcp", {"command": command, "url": url} if setup == "write" else None)
+
+            agent.write_kg(
+                self.home, self.tap.url + "/mcp", {"command": command, "url": url} if setup == "write" else None
+            )
 
     def run(self, prompt, responder, cwd, artifacts=None, timeout=150):
         """`agent` once on `prompt` in cwd; -> Run."""
