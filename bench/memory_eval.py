@@ -37,7 +37,7 @@ sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from kg import render  # noqa: E402
 from kg.errors import KgError  # noqa: E402
 from kg.store import Settings, Store  # noqa: E402
-from memory_world import DAY, World  # noqa: E402
+from memory_world import DAY, KINDS, World  # noqa: E402
 
 PREFIX = 28
 TIMELINE_DAYS = 30
@@ -513,7 +513,7 @@ class Run:
     def summary(self):
         st = self.stats
         out = {"policy": self.policy, "max_tokens": self.max_tokens, "seed": self.world.seed,
-               "days": self.world.days}
+               "days": self.world.days, "world": self.world.kind}
         n = max(1, st["needs"])
         for part in ("warm", "cold"):
             total = sum(st[part].values())
@@ -595,7 +595,7 @@ def compare(a_path, b_path):
         a = json.load(f)
     with open(b_path) as f:
         b = json.load(f)
-    key = lambda r: (r["policy"], r["max_tokens"], r["seed"], r["days"])  # noqa: E731
+    key = lambda r: (r["policy"], r["max_tokens"], r["seed"], r["days"], r.get("world", "classic"))  # noqa: E731
     old = {key(r): r for r in a["runs"]}
     keys = ["in_context", "reachable", "warm_in_context", "cold_in_context", "conventions_in_context",
             "share_missed", "duplicates", "lost", "chars_per_session", "chars_per_session_median", "calls_per_session"]
@@ -625,6 +625,8 @@ def parse_args(argv):
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0], formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--seed", default="1", help="seed or comma list (default 1)")
     p.add_argument("--days", type=int, default=180)
+    p.add_argument("--world", default=KINDS[0], choices=KINDS,
+                   help="conventions (default: 30 cross-topic conventions) or classic (the first world)")
     p.add_argument("--max-tokens", default="2500,5000,10000", help="comma list")
     p.add_argument("--policy", default=",".join(POLICIES), help="comma list of " + ", ".join(POLICIES))
     p.add_argument("--no-hooks", action="store_true", help="leave out kgd-hooks")
@@ -677,7 +679,7 @@ def main(argv=None, out=sys.stdout):
     started = time.time()
     runs = []
     for seed in a.seeds:
-        world = World(seed, a.days)
+        world = World(seed, a.days, a.world)
         for i, m in enumerate(a.budgets):
             for policy in a.policies:
                 budget = m
@@ -697,7 +699,7 @@ def main(argv=None, out=sys.stdout):
         d = os.path.join(os.path.dirname(os.path.abspath(__file__)), "results")
         os.makedirs(d, exist_ok=True)
         path = os.path.join(d, "memory-%s.json" % time.strftime("%Y%m%d-%H%M%S", time.gmtime()))
-    doc = {"label": a.label, "args": {"seeds": a.seeds, "days": a.days, "max_tokens": a.budgets, "policies": a.policies,
+    doc = {"label": a.label, "args": {"seeds": a.seeds, "days": a.days, "world": a.world, "max_tokens": a.budgets, "policies": a.policies,
                     "grace_days": a.grace_days, "orphan_grace_days": a.orphan_grace_days}, "runs": runs}
     with open(path, "w") as f:
         json.dump(doc, f, indent=1, sort_keys=True)
