@@ -144,6 +144,9 @@ class World:
             f.related = rnd.sample(same, min(2, len(same)))
         if kind != "classic":
             for f in sorted(self.facts.values(), key=lambda f: f.fid):
+                if f.topic == CONVENTIONS[0]:  # written with links to where it applies
+                    where = sorted(g.fid for g in self.facts.values() if g.topic in f.links and g.weight > 1)
+                    f.related = rnd.sample(where, min(3, len(where)))
                 if f.topic in names and rnd.random() < CONVENTION_LINK:
                     convs = sorted(g.fid for g in self.facts.values() if g.topic == CONVENTIONS[0] and f.topic in g.links)
                     if convs:
