@@ -529,6 +529,7 @@ class Run:
         s = max(1, st["sessions"])
         conv = st["conventions"]
         out["conventions_needs"] = sum(conv.values())
+        out["conventions"] = dict(conv)
         out["conventions_in_context"] = pct(sum(conv[k] for k in IN_CONTEXT), sum(conv.values()))
         out["chars_per_session_median"] = median(st["session_chars"])
         out.update({"sessions": st["sessions"], "duplicates": st["duplicates"],

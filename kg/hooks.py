@@ -7,8 +7,10 @@ Rules owned here:
   in the session ("level:id" keys), so nothing is shown twice until a compact or a clear.
 - SessionStart: a preload within PRELOAD_LIMIT characters (startup, clear, compact, fork, and a
   resume kgd does not know), or a short continuity note (a resume it knows). The preload gives
-  gists of the most valuable active nodes (recency first) in all but CRUMB_SHARE of its room,
-  then ids only (crumbs) of the active nodes left out and of the archived ones (issue 13).
+  gists of the most valuable active nodes in all but CRUMB_SHARE of its room: first, in a share
+  of each level's room, the nodes used on many occasions or linked from many parts of the
+  project (kg/value.py; archived ones are read back first), then by recency; then ids only
+  (crumbs) of the active nodes left out and of the archived ones.
 - UserPromptSubmit: words-matched recall (kg/recall.py), every state, at most PROMPT_NODES and
   PROMPT_CHARS; a node shown counts as read (store.read_nodes: recency, promotion).
 - PostToolUse: nodes about the file just used (FILE_NODES, FILE_CHARS), and a nudge to save what
@@ -32,7 +34,7 @@ import re
 import threading
 import weakref
 
-from . import model, recall
+from . import model, recall, value
 from .errors import KgError
 
 log = logging.getLogger(__name__)
@@ -194,6 +196,7 @@ def _session_start(mem, payload, targets, env):
         return _context("SessionStart", text)
     if source != "resume":
         mem.store.forget_shown(session)
+    _lift(mem, session)
     with mem.store.lock:
         text, keys, stats = _preload(mem, session)
         h["seen"] = mem.now()
@@ -281,6 +284,36 @@ def _share(room, ordered, cost, rooms):
     return taken
 
 
+def _gist_cost(g, nid):
+    return len("- %s: %s" % (nid, recall.clip(g.nodes[nid].get("gist", ""), PRELOAD_GIST))) + 1
+
+
+def _reserve_room(session):
+    """Characters of one level's gist room kept for the most used nodes (kg/value.py)."""
+    room = PRELOAD_LIMIT - sum(len(x) + 1 for x in _usage(session.id)) - 480
+    num, den = CRUMB_SHARE
+    vn, vd = value.SHARE
+    return (room - room * num // den) // 2 * vn // vd
+
+
+def _lift(mem, session):
+    """Read back (a read promotes) the archived nodes the preload's reserved share would hold,
+    after counting the uses since the last session start (kg/value.py). Outside the lock: a read
+    waits for its fsync."""
+    now = mem.now()
+    lift = []
+    with mem.store.lock:
+        for g in mem.graphs(session):
+            value.observe(g, now)
+            ids = value.to_lift(g, lambda nid, g=g: _gist_cost(g, nid), _reserve_room(session), now)
+            if ids:
+                lift.append((g, ids))
+    for g, ids in lift:
+        mem.store.read_nodes(session, ids, level=g.level)
+        with mem.store.lock:
+            value.own(g, ids)
+
+
 def _preload(mem, session):
     """The preload text, the keys it shows and counts. Gists of the most valuable active nodes
     take the room but a CRUMB_SHARE of it, each level half of that (what one leaves goes to the
@@ -296,6 +329,12 @@ def _preload(mem, session):
 
     def gist_line(level, nid):
         return "- %s: %s" % (nid, recall.clip(graphs[level].nodes[nid].get("gist", ""), PRELOAD_GIST))
+
+    now = mem.now()
+    for lv in levels:  # knowledge used on many occasions keeps a share of each level's room
+        if lv in graphs:
+            g = graphs[lv]
+            ordered[lv] = value.reserve(g, ordered[lv], lambda nid, g=g: _gist_cost(g, nid), _reserve_room(session), now)
 
     used = {lv: 0 for lv in levels}
     taken = _share(room - room * num // den, ordered, lambda lv, nid: len(gist_line(lv, nid)) + 1, used)

@@ -1,0 +1,157 @@
+"""Evidence of value for what the hooks choose to preload: knowledge used on many separate
+occasions (a coding rule, a build quirk) is worth a place even when it was not used last.
+
+Rules owned here:
+- A use is what kgd observes: a write, a read by id, a recall by prompt or file (each refreshes a
+  node's recency). At each SessionStart the graph is scanned (`observe`): a node whose recency is
+  later than the previous scan was used since, and counts once however many reads it had.
+- Uses closer than SPACING to the last counted one are one occasion: a topic worked on every day
+  for a week counts a few occasions, a convention needed once a week in different work counts
+  every time. The count decays with HALF_LIFE (knowledge no longer needed fades).
+- The tally is personal attention, kept in the graph's `_meta["use"]` ({id: [score, last counted
+  time]}) with `_meta["use_scan"]`, beside other personal state in the storage root (never shared);
+  it is saved with the graph file's next whole write: a crash loses at most the latest uses.
+- Breadth: the parts of the project (a file's folder name) that a node's neighbours are about,
+  other than its own; a rule linked from knowledge of many parts of the code reaches several.
+- `reserve` puts first, within a share of a level's room, the active nodes of best `worth`
+  (occasions and breadth); the rest keep the order they came in. `to_lift` names the archived or
+  orphaned nodes that would have a reserved place if active (at most LIFT_MAX): the hook reads
+  them back (a read by id promotes) before it preloads. Such a read is the hook's own, not a use:
+  `own` records it and the next scan does not count it.
+"""
+
+import math
+
+from . import model, recall
+
+SPACING = 2 * 86400.0     # uses closer than this to the last counted one are the same occasion
+HALF_LIFE = 60 * 86400.0  # an occasion counts half after this long
+MIN_SCORE = 2.0           # occasions (decayed) before a node earns a reserved place
+SHARE = (1, 2)            # of a level's gist room reserved for the nodes of best worth
+LIFT_MAX = 4              # archived nodes read back per level and session start
+BREADTH_CAP = 4           # other parts of the project counted at most
+BROAD = 2                 # ... and enough to earn a reserved place without uses
+
+
+def _tally(g):
+    use = g.meta.get("use")
+    if not isinstance(use, dict):
+        use = g.meta["use"] = {}
+    return use
+
+
+def observe(g, now):
+    """Count the uses since the last scan (lock held). Returns the tally {id: [score, last]}."""
+    use = _tally(g)
+    last_scan = g.meta.get("use_scan")
+    last_scan = float(last_scan) if isinstance(last_scan, (int, float)) else None
+    for gone in [nid for nid in use if nid not in g.nodes]:
+        del use[gone]
+    own = g.meta.get("use_own") if isinstance(g.meta.get("use_own"), dict) else {}
+    if last_scan is not None:
+        for nid, node in g.nodes.items():
+            r = model.recency(node)
+            if r <= last_scan or own.get(nid) == r:
+                continue
+            rec = use.get(nid)
+            if not _valid(rec):
+                use[nid] = [1.0, r]
+            elif r - rec[1] >= SPACING:
+                use[nid] = [decayed(rec, r) + 1.0, r]
+    g.meta["use_scan"] = now
+    g.meta["use_own"] = {}
+    return use
+
+
+def own(g, nids):
+    """The hook itself read these (to lift them): their new recency is not a use."""
+    mine = g.meta.get("use_own") if isinstance(g.meta.get("use_own"), dict) else {}
+    for nid in nids:
+        if nid in g.nodes:
+            mine[nid] = model.recency(g.nodes[nid])
+    g.meta["use_own"] = mine
+
+
+def _valid(rec):
+    return (isinstance(rec, list) and len(rec) == 2
+            and all(isinstance(x, (int, float)) and not isinstance(x, bool) for x in rec))
+
+
+def decayed(rec, now):
+    score, last = rec
+    return score * math.pow(0.5, max(0.0, now - last) / HALF_LIFE)
+
+
+def score(g, nid, now):
+    rec = _tally(g).get(nid)
+    return decayed(rec, now) if _valid(rec) else 0.0
+
+
+def _area(path, root):
+    """The part of the project a file is in: the name of its folder (src/db/pool.py and
+    tests/db/test_pool.py are both about db; a file at the root is about the whole project)."""
+    parts = recall.path_parts(recall.relative_path(path, root))
+    return parts[-2] if len(parts) > 1 else "."
+
+
+def _areas(g, nid):
+    """Areas of the files a node is about: its touches and the file-path ends of its edges."""
+    node = g.nodes.get(nid) or {}
+    paths = [t for t in node.get("touches", ()) if isinstance(t, str)]
+    for key in g.adj.get(nid, ()):
+        e = g.edges.get(key)
+        if e is not None:
+            other = e["to"] if e["from"] == nid else e["from"]
+            if other not in g.nodes:
+                paths.append(other)
+    return {_area(p, g.project_path) for p in paths}
+
+
+def breadth(g, nid):
+    """How many other parts of the project the node's neighbours are about (at most BREADTH_CAP):
+    knowledge linked from many topics (a coding rule, a build quirk) reaches several."""
+    mine = _areas(g, nid)
+    seen = set()
+    for key in g.adj.get(nid, ()):
+        e = g.edges.get(key)
+        if e is None:
+            continue
+        other = e["to"] if e["from"] == nid else e["from"]
+        if other in g.nodes and other != nid:
+            seen |= _areas(g, other)
+    return min(BREADTH_CAP, len(seen - mine))
+
+
+def worth(g, nid, now):
+    """(occasions of use + 1) x (1 + breadth), for a node used on MIN_SCORE occasions or linked
+    from BROAD other parts of the project; 0 otherwise (it earns no reserved place)."""
+    s = score(g, nid, now)
+    b = breadth(g, nid)
+    return (s + 1) * (1 + b) if s >= MIN_SCORE or b >= BROAD else 0.0
+
+
+def _best(g, ids, cost, budget, now):
+    scored = [(worth(g, nid, now), nid) for nid in ids]
+    best = sorted((x for x in scored if x[0] > 0), key=lambda x: (-x[0], x[1]))
+    first, used = [], 0
+    for _, nid in best:
+        c = cost(nid)
+        if used + c > budget:
+            continue
+        first.append(nid)
+        used += c
+    return first
+
+
+def reserve(g, ordered, cost, budget, now):
+    """`ordered` (active ids) with the most used nodes moved first, as many as fit in
+    `budget` (cost(nid) each)."""
+    first = _best(g, ordered, cost, budget, now)
+    taken = set(first)
+    return first + [nid for nid in ordered if nid not in taken]
+
+
+def to_lift(g, cost, budget, now):
+    """Archived or orphaned ids that the reserve would hold if they were active."""
+    first = _best(g, list(g.nodes), cost, budget, now)
+    return [nid for nid in first if not model.is_active(g.nodes[nid])][:LIFT_MAX]
