@@ -288,12 +288,11 @@ def _gist_cost(g, nid):
     return len("- %s: %s" % (nid, recall.clip(g.nodes[nid].get("gist", ""), PRELOAD_GIST))) + 1
 
 
-def _reserve_room(session):
-    """Characters of one level's gist room kept for the most used nodes (kg/value.py)."""
+def _level_room(session):
+    """Characters of one level's half of the preload's gist room."""
     room = PRELOAD_LIMIT - sum(len(x) + 1 for x in _usage(session.id)) - 480
     num, den = CRUMB_SHARE
-    vn, vd = value.SHARE
-    return (room - room * num // den) // 2 * vn // vd
+    return (room - room * num // den) // 2
 
 
 def _lift(mem, session):
@@ -305,7 +304,7 @@ def _lift(mem, session):
     with mem.store.lock:
         for g in mem.graphs(session):
             value.observe(g, now)
-            ids = value.to_lift(g, lambda nid, g=g: _gist_cost(g, nid), _reserve_room(session), now)
+            ids = value.to_lift(g, _value_order(g), lambda nid, g=g: _gist_cost(g, nid), _level_room(session), now)
             if ids:
                 lift.append((g, ids))
     for g, ids in lift:
@@ -334,7 +333,7 @@ def _preload(mem, session):
     for lv in levels:  # knowledge used on many occasions keeps a share of each level's room
         if lv in graphs:
             g = graphs[lv]
-            ordered[lv] = value.reserve(g, ordered[lv], lambda nid, g=g: _gist_cost(g, nid), _reserve_room(session), now)
+            ordered[lv] = value.reserve(g, ordered[lv], lambda nid, g=g: _gist_cost(g, nid), _level_room(session), now)
 
     used = {lv: 0 for lv in levels}
     taken = _share(room - room * num // den, ordered, lambda lv, nid: len(gist_line(lv, nid)) + 1, used)

@@ -13,8 +13,8 @@ Rules owned here:
   it is saved with the graph file's next whole write: a crash loses at most the latest uses.
 - Breadth: the parts of the project (a file's folder name) that a node's neighbours are about,
   other than its own; a rule linked from knowledge of many parts of the code reaches several.
-- `reserve` puts first, within a share of a level's room, the active nodes of best `worth`
-  (occasions and breadth); the rest keep the order they came in. `to_lift` names the archived or
+- `reserve` keeps SHARE of a level's room for the active nodes of best `worth` (occasions and
+  breadth) that the order it is given (recency first) would leave out. `to_lift` names the archived or
   orphaned nodes that would have a reserved place if active (at most LIFT_MAX): the hook reads
   them back (a read by id promotes) before it preloads. Such a read is the hook's own, not a use:
   `own` records it and the next scan does not count it.
@@ -30,6 +30,7 @@ MIN_SCORE = 2.0           # occasions (decayed) before a node earns a reserved p
 SHARE = (1, 2)            # of a level's gist room reserved for the nodes of best worth
 LIFT_MAX = 4              # archived nodes read back per level and session start
 BREADTH_CAP = 4           # other parts of the project counted at most
+WITH_MAX = 16             # parts of the project kept per node as used with it
 BROAD = 2                 # ... and enough to earn a reserved place without uses
 
 
@@ -48,19 +49,39 @@ def observe(g, now):
     for gone in [nid for nid in use if nid not in g.nodes]:
         del use[gone]
     own = g.meta.get("use_own") if isinstance(g.meta.get("use_own"), dict) else {}
+    used = []
     if last_scan is not None:
         for nid, node in g.nodes.items():
             r = model.recency(node)
             if r <= last_scan or own.get(nid) == r:
                 continue
+            used.append(nid)
             rec = use.get(nid)
             if not _valid(rec):
                 use[nid] = [1.0, r]
             elif r - rec[1] >= SPACING:
                 use[nid] = [decayed(rec, r) + 1.0, r]
+    _used_with(g, used)
     g.meta["use_scan"] = now
     g.meta["use_own"] = {}
     return use
+
+
+def _used_with(g, used):
+    """Record, for each node used since the last scan, the other parts of the project the nodes
+    used with it are about (at most WITH_MAX kept)."""
+    with_ = g.meta.get("use_with")
+    if not isinstance(with_, dict):
+        with_ = g.meta["use_with"] = {}
+    for gone in [nid for nid in with_ if nid not in g.nodes]:
+        del with_[gone]
+    areas = {nid: _areas(g, nid) for nid in used}
+    together = set().union(*areas.values()) if areas else set()
+    for nid in used:
+        old = with_.get(nid)
+        old = [a for a in old if isinstance(a, str)] if isinstance(old, list) else []
+        new = sorted(set(old) | (together - areas[nid]))
+        with_[nid] = new[:WITH_MAX]
 
 
 def own(g, nids):
@@ -111,7 +132,7 @@ def breadth(g, nid):
     """How many other parts of the project the node's neighbours are about (at most BREADTH_CAP):
     knowledge linked from many topics (a coding rule, a build quirk) reaches several."""
     mine = _areas(g, nid)
-    seen = set()
+    seen = set(a for a in (g.meta.get("use_with") or {}).get(nid, ()) if isinstance(a, str))
     for key in g.adj.get(nid, ()):
         e = g.edges.get(key)
         if e is None:
@@ -143,15 +164,34 @@ def _best(g, ids, cost, budget, now):
     return first
 
 
-def reserve(g, ordered, cost, budget, now):
-    """`ordered` (active ids) with the most used nodes moved first, as many as fit in
-    `budget` (cost(nid) each)."""
-    first = _best(g, ordered, cost, budget, now)
-    taken = set(first)
-    return first + [nid for nid in ordered if nid not in taken]
+def _split(g, ordered, cost, room):
+    """The head of `ordered` that fits in the room SHARE leaves, and the reserve's budget."""
+    num, den = SHARE
+    budget = room * num // den
+    head, used = [], 0
+    for nid in ordered:
+        c = cost(nid)
+        if used + c > room - budget:
+            break
+        head.append(nid)
+        used += c
+    return head, budget
 
 
-def to_lift(g, cost, budget, now):
+def reserve(g, ordered, cost, room, now):
+    """`ordered` (active ids, by recency) as the preload takes them from a level's `room`
+    (cost(nid) each): the head that fits in all but SHARE of it, then the nodes of best worth
+    that the head left out, within SHARE, then the rest."""
+    head, budget = _split(g, ordered, cost, room)
+    taken = set(head)
+    extra = _best(g, [nid for nid in ordered if nid not in taken], cost, budget, now)
+    taken.update(extra)
+    return head + extra + [nid for nid in ordered if nid not in taken]
+
+
+def to_lift(g, ordered, cost, room, now):
     """Archived or orphaned ids that the reserve would hold if they were active."""
-    first = _best(g, list(g.nodes), cost, budget, now)
-    return [nid for nid in first if not model.is_active(g.nodes[nid])][:LIFT_MAX]
+    head, budget = _split(g, ordered, cost, room)
+    taken = set(head)
+    extra = _best(g, [nid for nid in g.nodes if nid not in taken], cost, budget, now)
+    return [nid for nid in extra if not model.is_active(g.nodes[nid])][:LIFT_MAX]

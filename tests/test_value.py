@@ -138,3 +138,24 @@ def test_without_uses_or_breadth_recency_still_leads(env):
     env.put("new", "written last")
     text = env.start()
     assert text.index("- new:") < text.index("- old:")
+
+
+def test_knowledge_used_alongside_many_parts_is_broad(env):
+    """A rule used in sessions on db, then billing, then auth work is about the whole project; a
+    db fact used only in db sessions is not."""
+    env.put("rule", "every public function gets a docstring")
+    for area in ("db", "billing", "auth"):
+        env.put("%s-1" % area, "%s fact" % area, touches=["src/%s/core.py" % area])
+    with env.store.lock:
+        value.observe(env.graph(), env.t[0])
+    for area in ("db", "billing", "auth", "db"):
+        env.t[0] += 3 * DAY
+        env.read("rule")
+        env.read("%s-1" % area)
+        with env.store.lock:
+            value.observe(env.graph(), env.t[0])
+    with env.store.lock:
+        g = env.graph()
+        assert value.breadth(g, "rule") == 3
+        assert value.breadth(g, "db-1") == 0
+        assert value.worth(g, "rule", env.t[0]) > value.worth(g, "db-1", env.t[0])
