@@ -28,8 +28,8 @@ SPACING = 2 * 86400.0     # uses closer than this to the last counted one are th
 HALF_LIFE = 60 * 86400.0  # an occasion counts half after this long
 MIN_SCORE = 2.0           # occasions (decayed) before a node earns a reserved place
 SHARE = (1, 2)            # of a level's gist room reserved for the nodes of best worth
-LIFT_MAX = 4              # archived nodes read back per level and session start
-BREADTH_CAP = 4           # other parts of the project counted at most
+LIFT_MAX = 6              # archived nodes read back per level and session start
+BREADTH_CAP = 8           # other parts of the project counted at most
 WITH_MAX = 16             # parts of the project kept per node as used with it
 BROAD = 2                 # ... and enough to earn a reserved place without uses
 
@@ -144,11 +144,12 @@ def breadth(g, nid):
 
 
 def worth(g, nid, now):
-    """(occasions of use + 1) x (1 + breadth), for a node used on MIN_SCORE occasions or linked
-    from BROAD other parts of the project; 0 otherwise (it earns no reserved place)."""
+    """(occasions of use + 1) x (1 + breadth)^2, for a node used on MIN_SCORE occasions or
+    reaching BROAD other parts of the project; 0 otherwise (it earns no reserved place). Breadth
+    weighs most: what the day's topic needs again, recency and recall already bring."""
     s = score(g, nid, now)
     b = breadth(g, nid)
-    return (s + 1) * (1 + b) if s >= MIN_SCORE or b >= BROAD else 0.0
+    return (s + 1) * (1 + b) ** 2 if s >= MIN_SCORE or b >= BROAD else 0.0
 
 
 def _best(g, ids, cost, budget, now):
