@@ -7,10 +7,11 @@ Rules owned here:
   in the session ("level:id" keys), so nothing is shown twice until a compact or a clear.
 - SessionStart: a preload within PRELOAD_LIMIT characters (startup, clear, compact, fork, and a
   resume kgd does not know), or a short continuity note (a resume it knows). The preload gives
-  gists of the most valuable active nodes in all but CRUMB_SHARE of its room: first, in a share
-  of each level's room, the nodes used on many occasions or linked from many parts of the
-  project (kg/value.py; archived ones are read back first), then by recency; then ids only
-  (crumbs) of the active nodes left out and of the archived ones.
+  gists of the most valuable active nodes in all but CRUMB_SHARE of its room: in each level's
+  half, recency first, and in value.SHARE of it the nodes that order leaves out but that were
+  used on many occasions or across many parts of the project (kg/value.py; up to
+  value.LIFT_MAX archived ones are read back first); then ids only (crumbs) of the active nodes
+  left out and of the archived ones.
 - UserPromptSubmit: words-matched recall (kg/recall.py), every state, at most PROMPT_NODES and
   PROMPT_CHARS; a node shown counts as read (store.read_nodes: recency, promotion).
 - PostToolUse: nodes about the file just used (FILE_NODES, FILE_CHARS), and a nudge to save what
