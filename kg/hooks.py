@@ -197,9 +197,9 @@ def _session_start(mem, payload, targets, env):
         return _context("SessionStart", text)
     if source != "resume":
         mem.store.forget_shown(session)
-    _lift(mem, session)
+    orders = value.lift(mem.store, session, _value_order, _gist_cost, _level_room(session), mem.now())
     with mem.store.lock:
-        text, keys, stats = _preload(mem, session)
+        text, keys, stats = _preload(mem, session, orders)
         h["seen"] = mem.now()
     mem.mark(session, keys)
     mem.save(session)
@@ -296,25 +296,7 @@ def _level_room(session):
     return (room - room * num // den) // 2
 
 
-def _lift(mem, session):
-    """Read back (a read promotes) the archived nodes the preload's reserved share would hold,
-    after counting the uses since the last session start (kg/value.py). Outside the lock: a read
-    waits for its fsync."""
-    now = mem.now()
-    lift = []
-    with mem.store.lock:
-        for g in mem.graphs(session):
-            value.observe(g, now)
-            ids = value.to_lift(g, _value_order(g), lambda nid, g=g: _gist_cost(g, nid), _level_room(session), now)
-            if ids:
-                lift.append((g, ids))
-    for g, ids in lift:
-        mem.store.read_nodes(session, ids, level=g.level)
-        with mem.store.lock:
-            value.own(g, ids)
-
-
-def _preload(mem, session):
+def _preload(mem, session, orders=None):
     """The preload text, the keys it shows and counts. Gists of the most valuable active nodes
     take the room but a CRUMB_SHARE of it, each level half of that (what one leaves goes to the
     other); the rest lists, ids only, the active nodes left out and the archived ones: a crumb
@@ -322,7 +304,9 @@ def _preload(mem, session):
     head = _usage(session.id)
     graphs = {g.level: g for g in mem.graphs(session)}
     levels = ("user", "project")
-    ordered = {lv: _value_order(graphs[lv]) if lv in graphs else [] for lv in levels}
+    if orders is None or orders[0] != mem.store.log.seq or set(orders[1]) != set(graphs):
+        orders = (None, {lv: _value_order(g) for lv, g in graphs.items()})
+    ordered = {lv: list(orders[1].get(lv, ())) for lv in levels}
     tail_room = 400
     room = PRELOAD_LIMIT - sum(len(x) + 1 for x in head) - tail_room - 80
     num, den = CRUMB_SHARE

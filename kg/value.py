@@ -30,7 +30,10 @@ MIN_SCORE = 2.0           # occasions (decayed) before a node earns a reserved p
 SHARE = (1, 2)            # of a level's gist room reserved for the nodes of best worth
 LIFT_MAX = 12            # archived nodes read back per level and session start
 BREADTH_CAP = 8           # other parts of the project counted at most
-WITH_MAX = 16             # parts of the project kept per node as used with it
+WITH_MAX = BREADTH_CAP + 2  # parts of the project kept per node as used with it
+FLOOR = 0.5               # occasions (decayed) below which a node is not weighed at all
+CANDIDATES = 400          # nodes weighed at most, those used most lately
+TOGETHER_MAX = 200        # nodes used since the last scan beyond which none is "used with" another
 BROAD = 2                 # ... and enough to earn a reserved place without uses
 
 
@@ -45,23 +48,25 @@ def observe(g, now):
     """Count the uses since the last scan (lock held). Returns the tally {id: [score, last]}."""
     use = _tally(g)
     last_scan = g.meta.get("use_scan")
-    last_scan = float(last_scan) if isinstance(last_scan, (int, float)) else None
+    # the first scan of a graph counts what was used in the last HALF_LIFE once (not together)
+    first = not isinstance(last_scan, (int, float))
+    last_scan = now - HALF_LIFE if first else float(last_scan)
     for gone in [nid for nid in use if nid not in g.nodes]:
         del use[gone]
     own = g.meta.get("use_own") if isinstance(g.meta.get("use_own"), dict) else {}
     used = []
-    if last_scan is not None:
-        for nid, node in g.nodes.items():
-            r = model.recency(node)
-            if r <= last_scan or own.get(nid) == r:
-                continue
-            used.append(nid)
-            rec = use.get(nid)
-            if not _valid(rec):
-                use[nid] = [1.0, r]
-            elif r - rec[1] >= SPACING:
-                use[nid] = [decayed(rec, r) + 1.0, r]
-    _used_with(g, used)
+    for nid, node in g.nodes.items():
+        r = model.recency(node)
+        if r <= last_scan or own.get(nid) == r:
+            continue
+        used.append(nid)
+        rec = use.get(nid)
+        if not _valid(rec):
+            use[nid] = [1.0, r]
+        elif r - rec[1] >= SPACING:
+            use[nid] = [decayed(rec, r) + 1.0, r]
+    if not first:
+        _used_with(g, used)
     g.meta["use_scan"] = now
     g.meta["use_own"] = {}
     return use
@@ -75,6 +80,8 @@ def _used_with(g, used):
         with_ = g.meta["use_with"] = {}
     for gone in [nid for nid in with_ if nid not in g.nodes]:
         del with_[gone]
+    if len(used) > TOGETHER_MAX:  # an import or a bulk edit, not one session's work
+        return
     areas = {nid: _areas(g, nid) for nid in used}
     together = set().union(*areas.values()) if areas else set()
     for nid in used:
@@ -115,8 +122,13 @@ def _area(path, root):
     return parts[-2] if len(parts) > 1 else "."
 
 
-def _areas(g, nid):
+def _areas(g, nid, memo=None):
     """Areas of the files a node is about: its touches and the file-path ends of its edges."""
+    if memo is not None:
+        got = memo.get(nid)
+        if got is None:
+            got = memo[nid] = _areas(g, nid)
+        return got
     node = g.nodes.get(nid) or {}
     paths = [t for t in node.get("touches", ()) if isinstance(t, str)]
     for key in g.adj.get(nid, ()):
@@ -128,10 +140,10 @@ def _areas(g, nid):
     return {_area(p, g.project_path) for p in paths}
 
 
-def breadth(g, nid):
+def breadth(g, nid, memo=None):
     """How many other parts of the project the node's neighbours are about (at most BREADTH_CAP):
     knowledge linked from many topics (a coding rule, a build quirk) reaches several."""
-    mine = _areas(g, nid)
+    mine = _areas(g, nid, memo)
     seen = set(a for a in (g.meta.get("use_with") or {}).get(nid, ()) if isinstance(a, str))
     for key in g.adj.get(nid, ()):
         e = g.edges.get(key)
@@ -139,21 +151,34 @@ def breadth(g, nid):
             continue
         other = e["to"] if e["from"] == nid else e["from"]
         if other in g.nodes and other != nid:
-            seen |= _areas(g, other)
+            seen |= _areas(g, other, memo)
     return min(BREADTH_CAP, len(seen - mine))
 
 
-def worth(g, nid, now):
+def worth(g, nid, now, memo=None):
     """(occasions of use + 1) x (1 + breadth)^2, for a node used on MIN_SCORE occasions or
     reaching BROAD other parts of the project; 0 otherwise (it earns no reserved place). Breadth
     weighs most: what the day's topic needs again, recency and recall already bring."""
     s = score(g, nid, now)
-    b = breadth(g, nid)
+    b = breadth(g, nid, memo)
     return (s + 1) * (1 + b) ** 2 if s >= MIN_SCORE or b >= BROAD else 0.0
 
 
 def _best(g, ids, cost, budget, now):
-    scored = [(worth(g, nid, now), nid) for nid in ids]
+    """The ids of best worth that fit in budget. Only the CANDIDATES nodes used most lately
+    (score at least FLOOR) are weighed: breadth looks at every neighbour, and a session start
+    on a graph of 10,000 nodes just imported must stay in milliseconds."""
+    memo = {}  # areas per node, computed once per call
+    use = _tally(g)
+    lately = []
+    for nid in ids:
+        rec = use.get(nid)
+        if _valid(rec):
+            s = decayed(rec, now)
+            if s >= FLOOR:
+                lately.append((-s, nid))
+    lately.sort()
+    scored = [(worth(g, nid, now, memo), nid) for _, nid in lately[:CANDIDATES]]
     best = sorted((x for x in scored if x[0] > 0), key=lambda x: (-x[0], x[1]))
     first, used = [], 0
     for _, nid in best:
@@ -196,3 +221,24 @@ def to_lift(g, ordered, cost, room, now):
     taken = set(head)
     extra = _best(g, [nid for nid in g.nodes if nid not in taken], cost, budget, now)
     return [nid for nid in extra if not model.is_active(g.nodes[nid])][:LIFT_MAX]
+
+
+def lift(store, session, order_of, cost_of, room, now):
+    """At session start: count the uses since the last one, then read back (a read promotes) the
+    archived nodes the reserve would hold, outside the lock (a read waits for its fsync).
+    Returns (change mark, {level: order_of(g)}) for the preload to reuse when nothing was read
+    back and nothing changed meanwhile (on a big graph the order costs tens of milliseconds)."""
+    lifted, orders = [], {}
+    with store.lock:
+        mark = store.log.seq
+        for g in store.graphs_for(session):
+            observe(g, now)
+            orders[g.level] = order_of(g)
+            ids = to_lift(g, orders[g.level], lambda nid, g=g: cost_of(g, nid), room, now)
+            if ids:
+                lifted.append((g, ids))
+    for g, ids in lifted:
+        store.read_nodes(session, ids, level=g.level)
+        with store.lock:
+            own(g, ids)
+    return None if lifted else (mark, orders)
