@@ -100,9 +100,11 @@ def own(g, nids):
     g.meta["use_own"] = mine
 
 
+_NUM = (int, float)
+
+
 def _valid(rec):
-    return (isinstance(rec, list) and len(rec) == 2
-            and all(isinstance(x, (int, float)) and not isinstance(x, bool) for x in rec))
+    return type(rec) is list and len(rec) == 2 and type(rec[0]) in _NUM and type(rec[1]) in _NUM
 
 
 def decayed(rec, now):
@@ -124,11 +126,8 @@ def _area(path, root):
 
 def _areas(g, nid, memo=None):
     """Areas of the files a node is about: its touches and the file-path ends of its edges."""
-    if memo is not None:
-        got = memo.get(nid)
-        if got is None:
-            got = memo[nid] = _areas(g, nid)
-        return got
+    if memo is not None and nid in memo:
+        return memo[nid]
     node = g.nodes.get(nid) or {}
     paths = [t for t in node.get("touches", ()) if isinstance(t, str)]
     for key in g.adj.get(nid, ()):
@@ -137,7 +136,17 @@ def _areas(g, nid, memo=None):
             other = e["to"] if e["from"] == nid else e["from"]
             if other not in g.nodes:
                 paths.append(other)
-    return {_area(p, g.project_path) for p in paths}
+    out = set()
+    for p in paths:
+        a = memo.get(("path", p)) if memo is not None else None
+        if a is None:
+            a = _area(p, g.project_path)
+            if memo is not None:
+                memo[("path", p)] = a
+        out.add(a)
+    if memo is not None:
+        memo[nid] = out
+    return out
 
 
 def breadth(g, nid, memo=None):
