@@ -34,17 +34,17 @@ import traceback
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 
-from memory_world import DAY, World  # noqa: E402
 
 from kg import render  # noqa: E402
 from kg.errors import KgError  # noqa: E402
 from kg.store import Settings, Store  # noqa: E402
+from memory_world import DAY, KINDS, World  # noqa: E402
 
 PREFIX = 28
 TIMELINE_DAYS = 30
 EDGE_TOKENS = 15
 SEARCH_TOP = 5
-POLICIES = ["kgd", "kgd-hooks", "none", "lru", "oracle"]
+POLICIES = ["kgd", "kgd-hooks", "none", "lru", "oracle"]  # and "reference" with --reference
 IN_CONTEXT = ("preload", "recall", "file")
 OUTCOMES = IN_CONTEXT + ("id", "search", "missed", "lost")
 
@@ -317,6 +317,7 @@ class Run:
         self.last_use = {}   # node id -> last write / read by id (what LRU sees)
         self.stats = {"needs": 0, "warm": dict.fromkeys(OUTCOMES, 0), "cold": dict.fromkeys(OUTCOMES, 0),
                       "user": dict.fromkeys(OUTCOMES, 0), "project": dict.fromkeys(OUTCOMES, 0),
+                      "conventions": dict.fromkeys(OUTCOMES, 0), "session_chars": [],
                       "duplicates": 0, "recreated_after_loss": 0, "sessions": 0, "chars": 0, "preload_chars": 0,
                       "hook_chars": 0, "calls": 0, "max_read_chars": 0, "reads_over_40000": 0, "put_errors": 0,
                       "timeline": []}
@@ -380,6 +381,7 @@ class Run:
     def session(self, mem, sess):
         st = self.stats
         st["sessions"] += 1
+        chars_before = st["chars"]
         texts = mem.begin(sess, self.world, self)
         self.tick()
         texts += mem.prompt(sess.prompt)
@@ -398,6 +400,8 @@ class Run:
             st["needs"] += 1
             st["warm" if need.warm else "cold"][outcome] += 1
             st[self.world.facts[need.fid].level][outcome] += 1
+            if self.world.facts[need.fid].topic == "conventions":
+                st["conventions"][outcome] += 1
         for fid in sess.discover:
             self.tick()
             self.learn(mem, fid)
@@ -405,6 +409,7 @@ class Run:
         for src, text in mem.stop():
             st["chars"] += len(text)
             st["hook_chars"] += len(text)
+        st["session_chars"].append(st["chars"] - chars_before)
 
     def resolve(self, mem, need, texts):
         fact = self.world.facts[need.fid]
@@ -509,7 +514,7 @@ class Run:
     def summary(self):
         st = self.stats
         out = {"policy": self.policy, "max_tokens": self.max_tokens, "seed": self.world.seed,
-               "days": self.world.days}
+               "days": self.world.days, "world": self.world.kind}
         n = max(1, st["needs"])
         for part in ("warm", "cold"):
             total = sum(st[part].values())
@@ -523,28 +528,29 @@ class Run:
         for k in OUTCOMES:
             out["share_" + k] = pct(both[k], n)
         s = max(1, st["sessions"])
-        out.update(
-            {
-                "sessions": st["sessions"],
-                "duplicates": st["duplicates"],
-                "recreated_after_loss": st["recreated_after_loss"],
-                "lost": both["lost"],
-                "chars_per_session": round(st["chars"] / s),
-                "preload_chars_per_session": round(st["preload_chars"] / s),
-                "hook_chars_per_session": round(st["hook_chars"] / s),
-                "calls_per_session": round(st["calls"] / s, 2),
-                "max_read_chars": st["max_read_chars"],
-                "reads_over_40000": st["reads_over_40000"],
-                "put_errors": st["put_errors"],
-                "hook_errors": st.get("hook_errors", 0),
-                "warm": st["warm"],
-                "cold": st["cold"],
-                "by_level": {lv: st[lv] for lv in ("user", "project")},
-                "end": st.get("end"),
-                "timeline": st["timeline"],
-            }
-        )
+        conv = st["conventions"]
+        out["conventions_needs"] = sum(conv.values())
+        out["conventions"] = dict(conv)
+        out["conventions_in_context"] = pct(sum(conv[k] for k in IN_CONTEXT), sum(conv.values()))
+        out["chars_per_session_median"] = median(st["session_chars"])
+        out.update({"sessions": st["sessions"], "duplicates": st["duplicates"],
+                    "recreated_after_loss": st["recreated_after_loss"], "lost": both["lost"],
+                    "chars_per_session": round(st["chars"] / s), "preload_chars_per_session": round(st["preload_chars"] / s),
+                    "hook_chars_per_session": round(st["hook_chars"] / s),
+                    "calls_per_session": round(st["calls"] / s, 2), "max_read_chars": st["max_read_chars"],
+                    "reads_over_40000": st["reads_over_40000"], "put_errors": st["put_errors"],
+                    "hook_errors": st.get("hook_errors", 0),
+                    "warm": st["warm"], "cold": st["cold"],
+                    "by_level": {lv: st[lv] for lv in ("user", "project")}, "end": st.get("end"), "timeline": st["timeline"]})
         return out
+
+
+def median(xs):
+    xs = sorted(xs)
+    if not xs:
+        return 0
+    mid = len(xs) // 2
+    return xs[mid] if len(xs) % 2 else round((xs[mid - 1] + xs[mid]) / 2)
 
 
 def pct(a, b):
@@ -553,12 +559,14 @@ def pct(a, b):
 
 # ---------------------------------------------------------------- output
 
-COLUMNS = [("policy", "policy", "%-9s"), ("M", "max_tokens", "%6d"), ("seed", "seed", "%4s"),
+COLUMNS = [("policy", "policy", "%-9s"), ("M", "max_tokens", "%6s"), ("seed", "seed", "%4s"),
            ("needs", "needs", "%5d"), ("ctx%", "in_context", "%5.1f"), ("pre", "share_preload", "%5.1f"),
            ("rec", "share_recall", "%5.1f"), ("file", "share_file", "%5.1f"), ("id", "share_id", "%5.1f"),
            ("srch", "share_search", "%5.1f"), ("miss", "share_missed", "%5.1f"), ("lost", "lost", "%4d"),
            ("reach", "reachable", "%5.1f"), ("warm", "warm_in_context", "%5.1f"), ("cold", "cold_in_context", "%5.1f"),
-           ("dups", "duplicates", "%4d"), ("ch/ses", "chars_per_session", "%6d"), ("maxread", "max_read_chars", "%7d"),
+           ("conv", "conventions_in_context", "%5.1f"),
+           ("dups", "duplicates", "%4d"), ("ch/ses", "chars_per_session", "%6d"),
+           ("ch/med", "chars_per_session_median", "%6d"), ("maxread", "max_read_chars", "%7d"),
            ("calls", "calls_per_session", "%5.2f"), ("act u/p", None, "%7s")]
 
 
@@ -570,8 +578,10 @@ def table(runs):
             if key is None:
                 end = r.get("end") or {}
                 v = "%s/%s" % (end.get("user", {}).get("active", "-"), end.get("project", {}).get("active", "-"))
+            elif key == "max_tokens" and not r[key]:
+                v = "own"  # a memory with its own fixed budget (the reference)
             else:
-                v = r[key]
+                v = r.get(key, 0)
             cells.append(fmt % v)
         lines.append(" ".join(cells))
     return "\n".join(lines)
@@ -587,10 +597,10 @@ def compare(a_path, b_path):
         a = json.load(f)
     with open(b_path) as f:
         b = json.load(f)
-    key = lambda r: (r["policy"], r["max_tokens"], r["seed"], r["days"])  # noqa: E731
+    key = lambda r: (r["policy"], r["max_tokens"], r["seed"], r["days"], r.get("world", "classic"))  # noqa: E731
     old = {key(r): r for r in a["runs"]}
-    keys = ["in_context", "reachable", "warm_in_context", "cold_in_context", "share_missed", "duplicates", "lost",
-            "chars_per_session", "calls_per_session"]
+    keys = ["in_context", "reachable", "warm_in_context", "cold_in_context", "conventions_in_context",
+            "share_missed", "duplicates", "lost", "chars_per_session", "chars_per_session_median", "calls_per_session"]
     lines = ["%-9s %6s %4s " % ("policy", "M", "seed") + " ".join("%17s" % k[:17] for k in keys)]
     for r in b["runs"]:
         o = old.get(key(r))
@@ -598,8 +608,8 @@ def compare(a_path, b_path):
             continue
         cells = []
         for k in keys:
-            cells.append("%17s" % ("%s→%s" % (o[k], r[k])))
-        lines.append("%-9s %6d %4s " % (r["policy"], r["max_tokens"], r["seed"]) + " ".join(cells))
+            cells.append("%17s" % ("%s→%s" % (o.get(k, "-"), r.get(k, "-"))))
+        lines.append("%-9s %6s %4s " % (r["policy"], r["max_tokens"] or "own", r["seed"]) + " ".join(cells))
     return "\n".join(lines)
 
 
@@ -619,6 +629,8 @@ def parse_args(argv):
     )
     p.add_argument("--seed", default="1", help="seed or comma list (default 1)")
     p.add_argument("--days", type=int, default=180)
+    p.add_argument("--world", default=KINDS[0], choices=KINDS,
+                   help="conventions (default: 30 cross-topic conventions) or classic (the first world)")
     p.add_argument("--max-tokens", default="2500,5000,10000", help="comma list")
     p.add_argument("--policy", default=",".join(POLICIES), help="comma list of " + ", ".join(POLICIES))
     p.add_argument("--no-hooks", action="store_true", help="leave out kgd-hooks")
@@ -629,6 +641,9 @@ def parse_args(argv):
     p.add_argument("--label", default="", help="a name for this run, kept in the JSON (e.g. the variant tried)")
     p.add_argument("--plugin", action="append", default=[], metavar="FILE.py",
                    help="a Python file that adds policies: memory_eval.MEMORIES['name'] = SomeMemorySubclass")
+    p.add_argument("--reference", default=None, metavar="DIR",
+                   help="a checkout of the reference plugin's knowledge-graph/ (adds the 'reference' row)")
+    p.add_argument("--reference-python", default=None, metavar="PY", help="the interpreter of its throwaway venv")
     p.add_argument("--compare", nargs=2, metavar=("BEFORE", "AFTER"), help="print two JSON results side by side")
     a = p.parse_args(argv)
     a.seeds = [int(x) for x in a.seed.split(",") if x.strip()]
@@ -636,7 +651,7 @@ def parse_args(argv):
     a.policies = [x.strip() for x in a.policy.split(",") if x.strip()]
     for path in a.plugin:
         load_plugin(path)
-    bad = [x for x in a.policies if x not in MEMORIES]
+    bad = [x for x in a.policies if x not in MEMORIES and x != "reference"]
     if bad:
         p.error("unknown policy %s; choose from %s" % (", ".join(bad), ", ".join(MEMORIES)))
     if a.quick:
@@ -644,6 +659,8 @@ def parse_args(argv):
             a.budgets = [5000]
     if a.no_hooks and "kgd-hooks" in a.policies:
         a.policies.remove("kgd-hooks")
+    if a.reference and "reference" not in a.policies:
+        a.policies.append("reference")
     return a
 
 
@@ -655,16 +672,29 @@ def main(argv=None, out=sys.stdout):
     if "kgd-hooks" in a.policies and hooks_module() is None:
         print("kgd-hooks skipped: kg.hooks.handler is not importable", file=out)
         a.policies.remove("kgd-hooks")
+    if "reference" in a.policies:
+        import memory_ref
+        cls, why = memory_ref.configure(a.reference, a.reference_python)
+        if cls is None:
+            print(why, file=out)
+            a.policies.remove("reference")
+        else:
+            MEMORIES["reference"] = cls
     started = time.time()
     runs = []
     for seed in a.seeds:
-        world = World(seed, a.days)
-        for m in a.budgets:
+        world = World(seed, a.days, a.world)
+        for i, m in enumerate(a.budgets):
             for policy in a.policies:
+                budget = m
+                if policy == "reference":  # its budget is its own (fixed): one run per seed, M shown "own"
+                    if i:
+                        continue
+                    budget = 0
                 t0 = time.time()
-                r = Run(world, policy, m, a).execute()
+                r = Run(world, policy, budget, a).execute()
                 runs.append(r)
-                print("  %-9s M=%-6d seed=%d  %.1f s" % (policy, m, seed, time.time() - t0), file=sys.stderr)
+                print("  %-9s M=%-6d seed=%d  %.1f s" % (policy, budget, seed, time.time() - t0), file=sys.stderr)
     wall = time.time() - started
     print(table(runs), file=out)
     print("%d run(s), %d days, %.1f s wall" % (len(runs), a.days, wall), file=out)
@@ -673,7 +703,7 @@ def main(argv=None, out=sys.stdout):
         d = os.path.join(os.path.dirname(os.path.abspath(__file__)), "results")
         os.makedirs(d, exist_ok=True)
         path = os.path.join(d, "memory-%s.json" % time.strftime("%Y%m%d-%H%M%S", time.gmtime()))
-    doc = {"label": a.label, "args": {"seeds": a.seeds, "days": a.days, "max_tokens": a.budgets, "policies": a.policies,
+    doc = {"label": a.label, "args": {"seeds": a.seeds, "days": a.days, "world": a.world, "max_tokens": a.budgets, "policies": a.policies,
                     "grace_days": a.grace_days, "orphan_grace_days": a.orphan_grace_days}, "runs": runs}
     with open(path, "w") as f:
         json.dump(doc, f, indent=1, sort_keys=True)

@@ -15,12 +15,22 @@ Rules owned here:
 - The agent's choices are drawn per need: it notices an id of the fact in a list it was shown
   (p 0.85), searches when it did not (p 0.8), updates the node after using it (p 0.1).
 - A need is warm when its fact was touched (discovered, needed or updated) in the last 14 days.
+- Two kinds of world (`kind`): "conventions" (the default) has 30 cross-topic conventions, each
+  linked to 3-6 topics, needed now and then in sessions on those topics and linked from their
+  facts; "classic" keeps the first world (8 conventions, each needed in 30 % of all sessions) so
+  that older figures can be reproduced.
 """
 
 import random
 
 DAY = 86400.0
 WARM_S = 14 * DAY
+KINDS = ("conventions", "classic")
+CONVENTION_COUNT = 30
+CONVENTION_EARLY = 10          # known in the first 30 days; the rest emerge as the project grows
+CONVENTION_WEIGHTS = [0.06, 0.1, 0.15, 0.25]  # p of a need in a session on one of its topics
+CONVENTION_ELSEWHERE = 0.01    # p of a need in a session on another topic
+CONVENTION_LINK = 0.35         # p that a topic fact links to one of its topic's conventions
 
 TOPICS = [
     ("auth", "token session login oauth refresh scope password cookie jwt expiry"),
@@ -64,7 +74,7 @@ FILLER = "please fix the failing case add handle update latest check why does it
 
 class Fact:
     __slots__ = ("fid", "level", "topic", "node_id", "gist", "notes", "touches", "words", "ident",
-                 "emerge_day", "weight", "related")
+                 "emerge_day", "weight", "related", "links")
 
     def __init__(self, **kw):
         for k, v in kw.items():
@@ -90,9 +100,12 @@ class Session:
 class World:
     """Facts and the session schedule; `next_needs[fid]` lists need times (for the oracle)."""
 
-    def __init__(self, seed, days):
+    def __init__(self, seed, days, kind="conventions"):
+        if kind not in KINDS:
+            raise ValueError("world kind %r: choose from %s" % (kind, ", ".join(KINDS)))
         self.seed = seed
         self.days = days
+        self.kind = kind
         rnd = random.Random("world:%s" % seed)
         self.topics = {}
         for name, vocab in TOPICS:
@@ -112,8 +125,16 @@ class World:
                 core = i < 4
                 self._fact(rnd, "project", name, rnd.uniform(0, 20) if core else rnd.uniform(0, days * 0.9),
                            3.0 if core else 1.0)
-        for i in range(8):
-            self._fact(rnd, "project", CONVENTIONS[0], rnd.uniform(0, 45) if i < 6 else rnd.uniform(45, days), 1.0)
+        names = [n for n, _ in TOPICS]
+        if kind == "classic":
+            for i in range(8):
+                self._fact(rnd, "project", CONVENTIONS[0], rnd.uniform(0, 45) if i < 6 else rnd.uniform(45, days), 1.0)
+        else:
+            for i in range(CONVENTION_COUNT):
+                early = i < CONVENTION_EARLY
+                f = self._fact(rnd, "project", CONVENTIONS[0], rnd.uniform(0, 30) if early else rnd.uniform(30, days * 0.9),
+                               rnd.choice(CONVENTION_WEIGHTS), rnd.choice([[]] * 10 + [[x] for x in CONVENTIONS[2]]))
+                f.links = sorted(rnd.sample(names, rnd.randint(3, 6)))
         for i in range(28):
             self._fact(rnd, "user", LESSONS[0], rnd.uniform(-30, days), rnd.choice([0.03, 0.06, 0.1, 0.2]))
         for i in range(60):
@@ -121,13 +142,22 @@ class World:
         for f in self.facts.values():
             same = sorted(g.fid for g in self.facts.values() if g.topic == f.topic and g.fid != f.fid)
             f.related = rnd.sample(same, min(2, len(same)))
+        if kind != "classic":
+            for f in sorted(self.facts.values(), key=lambda f: f.fid):
+                if f.topic == CONVENTIONS[0]:  # written with links to where it applies
+                    where = sorted(g.fid for g in self.facts.values() if g.topic in f.links and g.weight > 1)
+                    f.related = rnd.sample(where, min(3, len(where)))
+                if f.topic in names and rnd.random() < CONVENTION_LINK:
+                    convs = sorted(g.fid for g in self.facts.values() if g.topic == CONVENTIONS[0] and f.topic in g.links)
+                    if convs:
+                        f.related.append(rnd.choice(convs))
         self.sessions = self._schedule(rnd)
         self.need_times = {}
         for s in self.sessions:
             for n in s.needs:
                 self.need_times.setdefault(n.fid, []).append(s.index)
 
-    def _fact(self, rnd, level, topic, emerge_day, weight):
+    def _fact(self, rnd, level, topic, emerge_day, weight, touches=None):
         words, files = self.topics[topic]
         for _ in range(100):
             w1, w2, w3 = rnd.sample(words, 3)
@@ -143,7 +173,8 @@ class World:
         self._idents.add(ident)
         self._prefixes.add(gist[:28])
         fid = "f%03d" % len(self.facts)
-        touches = rnd.sample(files, min(len(files), rnd.choice([0, 1, 1, 2]))) if files else []
+        if touches is None:
+            touches = rnd.sample(files, min(len(files), rnd.choice([0, 1, 1, 2]))) if files else []
         notes = [rnd.choice(NOTES).format(file=(touches or ["the logs"])[0], w1=w1, w2=w2, w3=w3, ident=ident,
                                           num=rnd.randint(2, 900))
                  for _ in range(rnd.choice([1, 1, 2]))]
@@ -154,7 +185,8 @@ class World:
         )
         self.facts[fid] = Fact(fid=fid, level=level, topic=topic, node_id=node_id, gist=gist, notes=notes,
                                touches=sorted(touches), words=[w1, w2, w3], ident=ident, emerge_day=emerge_day,
-                               weight=weight, related=[])
+                               weight=weight, related=[], links=[])
+        return self.facts[fid]
 
     def _schedule(self, rnd):
         """Hot periods of 2 topics at a time; 0-4 sessions a day; needs and discoveries."""
@@ -196,7 +228,11 @@ class World:
             return out
 
         need_ids = pick(known(topic), rnd.randint(2, 5))
-        need_ids += [f for f in known(CONVENTIONS[0]) if rnd.random() < 0.3]
+        if self.kind == "classic":
+            need_ids += [f for f in known(CONVENTIONS[0]) if rnd.random() < 0.3]
+        else:
+            need_ids += [f for f in known(CONVENTIONS[0])
+                         if rnd.random() < (self.facts[f].weight if topic in self.facts[f].links else CONVENTION_ELSEWHERE)]
         need_ids += [f for tp in (LESSONS[0], ELSEWHERE[0]) for f in known(tp) if rnd.random() < self.facts[f].weight]
         needs = []
         for fid in need_ids:

@@ -12,9 +12,12 @@ Rules owned here:
   compact or a clear.
 - SessionStart: a preload within PRELOAD_LIMIT characters (startup, clear, compact, fork, and a
   resume kgd does not know), or a short continuity note (a resume it knows). The preload gives
-  gists of the most valuable active nodes (recency first) in all but CRUMB_SHARE of its room,
-  then ids only (crumbs) of the active nodes left out and of the archived ones; it opens with
-  the usage guide kgd's MCP instructions give (an agent may not show its model those).
+  gists of the most valuable active nodes in all but CRUMB_SHARE of its room: in each level's
+  half, recency first, and in value.SHARE of it the nodes that order leaves out but that were
+  used on many occasions or across many parts of the project (kg/value.py; up to
+  value.LIFT_MAX archived ones are read back first); then ids only (crumbs) of the active nodes
+  left out and of the archived ones. It opens with the usage guide kgd's MCP instructions give
+  (an agent may not show its model those).
 - UserPromptSubmit: words-matched recall (kg/recall.py), every state, at most PROMPT_NODES and
   PROMPT_CHARS, never matching kgd's own words (<hook_context> blocks, a Stop's reason sent back
   as the next prompt); a node shown counts as read (store.read_nodes: recency, promotion).
@@ -34,7 +37,7 @@ import logging
 import os
 import threading
 
-from . import agents, model, nudges, recall, shellfiles
+from . import agents, model, nudges, recall, shellfiles, value
 from .errors import KgError
 from .nudges import CLIENTS_PER_TARGET, SESSION_TARGETS, STOP_TOOLS  # noqa: F401 (the loop's numbers, in one place)
 from .nudges import Targets as _Targets  # noqa: F401
@@ -194,8 +197,9 @@ def _session_start(mem, call, targets, env):
         return _context("SessionStart", text)
     if source != "resume":
         mem.store.forget_shown(session)
+    orders = value.lift(mem.store, session, _value_order, _gist_cost, _level_room(session), mem.now())
     with mem.store.lock:
-        text, keys, stats = _preload(mem, session)
+        text, keys, stats = _preload(mem, session, orders)
         h["seen"] = mem.now()
     mem.mark(session, keys)
     mem.save(session)
@@ -288,7 +292,18 @@ def _share(room, ordered, cost, rooms):
     return taken
 
 
-def _preload(mem, session):
+def _gist_cost(g, nid):
+    return len("- %s: %s" % (nid, recall.clip(g.nodes[nid].get("gist", ""), PRELOAD_GIST))) + 1
+
+
+def _level_room(session):
+    """Characters of one level's half of the preload's gist room."""
+    room = PRELOAD_LIMIT - sum(len(x) + 1 for x in _usage(session.id)) - 480
+    num, den = CRUMB_SHARE
+    return (room - room * num // den) // 2
+
+
+def _preload(mem, session, orders=None):
     """The preload text, the keys it shows and counts. Gists of the most valuable active nodes
     take the room but a CRUMB_SHARE of it, each level half of that (what one leaves goes to the
     other); the rest lists, ids only, the active nodes left out and the archived ones: a crumb
@@ -296,13 +311,21 @@ def _preload(mem, session):
     head = _usage(session.id)
     graphs = {g.level: g for g in mem.graphs(session)}
     levels = ("user", "project")
-    ordered = {lv: _value_order(graphs[lv]) if lv in graphs else [] for lv in levels}
+    if orders is None or orders[0] != mem.store.log.seq or set(orders[1]) != set(graphs):
+        orders = (None, {lv: _value_order(g) for lv, g in graphs.items()})
+    ordered = {lv: list(orders[1].get(lv, ())) for lv in levels}
     tail_room = 400
     room = PRELOAD_LIMIT - sum(len(x) + 1 for x in head) - tail_room - 80
     num, den = CRUMB_SHARE
 
     def gist_line(level, nid):
         return "- %s: %s" % (nid, recall.clip(graphs[level].nodes[nid].get("gist", ""), PRELOAD_GIST))
+
+    now = mem.now()
+    for lv in levels:  # knowledge used on many occasions keeps a share of each level's room
+        if lv in graphs:
+            g = graphs[lv]
+            ordered[lv] = value.reserve(g, ordered[lv], lambda nid, g=g: _gist_cost(g, nid), _level_room(session), now)
 
     used = {lv: 0 for lv in levels}
     taken = _share(room - room * num // den, ordered, lambda lv, nid: len(gist_line(lv, nid)) + 1, used)

@@ -188,3 +188,51 @@ def test_the_archive_to_budget_variant_changes_what_kgd_keeps(tmp_path):
     variant = os.path.join(BENCH, "variants", "archive_to_budget.py")
     base, atb = end_active(), end_active("--plugin", variant)
     assert base != atb
+
+
+def test_every_row_reports_median_context_and_conventions(tmp_path):
+    doc, text = run(tmp_path, "m.json", *SMALL)
+    assert "ch/med" in text.splitlines()[0] and "conv" in text.splitlines()[0]
+    for r in doc["runs"]:
+        assert r["chars_per_session_median"] > 0
+        assert r["conventions_needs"] > 0 and 0 <= r["conventions_in_context"] <= 100
+        assert r["world"] == "conventions"
+
+
+def test_the_classic_world_is_still_there(tmp_path):
+    a, _ = run(tmp_path, "a.json", *SMALL)
+    b, _ = run(tmp_path, "b.json", *(SMALL + ["--world", "classic"]))
+    assert b["args"]["world"] == "classic" and {r["world"] for r in b["runs"]} == {"classic"}
+    assert a["runs"][0]["needs"] != b["runs"][0]["needs"]
+
+
+def test_conventions_are_cross_topic_and_needed_often():
+    """The default world: each convention applies to several topics, its topics' facts link to it,
+    and a good share of sessions need one (bench/README.md says why)."""
+    from memory_world import World
+    w = World(1, 180)
+    conv = [f for f in w.facts.values() if f.topic == "conventions"]
+    assert len(conv) == 30 and all(3 <= len(f.links) <= 6 for f in conv)
+    ids = {f.fid for f in conv}
+    assert sum(1 for f in w.facts.values() if f.topic != "conventions" and set(f.related) & ids) > 60
+    share = sum(1 for s in w.sessions if any(n.fid in ids for n in s.needs)) / len(w.sessions)
+    assert 0.4 < share < 0.8
+
+
+def test_the_reference_is_skipped_with_one_line_when_missing(tmp_path):
+    doc, text = run(tmp_path, "r.json", "--days", "10", "--max-tokens", "1500", "--policy", "kgd",
+                    "--reference", str(tmp_path / "nowhere"), "--reference-python", "/nonexistent/python")
+    assert [ln for ln in text.splitlines() if ln.startswith("reference skipped")]
+    assert [r["policy"] for r in doc["runs"]] == ["kgd"]
+
+
+@pytest.mark.skipif(not os.environ.get("KGD_BENCH_REFERENCE"),
+                    reason="KGD_BENCH_REFERENCE=CHECKOUT:PYTHON names an installed reference (bench/README.md)")
+def test_the_reference_row_runs_on_the_same_trace(tmp_path):
+    checkout, python = os.environ["KGD_BENCH_REFERENCE"].split(":", 1)
+    doc, text = run(tmp_path, "ref.json", "--days", "12", "--max-tokens", "5000", "--policy", "kgd-hooks",
+                    "--reference", checkout, "--reference-python", python)
+    runs = {r["policy"]: r for r in doc["runs"]}
+    assert runs["reference"]["max_tokens"] == 0 and runs["reference"]["needs"] == runs["kgd-hooks"]["needs"]
+    assert runs["reference"]["hook_errors"] == 0 and runs["reference"]["share_preload"] > 0
+    assert "reference    own" in text
