@@ -35,10 +35,11 @@ sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 
 
+from memory_world import DAY, KINDS, World  # noqa: E402
+
 from kg import render  # noqa: E402
 from kg.errors import KgError  # noqa: E402
 from kg.store import Settings, Store  # noqa: E402
-from memory_world import DAY, KINDS, World  # noqa: E402
 
 PREFIX = 28
 TIMELINE_DAYS = 30
@@ -533,15 +534,27 @@ class Run:
         out["conventions"] = dict(conv)
         out["conventions_in_context"] = pct(sum(conv[k] for k in IN_CONTEXT), sum(conv.values()))
         out["chars_per_session_median"] = median(st["session_chars"])
-        out.update({"sessions": st["sessions"], "duplicates": st["duplicates"],
-                    "recreated_after_loss": st["recreated_after_loss"], "lost": both["lost"],
-                    "chars_per_session": round(st["chars"] / s), "preload_chars_per_session": round(st["preload_chars"] / s),
-                    "hook_chars_per_session": round(st["hook_chars"] / s),
-                    "calls_per_session": round(st["calls"] / s, 2), "max_read_chars": st["max_read_chars"],
-                    "reads_over_40000": st["reads_over_40000"], "put_errors": st["put_errors"],
-                    "hook_errors": st.get("hook_errors", 0),
-                    "warm": st["warm"], "cold": st["cold"],
-                    "by_level": {lv: st[lv] for lv in ("user", "project")}, "end": st.get("end"), "timeline": st["timeline"]})
+        out.update(
+            {
+                "sessions": st["sessions"],
+                "duplicates": st["duplicates"],
+                "recreated_after_loss": st["recreated_after_loss"],
+                "lost": both["lost"],
+                "chars_per_session": round(st["chars"] / s),
+                "preload_chars_per_session": round(st["preload_chars"] / s),
+                "hook_chars_per_session": round(st["hook_chars"] / s),
+                "calls_per_session": round(st["calls"] / s, 2),
+                "max_read_chars": st["max_read_chars"],
+                "reads_over_40000": st["reads_over_40000"],
+                "put_errors": st["put_errors"],
+                "hook_errors": st.get("hook_errors", 0),
+                "warm": st["warm"],
+                "cold": st["cold"],
+                "by_level": {lv: st[lv] for lv in ("user", "project")},
+                "end": st.get("end"),
+                "timeline": st["timeline"],
+            }
+        )
         return out
 
 
@@ -703,8 +716,19 @@ def main(argv=None, out=sys.stdout):
         d = os.path.join(os.path.dirname(os.path.abspath(__file__)), "results")
         os.makedirs(d, exist_ok=True)
         path = os.path.join(d, "memory-%s.json" % time.strftime("%Y%m%d-%H%M%S", time.gmtime()))
-    doc = {"label": a.label, "args": {"seeds": a.seeds, "days": a.days, "world": a.world, "max_tokens": a.budgets, "policies": a.policies,
-                    "grace_days": a.grace_days, "orphan_grace_days": a.orphan_grace_days}, "runs": runs}
+    doc = {
+        "label": a.label,
+        "args": {
+            "seeds": a.seeds,
+            "days": a.days,
+            "world": a.world,
+            "max_tokens": a.budgets,
+            "policies": a.policies,
+            "grace_days": a.grace_days,
+            "orphan_grace_days": a.orphan_grace_days,
+        },
+        "runs": runs,
+    }
     with open(path, "w") as f:
         json.dump(doc, f, indent=1, sort_keys=True)
     print("JSON: %s" % path, file=out)

@@ -48,7 +48,9 @@ def missing(checkout, python):
         return "reference skipped: no --reference checkout given"
     server = os.path.join(checkout, "server", "mcp_streamable_server.py")
     if not os.path.exists(server):
-        return "reference skipped: %s is not a knowledge-graph/ checkout (no server/mcp_streamable_server.py)" % checkout
+        return (
+            "reference skipped: %s is not a knowledge-graph/ checkout (no server/mcp_streamable_server.py)" % checkout
+        )
     if not python or not os.access(python, os.X_OK):
         return "reference skipped: --reference-python %r is not an executable" % python
     if faketime_lib() is None:

@@ -132,8 +132,14 @@ class World:
         else:
             for i in range(CONVENTION_COUNT):
                 early = i < CONVENTION_EARLY
-                f = self._fact(rnd, "project", CONVENTIONS[0], rnd.uniform(0, 30) if early else rnd.uniform(30, days * 0.9),
-                               rnd.choice(CONVENTION_WEIGHTS), rnd.choice([[]] * 10 + [[x] for x in CONVENTIONS[2]]))
+                f = self._fact(
+                    rnd,
+                    "project",
+                    CONVENTIONS[0],
+                    rnd.uniform(0, 30) if early else rnd.uniform(30, days * 0.9),
+                    rnd.choice(CONVENTION_WEIGHTS),
+                    rnd.choice([[]] * 10 + [[x] for x in CONVENTIONS[2]]),
+                )
                 f.links = sorted(rnd.sample(names, rnd.randint(3, 6)))
         for i in range(28):
             self._fact(rnd, "user", LESSONS[0], rnd.uniform(-30, days), rnd.choice([0.03, 0.06, 0.1, 0.2]))
@@ -148,7 +154,9 @@ class World:
                     where = sorted(g.fid for g in self.facts.values() if g.topic in f.links and g.weight > 1)
                     f.related = rnd.sample(where, min(3, len(where)))
                 if f.topic in names and rnd.random() < CONVENTION_LINK:
-                    convs = sorted(g.fid for g in self.facts.values() if g.topic == CONVENTIONS[0] and f.topic in g.links)
+                    convs = sorted(
+                        g.fid for g in self.facts.values() if g.topic == CONVENTIONS[0] and f.topic in g.links
+                    )
                     if convs:
                         f.related.append(rnd.choice(convs))
         self.sessions = self._schedule(rnd)
@@ -231,8 +239,11 @@ class World:
         if self.kind == "classic":
             need_ids += [f for f in known(CONVENTIONS[0]) if rnd.random() < 0.3]
         else:
-            need_ids += [f for f in known(CONVENTIONS[0])
-                         if rnd.random() < (self.facts[f].weight if topic in self.facts[f].links else CONVENTION_ELSEWHERE)]
+            need_ids += [
+                f
+                for f in known(CONVENTIONS[0])
+                if rnd.random() < (self.facts[f].weight if topic in self.facts[f].links else CONVENTION_ELSEWHERE)
+            ]
         need_ids += [f for tp in (LESSONS[0], ELSEWHERE[0]) for f in known(tp) if rnd.random() < self.facts[f].weight]
         needs = []
         for fid in need_ids:
