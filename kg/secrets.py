@@ -35,6 +35,8 @@ import unicodedata
 from collections import Counter, namedtuple
 from urllib.parse import unquote
 
+from .triggers import Prefilter
+
 Hit = namedtuple("Hit", "kind label start end")
 Kind = namedtuple("Kind", "kind label regex check lower")
 
@@ -405,6 +407,7 @@ KINDS = (
         _check_assignment, True),
 )
 
+_PREFILTER = Prefilter(KINDS)
 _ASCII_LOWER = str.maketrans(string.ascii_uppercase, string.ascii_lowercase)
 
 
@@ -465,11 +468,9 @@ def find(text):
 def _find(text):
     if not text:
         return None
-    low = None
+    low = _lowered(text)
     seen = judged = 0
-    for k in KINDS:
-        if k.lower and low is None:
-            low = _lowered(text)
+    for k in _PREFILTER.kinds_to_run(low):  # kg/triggers.py: only kinds whose leading literal it holds
         rejected = set()  # a repeated near-miss is judged once
         for m in k.regex.finditer(low if k.lower else text):
             seen += 1

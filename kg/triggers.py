@@ -1,0 +1,116 @@
+"""Which kinds of the secrets table can match a text at all (contract section 10). Pure.
+
+Why it exists: every put and every graph at load runs the credential check, and most texts hold
+none of the literals its regexes start with. Running twenty-odd regexes over such a text costs
+more than the rest of a load; a single pass of one alternation of those literals answers "none
+can match" for most texts, and names the few kinds to run for the others.
+
+Rules this file owns:
+- A kind's triggers are the literal strings one of which every match of its regex starts with,
+  read from the parsed pattern (zero-width assertions skipped, small alternations and character
+  sets expanded), lower-cased. A kind whose triggers cannot be read always runs.
+- A text is tested on its ASCII-lower-cased copy (kg/secrets.py `_lowered`: same offsets), so
+  one test serves the kinds matched on the text and those matched on its lower-cased copy: a
+  literal found in either is found, lower-cased, in the copy.
+- A case-insensitive pattern is never pre-filtered (Unicode case folding matches characters whose
+  lower case is not ASCII). Skipping a kind with no trigger in the text never changes the answer:
+  its regex has no candidate there, and the bounds on candidates count only candidates.
+"""
+
+import re
+
+try:
+    from re import _parser as sre_parse  # Python 3.11+
+except ImportError:  # Python 3.9, 3.10
+    import sre_parse
+
+_ZERO_WIDTH = frozenset(("ASSERT", "ASSERT_NOT", "AT"))
+_MAX_PREFIXES = 32
+_NO_CASE = re.IGNORECASE | re.LOCALE
+# A text holding a trigger and longer than this runs every kind: the second step tests each
+# trigger on its own, which on a long text holding many triggers costs more than it spares.
+MAX_NAMED = 1024
+# Longer texts (no node: under 8,000 characters in all) run every kind, as without the pre-filter:
+# on a megabyte of hostile text even the first step would add to the bound it is held to.
+MAX_FILTERED = 1 << 16
+
+
+def _prefixes(items):
+    """(literal strings one of which every match of the parsed `items` starts with, whether they
+    cover all of `items`); [""] when nothing is known."""
+    outs = [""]
+    for op, av in items:
+        name = str(op)
+        if name in _ZERO_WIDTH:
+            continue  # consumes nothing: what follows starts where the match does
+        if name == "LITERAL":
+            alts, whole = [chr(av)], True
+        elif name == "IN" and all(str(o) == "LITERAL" for o, _ in av):
+            alts, whole = [chr(c) for _, c in av], True
+        elif name == "SUBPATTERN" and not (av[1] & _NO_CASE):
+            alts, whole = _prefixes(av[-1])
+        elif name == "BRANCH":
+            parts = [_prefixes(alt) for alt in av[1]]
+            alts, whole = [a for p, _ in parts for a in p], all(w for _, w in parts)
+        else:
+            return outs, False
+        outs = [o + a for o in outs for a in alts]
+        if len(outs) > _MAX_PREFIXES:
+            return [""], False
+        if not whole:
+            return outs, False
+    return outs, True
+
+
+def triggers(regex):
+    """The lower-cased literals one of which a text's lower-cased copy holds wherever `regex`
+    matches the text or that copy; None when none can be read (at least two characters each)."""
+    if regex.flags & _NO_CASE:
+        return None
+    outs, _ = _prefixes(sre_parse.parse(regex.pattern, regex.flags))
+    if any(len(o) < 2 for o in outs):
+        return None
+    return frozenset(o.lower() for o in outs)
+
+
+def _trie(words):
+    """A regex matching where any of `words` starts, branching on one character at a time (the
+    engine tries a handful of branches per position, not every word); a word that holds a
+    shorter one is found by the shorter one."""
+    first = {}
+    for w in words:
+        first.setdefault(w[0], []).append(w[1:])
+    parts = []
+    for ch, rests in sorted(first.items()):
+        if "" in rests:
+            parts.append(re.escape(ch))
+        elif len(rests) == 1:
+            parts.append(re.escape(ch) + re.escape(rests[0]))
+        else:
+            parts.append("%s(?:%s)" % (re.escape(ch), _trie(rests)))
+    return "|".join(parts)
+
+
+class Prefilter:
+    """kinds_to_run(low): the kinds (objects with a compiled `regex`), in table order, whose regex
+    may match the text whose lower-cased copy is `low`."""
+
+    def __init__(self, kinds):
+        self.kinds = tuple(kinds)
+        self.of_kind = tuple(triggers(k.regex) for k in self.kinds)
+        self.always = frozenset(i for i, t in enumerate(self.of_kind) if t is None)
+        self.all = sorted(frozenset().union(*(t for t in self.of_kind if t is not None)))
+        self.by_trigger = {t: frozenset(i for i, ts in enumerate(self.of_kind) if ts is not None and t in ts)
+                           for t in self.all}
+        self.none_found = tuple(self.kinds[i] for i in sorted(self.always))
+        self.any = re.compile(_trie(self.all)) if self.all else None
+
+    def kinds_to_run(self, low):
+        if len(low) > MAX_FILTERED:
+            return self.kinds
+        if self.any is None or self.any.search(low) is None:  # one pass: most texts hold no trigger
+            return self.none_found
+        if len(low) > MAX_NAMED:
+            return self.kinds
+        run = self.always.union(*[self.by_trigger[t] for t in self.all if t in low])
+        return [self.kinds[i] for i in sorted(run)]
