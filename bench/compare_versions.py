@@ -2,7 +2,7 @@
 """This checkout against another, alternating runs, one table of ratios (this / other).
 
     git -C /work/main worktree add /work/wt-base 2e17ca4      # or: git archive REV | tar -x -C DIR
-    python3 bench/compare_versions.py --base /work/wt-base [--rounds 3] [--nodes 10000]
+    python3 bench/compare_versions.py --base /work/wt-base [--also DIR] [--rounds 3] [--nodes 10000]
 
 Each round runs the same suite on both checkouts, in alternating order (base first, then this
 first), each on a fresh copy of one root written as files before the daemon starts: a user graph
@@ -30,7 +30,6 @@ import http.client
 import json
 import os
 import random
-import re
 import shutil
 import statistics
 import subprocess
@@ -195,11 +194,14 @@ def suite(tree, template, big, small, big_file, n, puts, out):
 def main():
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--base", required=True, help="the other checkout (holding kgd.py and kg/)")
+    ap.add_argument("--also", action="append", default=[], metavar="DIR",
+                    help="a further checkout, measured in the same rounds (repeatable)")
     ap.add_argument("--rounds", type=int, default=3)
     ap.add_argument("--nodes", type=int, default=10000)
     ap.add_argument("--puts", type=int, default=200)
     a = ap.parse_args()
-    trees = [("base", os.path.abspath(a.base)), ("this", REPO)]
+    trees = [("base", os.path.abspath(a.base))] + [
+        (os.path.basename(os.path.abspath(d)), os.path.abspath(d)) for d in a.also] + [("this", REPO)]
     for _, tree in trees:
         compileall.compile_dir(os.path.join(tree, "kg"), quiet=1)
     tmp = tempfile.mkdtemp(prefix="kgd-cmp-template-")
@@ -213,13 +215,16 @@ def main():
                 print("round %d %s: %.0f s" % (r + 1, name, time.perf_counter() - t0), file=sys.stderr)
     finally:
         shutil.rmtree(tmp, ignore_errors=True)
-    print("\nbase = %s, this = %s; %d rounds alternating; load average %.1f\n"
-          % (trees[0][1], trees[1][1], a.rounds, os.getloadavg()[0]))
-    print("| measure | base | this | this / base |")
-    print("|---|---:|---:|---:|")
+    print("\n%s; %d rounds alternating; load average %.1f\n"
+          % (", ".join("%s = %s" % t for t in trees), a.rounds, os.getloadavg()[0]))
+    others = [name for name, _ in trees[1:]]
+    print("| measure | base | %s | %s |" % (" | ".join(others), " | ".join("%s / base" % o for o in others)))
+    print("|---|---:|%s" % ("---:|" * (2 * len(others))))
     for row in res["base"]:
-        b, t = statistics.median(res["base"][row]), statistics.median(res["this"][row])
-        print("| %s | %.2f | %.2f | %.2f |" % (row.strip(), b, t, t / b if b else float("nan")))
+        b = statistics.median(res["base"][row])
+        vals = [statistics.median(res[o][row]) for o in others]
+        print("| %s | %.2f | %s | %s |" % (row.strip(), b, " | ".join("%.2f" % v for v in vals),
+                                          " | ".join("%.2f" % (v / b) if b else "-" for v in vals)))
 
 
 if __name__ == "__main__":
