@@ -35,7 +35,7 @@ import unicodedata
 from collections import Counter, namedtuple
 from urllib.parse import unquote
 
-from .triggers import Prefilter
+from .triggers import Prefilter, lowered
 
 Hit = namedtuple("Hit", "kind label start end")
 Kind = namedtuple("Kind", "kind label regex check lower")
@@ -408,13 +408,7 @@ KINDS = (
 )
 
 _PREFILTER = Prefilter(KINDS)
-_ASCII_LOWER = str.maketrans(string.ascii_uppercase, string.ascii_lowercase)
-
-
-def _lowered(text):
-    """The text with ASCII letters lower-cased, same length (offsets stay valid)."""
-    low = text.lower()
-    return low if len(low) == len(text) else text.translate(_ASCII_LOWER)
+_lowered = lowered  # kg/triggers.py: the text with ASCII letters lower-cased, same offsets
 
 
 # Python looks at most at this many candidates per text, and judges at most MAX_JUDGED distinct
@@ -509,9 +503,16 @@ def _fields_of_edge(edge):
         yield "edge notes[%d]" % i, note
 
 
+_last_whole = (None, None)  # (text, find's answer): a put scans what was sent, the node, then its graph
+
+
 def _scan(fields):
+    global _last_whole
     texts = [(name, t) for name, t in fields if isinstance(t, str) and t]
-    whole = find(_JOIN.join(t for _, t in texts))  # one pass over the whole: the common case
+    joined = _JOIN.join(t for _, t in texts)
+    last = _last_whole
+    whole = last[1] if last[0] == joined else find(joined)  # one pass over the whole: the common case
+    _last_whole = (joined, whole)
     if whole is None:
         return None
     for name, t in texts:

@@ -9,7 +9,7 @@ Rules this file owns:
 - A kind's triggers are the literal strings one of which every match of its regex starts with,
   read from the parsed pattern (zero-width assertions skipped, small alternations and character
   sets expanded), lower-cased. A kind whose triggers cannot be read always runs.
-- A text is tested on its ASCII-lower-cased copy (kg/secrets.py `_lowered`: same offsets), so
+- A text is tested on its ASCII-lower-cased copy (`lowered`: same offsets), so
   one test serves the kinds matched on the text and those matched on its lower-cased copy: a
   literal found in either is found, lower-cased, in the copy.
 - A case-insensitive pattern is never pre-filtered (Unicode case folding matches characters whose
@@ -18,6 +18,7 @@ Rules this file owns:
 """
 
 import re
+import string
 
 try:
     from re import _parser as sre_parse  # Python 3.11+
@@ -89,6 +90,16 @@ def _trie(words):
         else:
             parts.append("%s(?:%s)" % (re.escape(ch), _trie(rests)))
     return "|".join(parts)
+
+
+_ASCII_LOWER = str.maketrans(string.ascii_uppercase, string.ascii_lowercase)
+
+
+def lowered(text):
+    """The text with ASCII letters lower-cased, same length (offsets stay valid): the copy the
+    secrets table matches names on, and the one triggers are tested on."""
+    low = text.lower()
+    return low if len(low) == len(text) else text.translate(_ASCII_LOWER)
 
 
 class Prefilter:
