@@ -115,7 +115,15 @@ def main():
           % (walls[w] * 1000, w, cpus[c] * 1000, c, os.getloadavg()[0]))
     node = {"id": "n", "gist": corpus.near_misses()[0], "notes": corpus.near_misses()[:60], "touches": ["kg/app.py"]}
     print("one clean node of %d chars: %.3f ms" % (sum(len(x) for x in node["notes"]),
-                                                   best_of(lambda: secrets.scan_node(node), 20) * 1000))
+                                                   best_of(lambda: secrets.scan_node(fresh(node)), 20) * 1000))
+
+
+_ids = iter(range(1 << 30))
+
+
+def fresh(node):
+    """The node under a new id: the scan remembers the last text it searched."""
+    return dict(node, id="n%d" % next(_ids))
 
 
 if __name__ == "__main__":
