@@ -11,7 +11,8 @@ third of the nodes carry a line of ordinary engineering prose from tests/secrets
 the secrets gate sees the trigger words real notes hold). Rows (medians over the rounds of each
 row's median):
 
-- start-up to the start line on an empty root, and its resident memory 1.5 s later;
+- start-up to the start line on an empty root (and the daemon's CPU time by then), and its
+  resident memory 1.5 s later;
 - loading the N-node project graph file in a fresh interpreter (kg/durable.py read_graph), CPU time;
 - the first kg_read(cwd) of that project through the daemon (load + read);
 - kg_put_node (new nodes) into the 100-node project and the N-node project, and their ratio;
@@ -43,7 +44,6 @@ sys.path[:0] = [HERE, os.path.join(REPO, "tests")]
 
 import secrets_corpus  # noqa: E402
 from bench import Client, Kgd, rss_kb, timed  # noqa: E402
-from startup_compare import one as startup_once  # noqa: E402
 
 VOCAB = ["w%d" % i for i in range(20000)]
 WEIGHTS = [1.0 / (i + 1) for i in range(len(VOCAB))]
@@ -107,6 +107,25 @@ def cpu_s(pid):
     return total / 1e9
 
 
+def start_once(tree):
+    """(seconds from exec to the start line, the daemon's CPU seconds by then, its VmRSS in KiB
+    1.5 s later) on an empty root."""
+    root = tempfile.mkdtemp(prefix="kgd-start-")
+    try:
+        t0 = time.perf_counter()
+        p = subprocess.Popen([sys.executable, os.path.join(tree, "kgd.py"), "--port", "0", "--root", root],
+                             stderr=subprocess.PIPE, stdout=subprocess.DEVNULL)
+        p.stderr.readline()
+        took, cpu = time.perf_counter() - t0, cpu_s(p.pid)
+        time.sleep(1.5)
+        rss = rss_kb(p.pid)
+        p.terminate()
+        p.wait(15)
+        return took, cpu, rss
+    finally:
+        shutil.rmtree(root, ignore_errors=True)
+
+
 def hooks_post(conn, body):
     conn.request("POST", "/api/hooks", json.dumps(body), {"Content-Type": "application/json"})
     r = conn.getresponse()
@@ -124,8 +143,9 @@ def suite(tree, template, big, small, big_file, n, puts, out):
         add(row, statistics.median(timed(fn, n)))
         add("  daemon CPU per call: " + row.split(" (")[0], (cpu_s(k.proc.pid) - c0) / n)
 
-    took, rss = startup_once(tree)
-    add("start-up to start line, empty root (ms)", took / 1000.0)
+    took, cpu, rss = start_once(tree)
+    add("start-up to start line, empty root (ms)", took)
+    add("  daemon CPU to its start line", cpu)
     out.setdefault("idle RSS, empty root (MiB)", []).append(rss / 1024.0)
     add("load %d-node graph file, fresh interpreter, CPU (ms)" % n, load_once(tree, big_file, big))
 
