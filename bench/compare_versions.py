@@ -42,8 +42,9 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 REPO = os.path.dirname(HERE)
 sys.path[:0] = [HERE, os.path.join(REPO, "tests")]
 
-import secrets_corpus  # noqa: E402
 from bench import Client, Kgd, rss_kb, timed  # noqa: E402
+
+import secrets_corpus  # noqa: E402
 
 VOCAB = ["w%d" % i for i in range(20000)]
 WEIGHTS = [1.0 / (i + 1) for i in range(len(VOCAB))]
@@ -193,8 +194,9 @@ def suite(tree, template, big, small, big_file, n, puts, out):
             timed(put(cs, sid_small, "warm"), 20)
             batch("kg_put_node into 100-node project (ms)", put(cs, sid_small, "p"), puts)
             batch("kg_put_node into %d-node project (ms)" % n, put(c, sid, "p"), puts)
-            out.setdefault("  put cost ratio %d / 100 nodes (x)" % n, []).append(
-                out["kg_put_node into %d-node project (ms)" % n][-1] / out["kg_put_node into 100-node project (ms)"][-1])
+            big_put = out["kg_put_node into %d-node project (ms)" % n]
+            small_put = out["kg_put_node into 100-node project (ms)"]
+            out.setdefault("  put cost ratio %d / 100 nodes (x)" % n, []).append(big_put[-1] / small_put[-1])
 
             batch("kg_read full, %d-node project (ms)" % n, lambda i: c.tool("kg_read", {"session_id": sid}), 30)
             with open(big_file) as f:

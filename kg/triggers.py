@@ -104,24 +104,37 @@ def lowered(text):
 
 class Prefilter:
     """kinds_to_run(low): the kinds (objects with a compiled `regex`), in table order, whose regex
-    may match the text whose lower-cased copy is `low`."""
+    may match the text whose lower-cased copy is `low`. Built on first use (parsing the table's
+    patterns is not on the way to an empty daemon's start line)."""
 
     def __init__(self, kinds):
         self.kinds = tuple(kinds)
-        self.of_kind = tuple(triggers(k.regex) for k in self.kinds)
-        self.always = frozenset(i for i, t in enumerate(self.of_kind) if t is None)
-        self.all = sorted(frozenset().union(*(t for t in self.of_kind if t is not None)))
-        self.by_trigger = {t: frozenset(i for i, ts in enumerate(self.of_kind) if ts is not None and t in ts)
-                           for t in self.all}
-        self.none_found = tuple(self.kinds[i] for i in sorted(self.always))
-        self.any = re.compile(_trie(self.all)) if self.all else None
+        self._built = None
+
+    def _build(self):
+        of_kind = tuple(triggers(k.regex) for k in self.kinds)
+        always = frozenset(i for i, t in enumerate(of_kind) if t is None)
+        every = sorted(frozenset().union(*(t for t in of_kind if t is not None)))
+        by_trigger = {t: frozenset(i for i, ts in enumerate(of_kind) if ts is not None and t in ts) for t in every}
+        none_found = tuple(self.kinds[i] for i in sorted(always))
+        self._built = (of_kind, always, every, by_trigger, none_found, re.compile(_trie(every)) if every else None)
+        return self._built
+
+    @property
+    def of_kind(self):
+        return (self._built or self._build())[0]
+
+    @property
+    def all(self):
+        return (self._built or self._build())[2]
 
     def kinds_to_run(self, low):
+        _, always, every, by_trigger, none_found, found = self._built or self._build()
         if len(low) > MAX_FILTERED:
             return self.kinds
-        if self.any is None or self.any.search(low) is None:  # one pass: most texts hold no trigger
-            return self.none_found
+        if found is None or found.search(low) is None:  # one pass: most texts hold no trigger
+            return none_found
         if len(low) > MAX_NAMED:
             return self.kinds
-        run = self.always.union(*[self.by_trigger[t] for t in self.all if t in low])
+        run = always.union(*[by_trigger[t] for t in every if t in low])
         return [self.kinds[i] for i in sorted(run)]

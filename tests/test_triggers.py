@@ -5,10 +5,11 @@ import random
 import re
 
 import pytest
-import secrets_corpus as corpus
-import secrets_hostile as hostile
 
 from kg import secrets, triggers
+
+import secrets_corpus as corpus
+import secrets_hostile as hostile
 
 
 class _All:
