@@ -10,7 +10,8 @@ Rules owned here (format 1):
 - A record's stamp is a short hash of its canonical line (what reconcile compares).
 - The files are untrusted: a file over MAX_FILE bytes, a line over MAX_LINE bytes, a line that is
   not JSON, or a record outside contract 3's bounds (kg/model.py) is reported and skipped.
-  Lines of git conflict markers are skipped and the versions between them are all read.
+  Lines of git conflict markers are skipped and the versions between them are all read; a
+  leading UTF-8 byte order mark (an editor's) is ignored, and CR before LF too.
 - ONE merge rule (merge_versions), used whenever one key has several lines: the latest `changed`
   wins the gist (ties: the larger canonical line, so every clone picks the same); notes and
   touches are the union (winner's order first, then the others' new items, most recent first);
@@ -35,6 +36,7 @@ MAX_LINE = 1024 * 1024
 MAX_TS = 1e11  # year 5138: a later time is a hostile line that would win every merge
 TOMBSTONE_KEEP_S = 365 * 86400.0
 MAX_PROBLEMS = 20  # problems listed per file; the rest are counted
+BOM = b"\xef\xbb\xbf"
 CONFLICT_MARKERS = (b"<<<<<<<", b"|||||||", b"=======", b">>>>>>>")
 
 GITATTRIBUTES = "*.jsonl merge=union text eol=lf\n"
@@ -137,7 +139,7 @@ def check_record(obj, kind):
         out = {"id": model.check_id(obj.get("id"))}
     if "deleted" in obj:
         out["deleted"] = _time(obj, "deleted")
-        return out
+        return _encodable(out)
     if kind == "node":
         out["gist"] = model.check_text(obj.get("gist"), "gist", model.MAX_GIST)
         out["touches"] = model.check_touches(obj.get("touches", [])) or []
@@ -146,7 +148,15 @@ def check_record(obj, kind):
     out["changed"] = _time(obj, "changed")
     if kind == "node":
         model.check_node_text(out)
-    return out
+    return _encodable(out)
+
+
+def _encodable(rec):
+    try:  # a "\\ud800" escape parses as a lone surrogate, which no UTF-8 file can hold
+        canonical(rec).encode("utf-8")
+    except UnicodeEncodeError:
+        raise BadInput("holds a lone surrogate (\\ud800-\\udfff), not text") from None
+    return rec
 
 
 # ---- the merge rule
@@ -240,6 +250,8 @@ def _parse(data, kind, known, fresh):
         return {}, problems, stamps
     if len(data) > MAX_FILE:
         return {}, ["%s is %d bytes; the limit is %d: not loaded" % (name, len(data), MAX_FILE)], stamps
+    if data.startswith(BOM):  # an editor's byte order mark: the first line is still a record
+        data = data[len(BOM):]
     versions = {}
     skipped = 0
     for lineno, raw in enumerate(data.split(b"\n"), 1):

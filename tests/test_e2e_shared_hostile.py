@@ -1,0 +1,107 @@
+"""An outside evaluator's attacks on a shared `.kg/` (contract sections 9 and 10): hostile content
+committed by a teammate, odd file types where the files should be, and the user's own git
+operations while the daemon runs. Real git, real daemons on --port 0."""
+
+import json
+import os
+import random
+import shutil
+import string
+import subprocess
+import time
+
+import pytest
+from helpers import git_env, run_kgd, start
+from test_e2e_shared import Repo, put, read_ids, share, wait_for
+
+from kg import kgdir
+
+pytestmark = [pytest.mark.e2e, pytest.mark.skipif(shutil.which("git") is None, reason="git is not installed")]
+
+
+def line(**fields):
+    rec = {"id": "x", "gist": "g", "notes": [], "touches": [], "created": 1.7e9, "changed": 1.7e9}
+    rec.update(fields)
+    return json.dumps(rec, ensure_ascii=False).encode("utf-8", "surrogatepass")
+
+
+def fake_token():
+    return "ghp_" + "".join(random.choice(string.ascii_letters + string.digits) for _ in range(36))
+
+
+@pytest.fixture
+def repo(tmp_path):
+    env = git_env(tmp_path)
+    p = tmp_path / "app"
+    p.mkdir()
+    r = Repo(p, env)
+    r.git("init", "-q", "-b", "main")
+    (p / "README").write_text("app\n")
+    r.commit_all("init")
+    return r
+
+
+def doctor(d):
+    code, out, err, _ = run_kgd("doctor", "--root", d.root, "--port", str(d.port), "--skip-service",
+                                "--skip-client")
+    return out + err
+
+
+def no_traceback(d):
+    text = "".join(d.stderr_lines)
+    assert "Traceback" not in text, text[-3000:]
+    return text
+
+
+def test_hostile_lines_load_the_rest_and_hide_the_secret(make_daemon, repo, tmp_path):
+    secret = fake_token()
+    kg = repo.path / ".kg"
+    kg.mkdir()
+    (kg / ".gitattributes").write_text(kgdir.GITATTRIBUTES)
+    lines = [b"\xef\xbb\xbf" + line(id="bom-first"),  # an editor saved it with a BOM
+             line(id="crlf-a") + b"\r", line(id="crlf-b") + b"\r",
+             line(id="big-gist", gist="a" * (1 << 20)),
+             line(id="notes-dict", notes={"a": 1}),
+             line(id="nul\x00id"), line(id="new\nline"), line(id="x" * 10240),
+             line(id="../../etc/passwd", gist="an id is a name, never a path"),
+             line(id="lone-\ud800-surrogate"), b'{"id":"esc-\\ud800","gist":"g","notes":[],"touches":[],"created":1,"changed":1}',
+             b'{"id":"esc-gist","gist":"\\udfff","notes":["\\ud83d"],"touches":[],"created":1,"changed":1}', line(id="ok", gist="lone \udfff in a gist"),
+             line(id="t-str", changed="1700000000"), line(id="t-neg", changed=-5), line(id="t-big", changed=1e300),
+             b'{"id":"t-nan","gist":"g","notes":[],"touches":[],"created":1,"changed":NaN}',
+             b'{"id":"deep","gist":' + b"[" * 100000 + b"]" * 100000 + b"}",
+             b"[" * 100000,
+             b'{"id":"bad-\xff\xfe","gist":"g","notes":[],"touches":[],"created":1,"changed":1}',
+             line(id=secret, gist="a node whose id is a credential"),
+             line(id="good", gist="fine")]
+    (kg / "nodes.jsonl").write_bytes(b"\n".join(lines) + b"\n")
+    edges = [json.dumps({"from": "good", "to": "no-such-node", "rel": "refers", "notes": [], "changed": 1.7e9}),
+             json.dumps({"from": "/etc/passwd", "to": "/root/.ssh/id_rsa", "rel": "abs", "notes": [],
+                         "changed": 1.7e9}),
+             json.dumps({"from": "good", "to": secret, "rel": "leaks", "notes": [], "changed": 1.7e9})]
+    (kg / "edges.jsonl").write_text("\n".join(edges) + "\n")
+    repo.commit_all("a teammate's hostile .kg/")
+    d = make_daemon(tmp_path / "root")
+    r = start(d, repo.path)
+    sid = r["session_id"]
+    ids = sorted(n["id"] for n in r["project"]["nodes"])
+    assert {"bom-first", "crlf-a", "crlf-b", "good", "../../etc/passwd"} <= set(ids)
+    assert secret not in ids and not any("\ud800" in i or "\x00" in i for i in ids)
+    found = d.call_tool("kg_search", {"session_id": sid, "query": "credential"})
+    assert all(secret not in json.dumps(x) for x in found["results"])
+    assert secret not in json.dumps(r)
+    out = doctor(d)
+    assert "nodes.jsonl" in out and "problem(s), skipped" in out and secret not in out
+    put(d, sid, "after", "still serving")
+    assert wait_for(lambda: b'"after"' in (kg / "nodes.jsonl").read_bytes())
+    d.stop()
+    log = no_traceback(d)
+    assert secret not in log
+    data = (kg / "nodes.jsonl").read_bytes()
+    # The teammate's line stays (a node leaves .kg/ only by a person's delete, contract section 9),
+    # once.
+    assert data.count(secret.encode()) == 1 and b'"after"' in data
+    d = make_daemon(tmp_path / "root")
+    start(d, repo.path)
+    out = doctor(d)
+    assert "its id is not printed" in out and secret not in out  # still held, still reported
+    assert b"\xef\xbb\xbf" not in data[3:] and b"\r" not in data.split(b"\n")[-2]
