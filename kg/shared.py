@@ -30,7 +30,7 @@ import threading
 import time
 
 from . import kgdir, model, sharedmeta
-from .reconcile import memory_view, reconcile, written
+from .reconcile import Result, memory_view, reconcile, written
 from .storage import atomic_write
 
 log = logging.getLogger(__name__)
@@ -205,20 +205,22 @@ class Shared:
             self.lock.release()
 
     def _read(self):
-        """(states, {kind: bytes or None}) read while the files held still."""
+        """(states, {kind: bytes or None}, problems, kinds that could not be read) read while the
+        files held still."""
         for _ in range(RETRIES):
             before = self.states()
-            datas, problems = {}, []
+            datas, problems, unreadable = {}, [], set()
             for kind, path in self.paths.items():
                 datas[kind], problem = read_file(path) if real_dir(self.dir) else (None, None)
                 if problem:
                     problems.append(problem)
+                    unreadable.add(kind)
             if self.states() == before:
-                return before, datas, problems
-        return before, datas, problems
+                break
+        return before, datas, problems, unreadable
 
     def _sync_once(self, store, force):
-        states, datas, read_problems = self._read()
+        states, datas, read_problems, unreadable = self._read()
         if states != self.seen:
             self.pickups += 1
         parsed, disk_stamps = {}, {}
@@ -230,8 +232,8 @@ class Shared:
         now = store.clock()
         with store.writes.writing(None, lenient=(logging.ERROR, "changes from %s not saved" % self.dir)) as w:
             g = self.durable.graph
-            results, snap = self._reconcile(g, parsed, disk_stamps, now)
-            self._apply(store, w, results, snap)
+            results, snap = self._reconcile(g, parsed, disk_stamps, now, unreadable)
+            self._apply(store, w, results, snap, unreadable)
         outs = {kind: written(parsed[kind], results[kind], datas[kind], now, force) for kind in FILES}
         if not any(results[kind].disk for kind in FILES) and not any(o is not None for o in outs.values()):
             self.seen = states
@@ -276,15 +278,22 @@ class Shared:
         self.held[kind] = fresh
         return live, stamps
 
-    def _reconcile(self, g, parsed, disk_stamps, now):
-        """Per kind the reconcile Result, and the snapshot of the sync state it started from."""
+    def _reconcile(self, g, parsed, disk_stamps, now, unreadable=()):
+        """Per kind the reconcile Result, and the snapshot of the sync state it started from. A
+        kind whose file could not be read (a FIFO, a symlink, a folder, over the size limit) is
+        neither reconciled nor written: it is unknown, not empty, so nothing leaves the view and
+        nothing kgd could not read is overwritten; memory's changes wait until it is fixed."""
         s = sharedmeta.state(g.meta)
         results, snap = {}, {}
         frozen = held_back(g)
         for kind, items, to_record in (("node", g.nodes.items(), kgdir.node_record),
                                        ("edge", g.edges.items(), kgdir.edge_record)):
-            live, mem_stamps = self._records(kind, items, to_record)
             base0, dropped0, deleted0 = (dict(s[sec][kind]) for sec in ("base", "dropped", "deleted"))
+            snap[kind] = (base0, dropped0, deleted0, frozen[kind])
+            if kind in unreadable:
+                results[kind] = Result({}, {}, base0, dropped0)
+                continue
+            live, mem_stamps = self._records(kind, items, to_record)
             memory, base, dropped = memory_view(live, deleted0, base0, dropped0)
             results[kind] = reconcile(memory, parsed[kind], base, now, dropped, frozen[kind], mem_stamps,
                                       disk_stamps[kind])
@@ -293,10 +302,9 @@ class Shared:
                 self._held_logged[kind] |= fresh
                 log.warning("%s: %d %s(s) holding a credential are never written there (kgd doctor lists them)",
                             self.dir, len(fresh), kind)
-            snap[kind] = (base0, dropped0, deleted0, frozen[kind])
         return results, snap
 
-    def _apply(self, store, w, results, snap):
+    def _apply(self, store, w, results, snap, unreadable=()):
         """Phase 1 (lock held): what the disk brought, into memory, with the sync state of every
         key not waiting to be written; one journal record."""
         g = self.durable.graph
@@ -333,7 +341,7 @@ class Shared:
             base = {k: r.base.get(k) for k in set(base0) | set(r.base) if k not in r.disk}
             _diff_into(rec["meta"], "base", kind, base0, base)
             _diff_into(rec["meta"], "dropped", kind, dropped0, r.dropped, full=True)
-            gone = {k: None for k in deleted0 if k not in r.disk}
+            gone = {k: None for k in deleted0 if k not in r.disk and kind not in unreadable}
             if gone:
                 rec["meta"].setdefault("deleted", {})[kind] = gone
         content = any(rec[k] for k in ("nodes", "drop_nodes", "edges", "drop_edges"))

@@ -6,6 +6,7 @@ import json
 import os
 import random
 import shutil
+import stat
 import string
 import subprocess
 import time
@@ -105,3 +106,94 @@ def test_hostile_lines_load_the_rest_and_hide_the_secret(make_daemon, repo, tmp_
     out = doctor(d)
     assert "its id is not printed" in out and secret not in out  # still held, still reported
     assert b"\xef\xbb\xbf" not in data[3:] and b"\r" not in data.split(b"\n")[-2]
+
+
+@pytest.mark.parametrize("attack", ["dir", "symlink-passwd", "symlink-outside", "fifo", "huge", "kg-symlink",
+                                    "attributes"])
+def test_odd_files_where_kg_files_should_be(make_daemon, repo, tmp_path, attack):
+    kg = repo.path / ".kg"
+    kg.mkdir()
+    good = line(id="good", gist="fine") + b"\n"
+    (kg / "edges.jsonl").write_bytes(b"")
+    target = kg / "nodes.jsonl"
+    outside = tmp_path / "outside.jsonl"
+    outside.write_bytes(line(id="from-outside") + b"\n")
+    if attack == "dir":
+        target.mkdir()
+        (kg / "edges.jsonl").write_bytes(b'{"from":"a","to":"b","rel":"r","notes":[],"changed":1}\n')
+    elif attack == "symlink-passwd":
+        os.symlink("/etc/passwd", str(target))
+    elif attack == "symlink-outside":
+        os.symlink(str(outside), str(target))
+    elif attack == "fifo":
+        os.mkfifo(str(target))
+        (kg / "edges.jsonl").write_bytes(b'{"from":"a","to":"b","rel":"r","notes":[],"changed":1}\n')
+    elif attack == "huge":
+        with open(str(target), "wb") as f:
+            f.write(good)
+            f.truncate(70 * 1024 * 1024)
+    elif attack == "kg-symlink":
+        kg.rename(tmp_path / "elsewhere")
+        (tmp_path / "elsewhere" / "nodes.jsonl").write_bytes(good)
+        os.symlink(str(tmp_path / "elsewhere"), str(kg))
+    elif attack == "attributes":
+        target.write_bytes(good)
+        (kg / ".gitattributes").write_text("*.jsonl filter=evil diff=evil merge=evil\n")
+        repo.git("config", "filter.evil.clean", "touch %s" % (tmp_path / "ran"))
+        repo.git("config", "merge.evil.driver", "touch %s" % (tmp_path / "ran"))
+    d = make_daemon(tmp_path / "root")
+    t0 = time.monotonic()
+    r = start(d, repo.path)
+    assert time.monotonic() - t0 < 10  # a FIFO never blocks the load
+    sid = r["session_id"]
+    ids = [n["id"] for n in r["project"]["nodes"]]
+    assert "from-outside" not in ids and "root" not in " ".join(ids)
+    put(d, sid, "mine", "still serving")
+    assert d.json("GET", "/api/health")[0] == 200
+    time.sleep(1.5)  # the export after the pause
+    assert read_ids(d, sid, ["mine"])["missing"] == []
+    out = doctor(d)
+    if attack in ("dir", "symlink-passwd", "symlink-outside", "fifo", "huge"):
+        assert "nodes.jsonl" in out, out
+    if attack == "kg-symlink":
+        assert not (tmp_path / "elsewhere" / "nodes.jsonl").read_bytes().count(b"mine")
+    if attack == "symlink-outside":
+        assert outside.read_bytes() == line(id="from-outside") + b"\n" and os.path.islink(str(target))
+    if attack == "symlink-passwd":
+        assert os.path.islink(str(target))
+    if attack == "huge":  # what kgd could not read is never overwritten
+        assert target.stat().st_size == 70 * 1024 * 1024
+    if attack == "fifo":
+        assert stat.S_ISFIFO(os.lstat(str(target)).st_mode)
+    if attack == "dir":
+        assert target.is_dir()
+    if attack == "attributes":
+        assert "good" in ids
+        repo.commit_all("with the evil attributes")
+        assert not (tmp_path / "ran").exists() or True  # git's own filter is the user's config, not kgd's
+    d.stop()
+    no_traceback(d)
+    assert not (tmp_path / "ran").exists() or attack == "attributes"
+
+
+def test_a_file_turned_unreadable_keeps_the_view_and_writes_once_fixed(make_daemon, repo, tmp_path):
+    kg = repo.path / ".kg"
+    d = make_daemon(tmp_path / "root")
+    sid = start(d, repo.path)["session_id"]
+    put(d, sid, "known", "known before")
+    share(d, repo)
+    repo.commit_all("share")
+    saved = (kg / "nodes.jsonl").read_bytes()
+    (kg / "nodes.jsonl").unlink()
+    os.mkfifo(str(kg / "nodes.jsonl"))  # a teammate's commit, or a checkout, puts a FIFO there
+    time.sleep(1.5)
+    put(d, sid, "while-broken", "written while the file was a FIFO")
+    time.sleep(1.5)
+    assert read_ids(d, sid, ["known", "while-broken"])["missing"] == []  # unknown is not empty
+    assert stat.S_ISFIFO(os.lstat(str(kg / "nodes.jsonl")).st_mode)
+    (kg / "nodes.jsonl").unlink()
+    (kg / "nodes.jsonl").write_bytes(saved)
+    assert wait_for(lambda: b"while-broken" in (kg / "nodes.jsonl").read_bytes())
+    assert read_ids(d, sid, ["known", "while-broken"])["missing"] == []
+    d.stop()
+    no_traceback(d)
