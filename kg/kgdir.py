@@ -139,7 +139,7 @@ def check_record(obj, kind):
         out = {"id": model.check_id(obj.get("id"))}
     if "deleted" in obj:
         out["deleted"] = _time(obj, "deleted")
-        return _encodable(out)
+        return out
     if kind == "node":
         out["gist"] = model.check_text(obj.get("gist"), "gist", model.MAX_GIST)
         out["touches"] = model.check_touches(obj.get("touches", [])) or []
@@ -148,14 +148,17 @@ def check_record(obj, kind):
     out["changed"] = _time(obj, "changed")
     if kind == "node":
         model.check_node_text(out)
-    return _encodable(out)
+    return out
 
 
-def _encodable(rec):
-    try:  # a "\\ud800" escape parses as a lone surrogate, which no UTF-8 file can hold
-        canonical(rec).encode("utf-8")
-    except UnicodeEncodeError:
-        raise BadInput("holds a lone surrogate (\\ud800-\\udfff), not text") from None
+def _encodable(rec, line):
+    """A lone surrogate can only come from a \\udXXX escape (UTF-8 bytes never decode to one),
+    and no UTF-8 file can hold it: such a record is not text."""
+    if b"\\ud" in line or b"\\uD" in line:
+        try:
+            canonical(rec).encode("utf-8")
+        except UnicodeEncodeError:
+            raise BadInput("holds a lone surrogate (\\ud800-\\udfff), not text") from None
     return rec
 
 
@@ -271,7 +274,7 @@ def _parse(data, kind, known, fresh):
             what = "line of %d bytes (limit %d)" % (len(line), MAX_LINE)
         else:
             try:
-                rec = check_record(json.loads(line.decode("utf-8")), kind)
+                rec = _encodable(check_record(json.loads(line.decode("utf-8")), kind), line)
             except UnicodeDecodeError:
                 what = "not UTF-8"
             except (ValueError, RecursionError, OverflowError):

@@ -8,7 +8,6 @@ import random
 import shutil
 import stat
 import string
-import subprocess
 import time
 
 import pytest
@@ -43,7 +42,7 @@ def repo(tmp_path):
 
 
 def doctor(d):
-    code, out, err, _ = run_kgd("doctor", "--root", d.root, "--port", str(d.port), "--skip-service",
+    _, out, err, _ = run_kgd("doctor", "--root", d.root, "--port", str(d.port), "--skip-service",
                                 "--skip-client")
     return out + err
 
@@ -195,5 +194,118 @@ def test_a_file_turned_unreadable_keeps_the_view_and_writes_once_fixed(make_daem
     (kg / "nodes.jsonl").write_bytes(saved)
     assert wait_for(lambda: b"while-broken" in (kg / "nodes.jsonl").read_bytes())
     assert read_ids(d, sid, ["known", "while-broken"])["missing"] == []
+    d.stop()
+    no_traceback(d)
+
+
+# ---------------------------------------------------------------- the user's git operations
+
+def settle(d, sid, repo, want_in_file=()):
+    """Wait until the daemon's view and the working tree agree: a put goes through the export."""
+    assert wait_for(lambda: all(("\"%s\"" % i).encode() in (repo.path / ".kg" / "nodes.jsonl").read_bytes()
+                                for i in want_in_file), timeout=8)
+
+
+def view(d, sid, ids):
+    return set(ids) - set(read_ids(d, sid, list(ids))["missing"])
+
+
+def clean_parse(repo):
+    data = (repo.path / ".kg" / "nodes.jsonl").read_bytes()
+    recs, problems = kgdir.parse(data, "node")
+    assert problems == []
+    return {k for k, r in recs.items() if "deleted" not in r}
+
+
+def test_stash_reset_rewrite_and_a_branch_without_kg(make_daemon, repo, tmp_path):
+    bare_branch_base = repo.git("rev-parse", "HEAD").stdout.strip()
+    d = make_daemon(tmp_path / "root")
+    sid = start(d, repo.path)["session_id"]
+    for i in range(3):
+        put(d, sid, "base-%d" % i, "on main from the start")
+    share(d, repo)
+    repo.commit_all("share")
+    base = {"base-0", "base-1", "base-2"}
+
+    # git stash / stash pop: the stashed node leaves the view and comes back.
+    put(d, sid, "stashed", "exported, not committed")
+    settle(d, sid, repo, ["stashed"])
+    repo.git("stash", "-q")
+    assert wait_for(lambda: view(d, sid, ["stashed"]) == set())
+    repo.git("stash", "pop", "-q")
+    assert wait_for(lambda: view(d, sid, ["stashed"]) == {"stashed"})
+    repo.commit_all("stashed")
+
+    # git reset --hard HEAD~3: three commits' nodes leave the view, nothing is written back.
+    for i in range(3):
+        put(d, sid, "reset-%d" % i, "gone with the reset")
+        settle(d, sid, repo, ["reset-%d" % i])
+        repo.commit_all("reset %d" % i)
+    repo.git("reset", "-q", "--hard", "HEAD~3")
+    assert wait_for(lambda: view(d, sid, ["reset-0", "reset-1", "reset-2"]) == set())
+    time.sleep(1.5)
+    assert repo.git("status", "--porcelain").stdout == ""
+    assert view(d, sid, base | {"stashed"}) == base | {"stashed"}
+
+    # A history rewrite (rebase -i): reset, then cherry-pick in another order.
+    for name in ("x", "y"):
+        put(d, sid, "rw-" + name, "rewritten " + name)
+        settle(d, sid, repo, ["rw-" + name])
+        repo.commit_all("rw " + name)
+    y, x = repo.git("rev-parse", "HEAD").stdout.strip(), repo.git("rev-parse", "HEAD~1").stdout.strip()
+    repo.git("reset", "-q", "--hard", "HEAD~2")
+    repo.git("-c", "user.name=t", "-c", "user.email=t@l", "cherry-pick", y)
+    if repo.git("-c", "user.name=t", "-c", "user.email=t@l", "cherry-pick", x, check=False).returncode:
+        repo.git("cherry-pick", "--skip")  # the union driver already kept x's line while picking y
+    assert wait_for(lambda: view(d, sid, ["rw-x", "rw-y"]) == {"rw-x", "rw-y"})
+    time.sleep(1.5)
+    assert repo.git("status", "--porcelain").stdout == ""
+
+    # A branch without .kg/: its view has no shared node, .kg/ is not recreated, a put there lands
+    # in the branch checked out next.
+    repo.git("checkout", "-q", "-b", "no-kg", bare_branch_base)
+    assert wait_for(lambda: view(d, sid, base) == set())
+    put(d, sid, "made-on-no-kg", "written while the branch had no .kg/")
+    time.sleep(2)
+    assert not (repo.path / ".kg").exists()
+    repo.git("checkout", "-q", "main")
+    everything = base | {"stashed", "rw-x", "rw-y", "made-on-no-kg"}
+    assert wait_for(lambda: view(d, sid, everything) == everything)
+    assert wait_for(lambda: clean_parse(repo) == everything)
+    d.stop()
+    no_traceback(d)
+
+
+def test_a_merge_left_in_conflict_then_aborted(make_daemon, repo, tmp_path):
+    d = make_daemon(tmp_path / "root")
+    sid = start(d, repo.path)["session_id"]
+    put(d, sid, "shared-node", "the original")
+    share(d, repo)
+    repo.commit_all("share")
+    repo.git("checkout", "-q", "-b", "other")
+    put(d, sid, "shared-node", "changed on other")
+    put(d, sid, "other-only", "only on other")
+    settle(d, sid, repo, ["other-only"])
+    repo.commit_all("other")
+    repo.git("checkout", "-q", "main")
+    assert wait_for(lambda: view(d, sid, ["other-only"]) == set())
+    put(d, sid, "shared-node", "changed on main")
+    put(d, sid, "main-only", "only on main")
+    settle(d, sid, repo, ["main-only"])
+    repo.commit_all("main")
+    # A clone without the union attribute: git leaves conflict markers.
+    (repo.path / ".git" / "info").mkdir(exist_ok=True)
+    (repo.path / ".git" / "info" / "attributes").write_text("*.jsonl merge=text\n")
+    p = repo.git("-c", "user.name=t", "-c", "user.email=t@l", "merge", "other", check=False)
+    assert p.returncode != 0 and b"<<<<<<<" in (repo.path / ".kg" / "nodes.jsonl").read_bytes()
+    assert wait_for(lambda: view(d, sid, ["other-only", "main-only"]) == {"other-only", "main-only"})
+    got = read_ids(d, sid, ["shared-node"])["nodes"][0]["gist"]
+    assert got == "changed on main"  # the later change wins
+    repo.git("merge", "--abort")
+    assert wait_for(lambda: view(d, sid, ["other-only"]) == set())
+    assert view(d, sid, ["main-only", "shared-node"]) == {"main-only", "shared-node"}
+    put(d, sid, "after-abort", "written after the abort")
+    settle(d, sid, repo, ["after-abort"])
+    assert clean_parse(repo) == {"shared-node", "main-only", "after-abort"}
     d.stop()
     no_traceback(d)
