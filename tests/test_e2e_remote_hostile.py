@@ -1,0 +1,115 @@
+"""An outside evaluator's attacks on the personal remote (contract section 9): a URL carrying a
+token, a remote that never answers, a history force-pushed by another machine, ROOT/sync deleted
+or corrupted while the daemon runs, two daemons racing on one bare remote."""
+
+import os
+import random
+import shutil
+import socket
+import string
+import subprocess
+import threading
+import time
+
+import pytest
+from helpers import clean_env, run_kgd, start
+from test_e2e_remote import ENV, Machine, git
+
+pytestmark = [pytest.mark.e2e, pytest.mark.skipif(shutil.which("git") is None, reason="git is not installed")]
+
+
+def token():
+    return "".join(random.choice(string.ascii_letters + string.digits) for _ in range(32))
+
+
+class Silent:
+    """A TCP server on loopback that accepts and never answers (a remote that hangs)."""
+
+    def __init__(self):
+        self.sock = socket.socket()
+        self.sock.bind(("127.0.0.1", 0))
+        self.sock.listen(16)
+        self.port = self.sock.getsockname()[1]
+        self.conns = []
+        threading.Thread(target=self._accept, daemon=True).start()
+
+    def _accept(self):
+        while True:
+            try:
+                c, _ = self.sock.accept()
+            except OSError:
+                return
+            self.conns.append(c)
+
+    def close(self):
+        for c in self.conns:
+            c.close()
+        self.sock.close()
+
+
+def everything_said(m):
+    """What a person or a log could see: kgd status, kgd doctor, the daemon's log, the status
+    file, the sync repository's commit messages (not sync.json nor the sync repository's own
+    config: they hold the setting git uses)."""
+    out = []
+    for args in (("status",), ("doctor", "--skip-service", "--skip-client")):
+        code, o, e, _ = m.kgd(*args)
+        out += [o, e]
+    out += m.daemon.stderr_lines
+    for name in os.listdir(str(m.root)):
+        p = m.root / name
+        if p.is_file() and name != "sync.json":  # sync.json is the setting itself (0600)
+            out.append(p.read_bytes().decode("utf-8", "replace"))
+    if (m.root / "sync" / ".git").exists():
+        out.append(git(m.root / "sync", "log", "--all", "--format=%B"))
+    return "\n".join(out)
+
+
+def test_a_token_in_the_remote_url_is_never_shown(tmp_path):
+    secret = token()
+    url = "https://kgd-user:%s@127.0.0.1:1/me/kg-memory.git" % secret
+    m = Machine(tmp_path, "m", url).start()
+    try:
+        code, out, err, _ = m.kgd("sync", "--remote", url)
+        assert code == 1 and secret not in out + err
+        assert "127.0.0.1" in out + err  # the remote is still named, redacted
+        text = everything_said(m)
+        assert secret not in text
+        assert "kgd-user" in text or "***" in text
+    finally:
+        m.daemon.stop()
+    assert secret not in "".join(m.daemon.stderr_lines)
+
+
+def test_a_remote_that_hangs_is_killed_by_the_timeout_and_tool_calls_never_wait(tmp_path):
+    silent = Silent()
+    url = "http://127.0.0.1:%d/kg.git" % silent.port
+    m = Machine(tmp_path, "m", url)
+    m.start()
+    try:
+        code, out, err, took = m.kgd("sync", "--remote", url, "--no-wait")
+        assert code == 0, out + err
+        sid = start(m.daemon, tmp_path)["session_id"]
+        worst = 0.0
+        t_end = time.monotonic() + 3
+        i = 0
+        while time.monotonic() < t_end:
+            t0 = time.monotonic()
+            m.daemon.call_tool("kg_put_node", {"session_id": sid, "level": "user", "id": "n%d" % i, "gist": "x"})
+            worst = max(worst, time.monotonic() - t0)
+            i += 1
+        assert worst < 1.0, worst
+        st = m.daemon.json("GET", "/api/remote")[1]
+        assert st["syncing"] or st["last_error"]
+        deadline = time.monotonic() + 90
+        while time.monotonic() < deadline:
+            st = m.daemon.json("GET", "/api/remote")[1]
+            if st["last_error"]:
+                break
+            time.sleep(0.5)
+        assert st["last_error"] and st["last_error"]["kind"] == "timeout", st
+        assert m.daemon.json("GET", "/api/health")[0] == 200
+    finally:
+        m.daemon.stop()
+        silent.close()
+    assert "Traceback" not in "".join(m.daemon.stderr_lines)
