@@ -16,6 +16,9 @@ Rules owned here:
 - A password or token in the remote URL (`https://user:TOKEN@host/...`) is git's to use and
   stays in ROOT/sync.json and the sync repository's own config; everything shown to a person or
   written elsewhere (status, logs, errors, commit messages) carries redact_url() of it.
+- ROOT/sync/ deleted while the daemon runs is made again; a `.git` there that is no usable
+  repository (garbage HEAD, objects gone) is moved aside to ROOT/sync-broken-<time> and made
+  afresh: memory and the remote hold the knowledge, the next round joins them.
 - A merge left half-done by a crash is finished at the next round, and a stale index.lock (this
   daemon holds the storage root, so no other git runs here) is removed when the worker starts.
 """
@@ -170,9 +173,15 @@ class SyncRepo:
     def ensure(self):
         """The folder is a repository on `main` with our attributes and `origin` = the remote."""
         ensure_dir(self.folder)
+        if os.path.exists(os.path.join(self.folder, ".git")) and self._broken():
+            aside = "%s-broken-%d" % (self.folder, int(time.time()))
+            os.rename(os.path.join(self.folder, ".git"), aside)
+            log.warning("remote sync: %s/.git is damaged; moved to %s and made afresh (memory and the remote "
+                        "hold the knowledge)", self.folder, aside)
         if not os.path.exists(os.path.join(self.folder, ".git")):
             self.git("init", "--quiet")
             self.git("symbolic-ref", "HEAD", "refs/heads/" + BRANCH)
+            self._remote_set = None  # a fresh repository has no origin yet
         for name, text in ((".gitattributes", ATTRIBUTES), (".gitignore", IGNORE)):
             path = os.path.join(self.folder, name)
             try:
@@ -190,6 +199,17 @@ class SyncRepo:
                 self.git("remote", "set-url", "origin", self.remote)
             self._remote_set = self.remote
         self.finish_merge()
+
+    def _broken(self):
+        """True when .git is no usable repository (its HEAD garbage, its commit's objects gone)."""
+        code, _, _ = self.git("rev-parse", "--git-dir", check=False)
+        if code != 0:
+            return True
+        code, out, _ = self.git("rev-parse", "-q", "--verify", "refs/heads/" + BRANCH, check=False)
+        if code != 0:
+            return False  # no commit yet
+        code, _, _ = self.git("cat-file", "-e", out.strip() + "^{tree}", check=False)
+        return code != 0
 
     def clear_stale_lock(self):
         """Remove index.lock left by a git killed with the daemon (call only before any git runs)."""

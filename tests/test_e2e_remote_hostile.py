@@ -113,3 +113,126 @@ def test_a_remote_that_hangs_is_killed_by_the_timeout_and_tool_calls_never_wait(
         m.daemon.stop()
         silent.close()
     assert "Traceback" not in "".join(m.daemon.stderr_lines)
+
+
+@pytest.fixture
+def bare(tmp_path):
+    r = tmp_path / "remote.git"
+    subprocess.run(["git", "init", "-q", "--bare", str(r)], check=True, env=clean_env())
+    return str(r)
+
+
+def machines(tmp_path, bare, *names):
+    ms = [Machine(tmp_path, n, bare).start() for n in names]
+    for m in ms:
+        m.setup()
+    return ms
+
+
+def sync_ok(m):
+    body = m.sync()
+    assert not body["failing"], body
+    return body
+
+
+def test_history_force_pushed_by_another_machine(tmp_path, bare):
+    a, b = machines(tmp_path, bare, "a", "b")
+    try:
+        a.put("kept-a", "on a before the force-push")
+        sync_ok(a)
+        sync_ok(b)
+        # Another machine rewrites the remote's history: an unrelated root commit, force-pushed.
+        other = tmp_path / "rogue"
+        git(tmp_path, "clone", "-q", bare, str(other))
+        git(other, "checkout", "-q", "--orphan", "fresh")
+        git(other, "rm", "-rq", "--cached", "--ignore-unmatch", ".")
+        for p in other.iterdir():
+            if p.name != ".git":
+                shutil.rmtree(str(p)) if p.is_dir() else p.unlink()
+        (other / "user").mkdir()
+        (other / "user" / "nodes.jsonl").write_text(
+            '{"changed":1700000000.0,"created":1700000000.0,"gist":"from the rogue","id":"rogue","notes":[],'
+            '"touches":[]}\n')
+        git(other, "add", "-A")
+        git(other, "commit", "-q", "-m", "rewritten")
+        git(other, "push", "-q", "--force", "origin", "fresh:main")
+        b.put("kept-b", "on b after the force-push")
+        sync_ok(b)
+        sync_ok(a)
+        sync_ok(b)
+        for m in (a, b):
+            assert {"kept-a", "kept-b", "rogue"} <= set(m.user_nodes())
+    finally:
+        for m in (a, b):
+            m.daemon.stop()
+
+
+@pytest.mark.parametrize("damage", ["deleted", "git-corrupt", "file-garbage"])
+def test_the_sync_folder_damaged_while_the_daemon_runs(tmp_path, bare, damage):
+    a, b = machines(tmp_path, bare, "a", "b")
+    try:
+        for i in range(5):
+            a.put("a-%d" % i, "acknowledged on a")
+        sync_ok(a)
+        folder = a.root / "sync"
+        if damage == "deleted":
+            shutil.rmtree(str(folder))
+        elif damage == "git-corrupt":
+            (folder / ".git" / "HEAD").write_text("garbage\n")
+            shutil.rmtree(str(folder / ".git" / "objects"))
+        else:
+            (folder / "user" / "nodes.jsonl").write_bytes(b"\x00\xff" * 1000 + b"[" * 100000)
+        a.put("after", "written after the damage")
+        sid = start(a.daemon, tmp_path)["session_id"]
+        t0 = time.monotonic()
+        a.daemon.call_tool("kg_put_node", {"session_id": sid, "level": "user", "id": "fast", "gist": "x"})
+        assert time.monotonic() - t0 < 1.0
+        deadline = time.monotonic() + 60
+        while True:  # it converges: a later round repairs what it can
+            body = a.sync()
+            if not body["failing"] or time.monotonic() > deadline:
+                break
+            time.sleep(1)
+        sync_ok(b)
+        want = {"a-%d" % i for i in range(5)} | {"after", "fast"}
+        assert want <= set(a.user_nodes())
+        assert want <= set(b.user_nodes()), (body, "".join(a.daemon.stderr_lines)[-3000:])
+    finally:
+        for m in (a, b):
+            m.daemon.stop()
+    assert "Traceback" not in "".join(a.daemon.stderr_lines)
+
+
+def test_two_daemons_racing_rounds_on_one_bare_remote(tmp_path, bare):
+    a, b = machines(tmp_path, bare, "a", "b")
+    try:
+        errors = []
+
+        def work(m):
+            try:
+                for i in range(15):
+                    m.put("%s-%d" % (m.name, i), "from %s" % m.name, ["n %d" % i])
+                    m.put("same", "%s's gist %d" % (m.name, i), ["%s note %d" % (m.name, i)])
+                    st, body = m.daemon.json("POST", "/api/remote", {"wait": 60})
+                    assert st == 200, body
+            except Exception as exc:  # reported below
+                errors.append(exc)
+        ts = [threading.Thread(target=work, args=(m,)) for m in (a, b)]
+        for t in ts:
+            t.start()
+        for t in ts:
+            t.join(300)
+        assert not errors, errors
+        for _ in range(2):
+            sync_ok(a)
+            sync_ok(b)
+        va, vb = a.user_nodes(), b.user_nodes()
+        want = {"same"} | {"%s-%d" % (n, i) for n in "ab" for i in range(15)}
+        assert set(va) == set(vb) == want
+        assert va["same"]["gist"] == vb["same"]["gist"] and va["same"]["notes"] == vb["same"]["notes"]
+        ra = (a.root / "sync" / "user" / "nodes.jsonl").read_bytes()
+        rb = (b.root / "sync" / "user" / "nodes.jsonl").read_bytes()
+        assert ra == rb
+    finally:
+        for m in (a, b):
+            m.daemon.stop()
