@@ -12,8 +12,8 @@ import threading
 import time
 
 import pytest
-from helpers import clean_env, run_kgd, start
-from test_e2e_remote import ENV, Machine, git
+from helpers import clean_env, start
+from test_e2e_remote import Machine, git
 
 pytestmark = [pytest.mark.e2e, pytest.mark.skipif(shutil.which("git") is None, reason="git is not installed")]
 
@@ -53,7 +53,7 @@ def everything_said(m):
     config: they hold the setting git uses)."""
     out = []
     for args in (("status",), ("doctor", "--skip-service", "--skip-client")):
-        code, o, e, _ = m.kgd(*args)
+        _, o, e, _ = m.kgd(*args)
         out += [o, e]
     out += m.daemon.stderr_lines
     for name in os.listdir(str(m.root)):
@@ -87,7 +87,7 @@ def test_a_remote_that_hangs_is_killed_by_the_timeout_and_tool_calls_never_wait(
     m = Machine(tmp_path, "m", url)
     m.start()
     try:
-        code, out, err, took = m.kgd("sync", "--remote", url, "--no-wait")
+        code, out, err, _ = m.kgd("sync", "--remote", url, "--no-wait")
         assert code == 0, out + err
         sid = start(m.daemon, tmp_path)["session_id"]
         worst = 0.0

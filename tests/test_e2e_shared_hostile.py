@@ -8,11 +8,12 @@ import random
 import shutil
 import stat
 import string
+import threading
 import time
 
 import pytest
 from helpers import git_env, run_kgd, start
-from test_e2e_shared import Repo, put, read_ids, share, wait_for
+from test_e2e_shared import Repo, put, read_ids, share, team, wait_for  # noqa: F401 (a fixture)
 
 from kg import kgdir
 
@@ -309,3 +310,73 @@ def test_a_merge_left_in_conflict_then_aborted(make_daemon, repo, tmp_path):
     assert clean_parse(repo) == {"shared-node", "main-only", "after-abort"}
     d.stop()
     no_traceback(d)
+
+
+def test_two_clones_write_one_node_concurrently_and_converge_to_identical_bytes(make_daemon, team, tmp_path):
+    a_repo, b_repo = team
+    a, b = make_daemon(tmp_path / "root-a"), make_daemon(tmp_path / "root-b")
+    sa = start(a, a_repo.path)["session_id"]
+    for nid in ("hot", "doomed", "kept"):
+        put(a, sa, nid, "the original " + nid, ["original note"])
+    share(a, a_repo)
+    a_repo.commit_all("share")
+    a_repo.git("push", "-q")
+    b_repo.git("pull", "-q")
+    sb = start(b, b_repo.path)["session_id"]
+    errors = []
+
+    def writer(d, sid, who):
+        try:
+            for i in range(10):
+                put(d, sid, "hot", "%s's gist %d" % (who, i), ["original note", "%s note %d" % (who, i)])
+                put(d, sid, "%s-%d" % (who, i), "only %s" % who)
+        except Exception as exc:  # reported below
+            errors.append(exc)
+    ts = [threading.Thread(target=writer, args=(d, s, w)) for d, s, w in ((a, sa, "a"), (b, sb, "b"))]
+    for t in ts:
+        t.start()
+    for t in ts:
+        t.join(120)
+    assert not errors, errors
+    a.call_tool("kg_delete_node", {"session_id": sa, "level": "project", "id": "doomed"})
+    time.sleep(0.05)
+    put(b, sb, "kept", "b changed it after a's delete of another node")
+    settle(a, sa, a_repo, ["a-9"])
+    settle(b, sb, b_repo, ["b-9"])
+    time.sleep(1.5)
+    a_repo.commit_all("a")
+    b_repo.commit_all("b")
+    a_repo.git("push", "-q")
+    assert b_repo.git("pull", "-q", "--no-rebase", "--no-edit", check=False).returncode == 0
+    b_repo.git("push", "-q")
+    assert a_repo.git("pull", "-q", "--no-rebase", "--no-edit", check=False).returncode == 0
+    every = {"hot", "kept"} | {"%s-%d" % (w, i) for w in "ab" for i in range(10)}
+    for d, sid in ((a, sa), (b, sb)):
+        assert wait_for(lambda d=d, sid=sid: view(d, sid, every | {"doomed"}) == every, timeout=10)
+    # one more write on each side cleans its file; commit and exchange once more
+    put(a, sa, "final-a", "cleans a's file")
+    put(b, sb, "final-b", "cleans b's file")
+    settle(a, sa, a_repo, ["final-a"])
+    settle(b, sb, b_repo, ["final-b"])
+    time.sleep(1.5)
+    a_repo.commit_all("a2")
+    b_repo.commit_all("b2")
+    a_repo.git("push", "-q")
+    assert b_repo.git("pull", "-q", "--no-rebase", "--no-edit", check=False).returncode == 0
+    b_repo.git("push", "-q")
+    assert a_repo.git("pull", "-q", "--no-rebase", "--no-edit", check=False).returncode == 0
+    every |= {"final-a", "final-b"}
+    assert wait_for(lambda: read_ids(b, sb, ["hot"])["nodes"] == read_ids(a, sa, ["hot"])["nodes"], timeout=10)
+    hot = read_ids(a, sa, ["hot"])["nodes"][0]
+    assert hot["gist"] in ("a's gist 9", "b's gist 9")  # the later change wins
+    assert {"a note 9", "b note 9"} <= set(hot["notes"])  # the union
+    a.stop()
+    b.stop()
+    for name in ("nodes.jsonl", "edges.jsonl"):  # the same commit on both, the same bytes
+        assert (a_repo.path / ".kg" / name).read_bytes() == (b_repo.path / ".kg" / name).read_bytes()
+    na = kgdir.parse((a_repo.path / ".kg" / "nodes.jsonl").read_bytes(), "node")[0]
+    nb = kgdir.parse((b_repo.path / ".kg" / "nodes.jsonl").read_bytes(), "node")[0]
+    assert kgdir.render(na) == kgdir.render(nb)
+    assert {k for k, r in na.items() if "deleted" not in r} == every
+    no_traceback(a)
+    no_traceback(b)
