@@ -380,3 +380,55 @@ def test_two_clones_write_one_node_concurrently_and_converge_to_identical_bytes(
     assert {k for k, r in na.items() if "deleted" not in r} == every
     no_traceback(a)
     no_traceback(b)
+
+
+def test_git_clean_deletes_an_uncommitted_kg_while_writes_wait(make_daemon, repo, tmp_path):
+    d = make_daemon(tmp_path / "root")
+    sid = start(d, repo.path)["session_id"]
+    for i in range(5):
+        put(d, sid, "mine-%d" % i, "known before sharing")
+    share(d, repo)  # .kg/ written, not committed yet
+    put(d, sid, "unexported", "acknowledged, not yet in .kg/")
+    repo.git("clean", "-q", "-fdx")
+    assert not (repo.path / ".kg").exists()
+    time.sleep(2.5)
+    put(d, sid, "after-clean", "written after the clean")
+    time.sleep(1.5)
+    every = {"mine-%d" % i for i in range(5)} | {"unexported", "after-clean"}
+    # The branch never held .kg/: nothing of the user's own knowledge may be lost to the clean.
+    assert view(d, sid, every) == every
+    assert not (repo.path / ".kg").exists()  # not recreated behind the user's back
+    share(d, repo)
+    assert clean_parse(repo) == every
+    d.stop()
+    no_traceback(d)
+
+
+def test_a_checkout_during_an_export(make_daemon, repo, tmp_path):
+    d = make_daemon(tmp_path / "root")
+    sid = start(d, repo.path)["session_id"]
+    put(d, sid, "main-node", "on main")
+    share(d, repo)
+    repo.commit_all("share")
+    repo.git("checkout", "-q", "-b", "side")
+    put(d, sid, "side-node", "on side")
+    settle(d, sid, repo, ["side-node"])
+    repo.commit_all("side")
+    repo.git("checkout", "-q", "main")
+    acked = []
+    for round_ in range(6):  # puts pause -> export; a checkout lands in the middle of it
+        for i in range(30):
+            nid = "w-%d-%d" % (round_, i)
+            put(d, sid, nid, "x" * 200)
+            acked.append(nid)
+        time.sleep(0.9 + 0.05 * round_)
+        branch = "side" if round_ % 2 == 0 else "main"
+        repo.git("add", "-A", ".kg")
+        repo.git("-c", "user.name=t", "-c", "user.email=t@l", "commit", "-q", "-m", "r%d" % round_, check=False)
+        repo.git("checkout", "-q", branch)
+    time.sleep(2)
+    for name in ("nodes.jsonl", "edges.jsonl"):  # never half-written
+        data = (repo.path / ".kg" / name).read_bytes()
+        assert kgdir.parse(data, name[:4].rstrip("s"))[1] == []
+    d.stop()
+    no_traceback(d)
