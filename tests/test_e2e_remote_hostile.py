@@ -81,6 +81,7 @@ def test_a_token_in_the_remote_url_is_never_shown(tmp_path):
     assert secret not in "".join(m.daemon.stderr_lines)
 
 
+@pytest.mark.slow
 def test_a_remote_that_hangs_is_killed_by_the_timeout_and_tool_calls_never_wait(tmp_path):
     silent = Silent()
     url = "http://127.0.0.1:%d/kg.git" % silent.port
