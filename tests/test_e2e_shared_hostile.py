@@ -168,7 +168,7 @@ def test_odd_files_where_kg_files_should_be(make_daemon, repo, tmp_path, attack)
     if attack == "dir":
         assert target.is_dir()
     if attack == "attributes":
-        assert "good" in ids
+        assert "good" in ids and "union driver" in out
         repo.commit_all("with the evil attributes")
     d.stop()
     no_traceback(d)
