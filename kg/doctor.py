@@ -402,6 +402,11 @@ def _check_shared(rep, root):
             problems += found
             counts[kind] = sum(1 for r in records.values() if "deleted" not in r)
         where = shared.kg_dir(g.project_path)
+        attrs = shared.read_file(os.path.join(where, ".gitattributes"))[0] or b""
+        if b"merge=union" not in attrs:
+            rep.warn("%s/.gitattributes does not name git's union driver: a merge may stop with conflict "
+                     "markers there (kgd still reads them)" % where,
+                     "restore it: echo '%s' > %s/.gitattributes" % (kgdir.GITATTRIBUTES.strip(), where))
         if problems:
             rep.warn("%s: %d problem(s), skipped by kgd: %s" % (where, len(problems), "; ".join(problems[:5])),
                      "fix or delete those lines (`git log -p -- .kg` shows who added them); the rest loads")

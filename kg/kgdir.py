@@ -10,7 +10,8 @@ Rules owned here (format 1):
 - A record's stamp is a short hash of its canonical line (what reconcile compares).
 - The files are untrusted: a file over MAX_FILE bytes, a line over MAX_LINE bytes, a line that is
   not JSON, or a record outside contract 3's bounds (kg/model.py) is reported and skipped.
-  Lines of git conflict markers are skipped and the versions between them are all read.
+  Lines of git conflict markers are skipped and the versions between them are all read; a
+  leading UTF-8 byte order mark (an editor's) is ignored, and CR before LF too.
 - ONE merge rule (merge_versions), used whenever one key has several lines: the latest `changed`
   wins the gist (ties: the larger canonical line, so every clone picks the same); notes and
   touches are the union (winner's order first, then the others' new items, most recent first);
@@ -35,6 +36,7 @@ MAX_LINE = 1024 * 1024
 MAX_TS = 1e11  # year 5138: a later time is a hostile line that would win every merge
 TOMBSTONE_KEEP_S = 365 * 86400.0
 MAX_PROBLEMS = 20  # problems listed per file; the rest are counted
+BOM = b"\xef\xbb\xbf"
 CONFLICT_MARKERS = (b"<<<<<<<", b"|||||||", b"=======", b">>>>>>>")
 
 GITATTRIBUTES = "*.jsonl merge=union text eol=lf\n"
@@ -149,6 +151,17 @@ def check_record(obj, kind):
     return out
 
 
+def _encodable(rec, line):
+    """A lone surrogate can only come from a \\udXXX escape (UTF-8 bytes never decode to one),
+    and no UTF-8 file can hold it: such a record is not text."""
+    if b"\\ud" in line or b"\\uD" in line:
+        try:
+            canonical(rec).encode("utf-8")
+        except UnicodeEncodeError:
+            raise BadInput("holds a lone surrogate (\\ud800-\\udfff), not text") from None
+    return rec
+
+
 # ---- the merge rule
 
 def _order(rec):
@@ -240,6 +253,8 @@ def _parse(data, kind, known, fresh):
         return {}, problems, stamps
     if len(data) > MAX_FILE:
         return {}, ["%s is %d bytes; the limit is %d: not loaded" % (name, len(data), MAX_FILE)], stamps
+    if data.startswith(BOM):  # an editor's byte order mark: the first line is still a record
+        data = data[len(BOM):]
     versions = {}
     skipped = 0
     for lineno, raw in enumerate(data.split(b"\n"), 1):
@@ -259,7 +274,7 @@ def _parse(data, kind, known, fresh):
             what = "line of %d bytes (limit %d)" % (len(line), MAX_LINE)
         else:
             try:
-                rec = check_record(json.loads(line.decode("utf-8")), kind)
+                rec = _encodable(check_record(json.loads(line.decode("utf-8")), kind), line)
             except UnicodeDecodeError:
                 what = "not UTF-8"
             except (ValueError, RecursionError, OverflowError):

@@ -22,7 +22,7 @@ import time
 from . import gitrun
 from .errors import Conflict
 from .remotesync import DEBOUNCE, MAX_DELAY, Schedule, Status, Worker
-from .syncrepo import SyncRepo, check_remote, read_config, read_status, sync_folder, write_status
+from .syncrepo import SyncRepo, check_remote, read_config, read_status, redact_url, sync_folder, write_status
 
 log = logging.getLogger(__name__)
 
@@ -76,7 +76,7 @@ class RemoteSync:
             self.remote = want
             if want is None:
                 return
-            if self.status_.remote != want:
+            if redact_url(self.status_.remote) != redact_url(want):  # the status file keeps it redacted
                 self.status_ = Status(remote=want)
                 self.last_round = None
             self.repo = SyncRepo(self.folder, want, timeout=self.git_timeout)
@@ -88,7 +88,7 @@ class RemoteSync:
             sys.setswitchinterval(min(sys.getswitchinterval(), SWITCH_INTERVAL))
             self.worker = Worker(self._commit, self._round, schedule, self.status_, clock=self.clock,
                                  after=self._save_status).start()
-            log.info("remote sync on: %s every %gs (working tree %s)", want, self.interval, self.folder)
+            log.info("remote sync on: %s every %gs (working tree %s)", redact_url(want), self.interval, self.folder)
 
     def stop(self):
         with self.lock:
@@ -157,7 +157,7 @@ class RemoteSync:
     def status(self):
         worker = self.worker
         st = self.status_.to_dict()
-        out = {"enabled": worker is not None, "remote": self.remote or st["remote"], "folder": self.folder,
+        out = {"enabled": worker is not None, "remote": redact_url(self.remote) or st["remote"], "folder": self.folder,
                "interval_s": self.interval, "syncing": bool(worker and worker.busy == "round"),
                "last_ok": st["last_ok"], "last_error": st["last_error"], "failing": st["failing"],
                "last_attempt": st["last_attempt"], "last_round": self.last_round}

@@ -18,6 +18,8 @@ import logging
 import threading
 import time
 
+from .syncrepo import redact_url, scrub
+
 log = logging.getLogger(__name__)
 
 DEFAULT_INTERVAL = 300.0
@@ -107,11 +109,12 @@ class Status:
         self.rounds += 1
         self.last_attempt = self.last_ok = now
         if self.failing:
-            self.log.info("remote sync works again (%s)", self.remote)
+            self.log.info("remote sync works again (%s)", redact_url(self.remote))
         self.failing = False
         self.repeats = 0
 
     def error(self, kind, message, now):
+        message = scrub(message, self.remote)
         self.last_attempt = now
         same = self.failing and self.last_error and (self.last_error["kind"], self.last_error["message"]) == (
             kind, message)
@@ -126,7 +129,7 @@ class Status:
         return True
 
     def to_dict(self):
-        return {"remote": self.remote, "last_ok": self.last_ok, "last_error": self.last_error,
+        return {"remote": redact_url(self.remote), "last_ok": self.last_ok, "last_error": self.last_error,
                 "failing": self.failing, "last_attempt": self.last_attempt}
 
 

@@ -18,6 +18,8 @@ Rules owned here:
   no FIFO), up to kgdir.MAX_FILE bytes; bad lines are logged once per file state, kept for
   `kgd doctor`, and skipped. Nothing in them is run. A `.kg/` folder that is gone (a branch
   without it) is read as empty and never recreated by a pickup or an export.
+- `.kg/` gone while HEAD did not move (rm -rf, `git clean` before the commit) is not a branch switch:
+  nothing leaves the view, nothing is written, and the base is forgotten (kgd share writes it again).
 - Only the shared half of a node or edge is written (kgdir.node_record / edge_record); a
   node or edge holding a credential (kg/secrets.py, when present) is never written.
 - Never called with the store's lock held, except at load (a fresh Shared nobody else holds).
@@ -30,7 +32,7 @@ import threading
 import time
 
 from . import kgdir, model, sharedmeta
-from .reconcile import memory_view, reconcile, written
+from .reconcile import Result, memory_view, reconcile, written
 from .storage import atomic_write
 
 log = logging.getLogger(__name__)
@@ -72,6 +74,36 @@ def git_dir(root):
     if first.startswith("gitdir:"):
         return os.path.join(root, first[len("gitdir:"):].strip())
     return dot
+
+
+def head_signature(root):
+    """What the checkout's HEAD points at, from git's own files (no git is run): HEAD's text and
+    its branch's ref, loose or packed. None when unreadable. A checkout or a reset changes it."""
+    gd = git_dir(root)
+    try:
+        with open(os.path.join(gd, "HEAD"), "rb") as f:
+            head = f.read(512)
+    except OSError:
+        return None
+    out = [head]
+    if head.startswith(b"ref: "):
+        ref = head[5:].strip().decode("utf-8", "replace")
+        common = gd
+        try:
+            with open(os.path.join(gd, "commondir"), "r", encoding="utf-8") as f:
+                common = os.path.join(gd, f.read().strip())
+        except (OSError, ValueError):
+            pass
+        for where in (gd, common):
+            try:
+                with open(os.path.join(where, ref), "rb") as f:
+                    out.append(f.read(128))
+                break
+            except OSError:
+                continue
+        else:
+            out.append(file_state(os.path.join(common, "packed-refs")))
+    return tuple(out)
 
 
 def file_state(path):
@@ -156,6 +188,7 @@ class Shared:
         self._held_logged = {kind: set() for kind in FILES}  # keys held back for a credential, logged
         self.syncs = self.pickups = 0
         self.last_error = None
+        self.head_with_kg = None  # head_signature() when .kg/ was last seen here
 
     @staticmethod
     def paths_of(root):
@@ -205,20 +238,30 @@ class Shared:
             self.lock.release()
 
     def _read(self):
-        """(states, {kind: bytes or None}) read while the files held still."""
+        """(states, {kind: bytes or None}, problems, kinds that could not be read) read while the
+        files held still."""
         for _ in range(RETRIES):
             before = self.states()
-            datas, problems = {}, []
+            datas, problems, unreadable = {}, [], set()
             for kind, path in self.paths.items():
                 datas[kind], problem = read_file(path) if real_dir(self.dir) else (None, None)
                 if problem:
                     problems.append(problem)
+                    unreadable.add(kind)
             if self.states() == before:
-                return before, datas, problems
-        return before, datas, problems
+                break
+        return before, datas, problems, unreadable
 
     def _sync_once(self, store, force):
-        states, datas, read_problems = self._read()
+        states, datas, read_problems, unreadable = self._read()
+        head, forget = head_signature(self.root), False
+        if real_dir(self.dir):
+            self.head_with_kg = head
+        elif head is not None and head == self.head_with_kg:
+            # .kg/ deleted in place (rm -rf, `git clean` before the commit), not by a checkout:
+            # the branch did not change, so its knowledge does not leave the view. What the files
+            # held is unknown; the base goes (`kgd share`, or .kg/ restored, writes it all again).
+            unreadable, forget = set(FILES), True
         if states != self.seen:
             self.pickups += 1
         parsed, disk_stamps = {}, {}
@@ -230,8 +273,8 @@ class Shared:
         now = store.clock()
         with store.writes.writing(None, lenient=(logging.ERROR, "changes from %s not saved" % self.dir)) as w:
             g = self.durable.graph
-            results, snap = self._reconcile(g, parsed, disk_stamps, now)
-            self._apply(store, w, results, snap)
+            results, snap = self._reconcile(g, parsed, disk_stamps, now, unreadable)
+            self._apply(store, w, results, snap, unreadable, forget)
         outs = {kind: written(parsed[kind], results[kind], datas[kind], now, force) for kind in FILES}
         if not any(results[kind].disk for kind in FILES) and not any(o is not None for o in outs.values()):
             self.seen = states
@@ -276,15 +319,22 @@ class Shared:
         self.held[kind] = fresh
         return live, stamps
 
-    def _reconcile(self, g, parsed, disk_stamps, now):
-        """Per kind the reconcile Result, and the snapshot of the sync state it started from."""
+    def _reconcile(self, g, parsed, disk_stamps, now, unreadable=()):
+        """Per kind the reconcile Result, and the snapshot of the sync state it started from. A
+        kind whose file could not be read (a FIFO, a symlink, a folder, over the size limit) is
+        neither reconciled nor written: it is unknown, not empty, so nothing leaves the view and
+        nothing kgd could not read is overwritten; memory's changes wait until it is fixed."""
         s = sharedmeta.state(g.meta)
         results, snap = {}, {}
         frozen = held_back(g)
         for kind, items, to_record in (("node", g.nodes.items(), kgdir.node_record),
                                        ("edge", g.edges.items(), kgdir.edge_record)):
-            live, mem_stamps = self._records(kind, items, to_record)
             base0, dropped0, deleted0 = (dict(s[sec][kind]) for sec in ("base", "dropped", "deleted"))
+            snap[kind] = (base0, dropped0, deleted0, frozen[kind])
+            if kind in unreadable:
+                results[kind] = Result({}, {}, base0, dropped0)
+                continue
+            live, mem_stamps = self._records(kind, items, to_record)
             memory, base, dropped = memory_view(live, deleted0, base0, dropped0)
             results[kind] = reconcile(memory, parsed[kind], base, now, dropped, frozen[kind], mem_stamps,
                                       disk_stamps[kind])
@@ -293,10 +343,9 @@ class Shared:
                 self._held_logged[kind] |= fresh
                 log.warning("%s: %d %s(s) holding a credential are never written there (kgd doctor lists them)",
                             self.dir, len(fresh), kind)
-            snap[kind] = (base0, dropped0, deleted0, frozen[kind])
         return results, snap
 
-    def _apply(self, store, w, results, snap):
+    def _apply(self, store, w, results, snap, unreadable=(), forget=False):
         """Phase 1 (lock held): what the disk brought, into memory, with the sync state of every
         key not waiting to be written; one journal record."""
         g = self.durable.graph
@@ -333,9 +382,14 @@ class Shared:
             base = {k: r.base.get(k) for k in set(base0) | set(r.base) if k not in r.disk}
             _diff_into(rec["meta"], "base", kind, base0, base)
             _diff_into(rec["meta"], "dropped", kind, dropped0, r.dropped, full=True)
-            gone = {k: None for k in deleted0 if k not in r.disk}
+            if forget and base0:
+                _diff_into(rec["meta"], "base", kind, base0, {k: None for k in base0})
+            gone = {k: None for k in deleted0 if k not in r.disk and kind not in unreadable}
             if gone:
                 rec["meta"].setdefault("deleted", {})[kind] = gone
+        if forget and rec["meta"].get("base"):
+            log.warning("%s was deleted in place (not by a checkout): kgd keeps its knowledge and does not "
+                        "recreate it; `kgd share` writes it again", self.dir)
         content = any(rec[k] for k in ("nodes", "drop_nodes", "edges", "drop_edges"))
         if not content and not rec["meta"]:
             return

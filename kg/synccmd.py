@@ -17,7 +17,7 @@ import time
 from . import gitrun
 from .client import Api, connect_host, ensure_daemon, find_daemon
 from .console import CommandError, say
-from .syncrepo import check_remote, read_config, read_status, write_config
+from .syncrepo import check_remote, read_config, read_status, redact_url, write_config
 
 WAIT = 120.0
 
@@ -80,8 +80,9 @@ def offline_status(root):
     if not cfg.get("remote"):
         return None
     saved = read_status(root)
-    out = dict(saved) if saved.get("remote") == cfg["remote"] else {}
-    out.update(remote=cfg["remote"], enabled=bool(cfg.get("enabled", True)))
+    shown = redact_url(cfg["remote"])
+    out = dict(saved) if saved.get("remote") == shown else {}
+    out.update(remote=shown, enabled=bool(cfg.get("enabled", True)))
     return out
 
 
@@ -135,7 +136,7 @@ def sync(args, cfg):
         if found:
             _post(cfg, found["port"], 0)
         say("remote sync off; %s/sync keeps its history (kgd sync --remote %s turns it on again)"
-            % (root, config["remote"]))
+            % (root, redact_url(config["remote"])))
         return 0
     if args.remote:
         try:
@@ -151,7 +152,7 @@ def sync(args, cfg):
     elif not config.get("remote"):
         raise CommandError("no remote set up; run `kgd sync --remote URL` (a private git repository, or a path)")
     elif not config.get("enabled", True):
-        raise CommandError("remote sync is off; `kgd sync --remote %s` turns it on" % config["remote"])
+        raise CommandError("remote sync is off; `kgd sync --remote %s` turns it on" % redact_url(config["remote"]))
     if not gitrun.available():
         raise CommandError("git is not installed; kgd runs the `git` program to sync")
     port, _ = ensure_daemon(cfg, timeout=10.0)

@@ -13,6 +13,12 @@ Rules owned here:
 - A conflict never stops the sync: whatever git leaves is committed as it is (the reader loads
   conflict markers and several versions of a node with the merge rule; the next export writes the
   files back clean).
+- A password or token in the remote URL (`https://user:TOKEN@host/...`) is git's to use and
+  stays in ROOT/sync.json and the sync repository's own config; everything shown to a person or
+  written elsewhere (status, logs, errors, commit messages) carries redact_url() of it.
+- ROOT/sync/ deleted while the daemon runs is made again; a `.git` there that is no usable
+  repository (garbage HEAD, objects gone) is moved aside to ROOT/sync-broken-<time> and made
+  afresh: memory and the remote hold the knowledge, the next round joins them.
 - A merge left half-done by a crash is finished at the next round, and a stale index.lock (this
   daemon holds the storage root, so no other git runs here) is removed when the worker starts.
 """
@@ -20,6 +26,7 @@ Rules owned here:
 import json
 import logging
 import os
+import re
 import time
 
 from . import gitrun
@@ -79,6 +86,38 @@ def _write_json(path, obj):
     atomic_write(path, (json.dumps(obj, indent=1, sort_keys=True) + "\n").encode("utf-8"), keep_prev=False)
 
 
+_USERINFO = re.compile(r"^([a-zA-Z][a-zA-Z0-9+.-]*://)([^/@]*)@")
+
+
+def redact_url(url):
+    """The remote as shown or logged: a password becomes ***, and so does an http(s) user name
+    with no password (a token given as the user: https://TOKEN@host/...)."""
+    if not isinstance(url, str):
+        return url
+    m = _USERINFO.match(url)
+    if not m:
+        return url
+    user, colon, _ = m.group(2).partition(":")
+    if colon:
+        shown = user + ":***"
+    else:
+        shown = "***" if m.group(1).lower().startswith("http") else user
+    return m.group(1) + shown + "@" + url[m.end():]
+
+
+def scrub(text, url):
+    """`text` (a git error, say) with the secret part of `url` replaced by ***."""
+    if not isinstance(text, str) or not isinstance(url, str):
+        return text
+    m = _USERINFO.match(url)
+    if m:
+        user, colon, password = m.group(2).partition(":")
+        for secret in ([password] if colon else []) + ([user] if redact_url(url) != url and not colon else []):
+            if len(secret) >= 4:
+                text = text.replace(secret, "***")
+    return text.replace(url, redact_url(url))
+
+
 def check_remote(url):
     """The remote URL as given, or ValueError saying why git must not be pointed at it."""
     if not isinstance(url, str) or not url.strip():
@@ -86,9 +125,9 @@ def check_remote(url):
     if len(url) > MAX_URL or any(ord(c) < 32 or ord(c) == 127 for c in url):
         raise ValueError("the remote is not a usable URL (control characters or over %d characters)" % MAX_URL)
     if url.startswith("-"):
-        raise ValueError("the remote %r starts with '-' (git would read it as an option)" % url[:100])
+        raise ValueError("the remote %r starts with '-' (git would read it as an option)" % redact_url(url)[:100])
     if url.lower().startswith(("ext::", "fd::")):
-        raise ValueError("the remote %r would run a command; give a URL or a path" % url[:100])
+        raise ValueError("the remote %r would run a command; give a URL or a path" % redact_url(url)[:100])
     return url
 
 
@@ -134,9 +173,15 @@ class SyncRepo:
     def ensure(self):
         """The folder is a repository on `main` with our attributes and `origin` = the remote."""
         ensure_dir(self.folder)
+        if os.path.exists(os.path.join(self.folder, ".git")) and self._broken():
+            aside = "%s-broken-%d" % (self.folder, int(time.time()))
+            os.rename(os.path.join(self.folder, ".git"), aside)
+            log.warning("remote sync: %s/.git is damaged; moved to %s and made afresh (memory and the remote "
+                        "hold the knowledge)", self.folder, aside)
         if not os.path.exists(os.path.join(self.folder, ".git")):
             self.git("init", "--quiet")
             self.git("symbolic-ref", "HEAD", "refs/heads/" + BRANCH)
+            self._remote_set = None  # a fresh repository has no origin yet
         for name, text in ((".gitattributes", ATTRIBUTES), (".gitignore", IGNORE)):
             path = os.path.join(self.folder, name)
             try:
@@ -155,6 +200,17 @@ class SyncRepo:
             self._remote_set = self.remote
         self.finish_merge()
 
+    def _broken(self):
+        """True when .git is no usable repository (its HEAD garbage, its commit's objects gone)."""
+        code, _, _ = self.git("rev-parse", "--git-dir", check=False)
+        if code != 0:
+            return True
+        code, out, _ = self.git("rev-parse", "-q", "--verify", "refs/heads/" + BRANCH, check=False)
+        if code != 0:
+            return False  # no commit yet
+        code, _, _ = self.git("cat-file", "-e", out.strip() + "^{tree}", check=False)
+        return code != 0
+
     def clear_stale_lock(self):
         """Remove index.lock left by a git killed with the daemon (call only before any git runs)."""
         lock = os.path.join(self.folder, ".git", "index.lock")
@@ -168,7 +224,8 @@ class SyncRepo:
         """Commit a merge that a crash (or a conflict) left open, markers and all."""
         if os.path.exists(os.path.join(self.folder, ".git", "MERGE_HEAD")):
             self.git("add", "-A")
-            self.git("commit", "--quiet", "--no-edit", "--no-verify", "-m", "kgd: merge with %s" % self.remote)
+            self.git("commit", "--quiet", "--no-edit", "--no-verify", "-m",
+                     "kgd: merge with %s" % redact_url(self.remote))
 
     # ------------------------------------------------------------ the steps of a round
 
@@ -202,7 +259,7 @@ class SyncRepo:
             if code == 0:
                 return [], False
         code, _, err = self.git("merge", "--quiet", "--no-edit", "--no-verify", "--allow-unrelated-histories",
-                                "-m", "kgd: merge with %s" % self.remote, REMOTE_REF, check=False)
+                                "-m", "kgd: merge with %s" % redact_url(self.remote), REMOTE_REF, check=False)
         conflicted = code != 0
         if conflicted:
             if not os.path.exists(os.path.join(self.folder, ".git", "MERGE_HEAD")):

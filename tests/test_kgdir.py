@@ -370,3 +370,13 @@ def test_a_record_taken_into_memory_gives_back_the_same_record(rec):
     assert kgdir.node_record(node) == rec
     e = E("a", "src/x.py", changed=0)
     assert kgdir.edge_record(kgdir.edge_fields(e)) == e
+
+
+def test_a_bom_is_ignored_and_a_lone_surrogate_escape_is_skipped_not_fatal():
+    good = kgdir.canonical({"id": "first", "gist": "g", "notes": [], "touches": [], "created": 1.0, "changed": 1.0})
+    data = b"\xef\xbb\xbf" + good.encode() + b"\r\n"
+    data += b'{"id":"bad-\\ud800","gist":"g","notes":[],"touches":[],"created":1,"changed":1}\n'
+    data += b'{"id":"bad-tomb-\\udfff","deleted":1}\n'
+    recs, problems, stamps = kgdir.Reader("node").parse(data)  # the stamps encode every line
+    assert list(recs) == ["first"] and "first" in stamps
+    assert len(problems) == 2 and all("surrogate" in p for p in problems)

@@ -220,3 +220,16 @@ def test_periodic_gc_runs_in_the_foreground_and_packs(tmp_path, remote, monkeypa
     assert not os.path.exists(os.path.join(a.folder, ".git", "gc.pid"))
     assert not os.path.isdir(os.path.join(a.folder, ".git", "objects", "17")) or \
         len(os.listdir(os.path.join(a.folder, ".git", "objects", "17"))) < 3
+
+
+def test_a_password_or_token_in_the_remote_url_is_redacted_wherever_it_is_shown():
+    from kg.syncrepo import redact_url, scrub
+
+    pw = "pw" + "x" * 20  # made at run time: no credential-shaped literal
+    assert redact_url("https://me:%s@host/a.git" % pw) == "https://me:***@host/a.git"
+    assert redact_url("https://%s@host/a.git" % pw) == "https://***@host/a.git"  # a token as the user
+    assert redact_url("ssh://git@host/a.git") == "ssh://git@host/a.git"
+    assert redact_url("git@host:a/b.git") == "git@host:a/b.git"
+    assert redact_url("/mnt/usb/kg.git") == "/mnt/usb/kg.git"
+    url = "https://me:%s@host/a.git" % pw
+    assert pw not in scrub("fatal: could not read from %s (password %s)" % (url, pw), url)

@@ -1,0 +1,433 @@
+"""An outside evaluator's attacks on a shared `.kg/` (contract sections 9 and 10): hostile content
+committed by a teammate, odd file types where the files should be, and the user's own git
+operations while the daemon runs. Real git, real daemons on --port 0."""
+
+import json
+import os
+import random
+import shutil
+import stat
+import string
+import threading
+import time
+
+import pytest
+from helpers import git_env, run_kgd, start
+from test_e2e_shared import Repo, put, read_ids, share, team, wait_for  # noqa: F401 (a fixture)
+
+from kg import kgdir
+
+pytestmark = [pytest.mark.e2e, pytest.mark.skipif(shutil.which("git") is None, reason="git is not installed")]
+
+
+def line(**fields):
+    rec = {"id": "x", "gist": "g", "notes": [], "touches": [], "created": 1.7e9, "changed": 1.7e9}
+    rec.update(fields)
+    return json.dumps(rec, ensure_ascii=False).encode("utf-8", "surrogatepass")
+
+
+def fake_token():
+    return "ghp_" + "".join(random.choice(string.ascii_letters + string.digits) for _ in range(36))
+
+
+@pytest.fixture
+def repo(tmp_path):
+    env = git_env(tmp_path)
+    p = tmp_path / "app"
+    p.mkdir()
+    r = Repo(p, env)
+    r.git("init", "-q", "-b", "main")
+    (p / "README").write_text("app\n")
+    r.commit_all("init")
+    return r
+
+
+def doctor(d):
+    _, out, err, _ = run_kgd("doctor", "--root", d.root, "--port", str(d.port), "--skip-service",
+                                "--skip-client")
+    return out + err
+
+
+def no_traceback(d):
+    text = "".join(d.stderr_lines)
+    assert "Traceback" not in text, text[-3000:]
+    return text
+
+
+def test_hostile_lines_load_the_rest_and_hide_the_secret(make_daemon, repo, tmp_path):
+    secret = fake_token()
+    kg = repo.path / ".kg"
+    kg.mkdir()
+    (kg / ".gitattributes").write_text(kgdir.GITATTRIBUTES)
+    lines = [b"\xef\xbb\xbf" + line(id="bom-first"),  # an editor saved it with a BOM
+             line(id="crlf-a") + b"\r", line(id="crlf-b") + b"\r",
+             line(id="big-gist", gist="a" * (1 << 20)),
+             line(id="notes-dict", notes={"a": 1}),
+             line(id="nul\x00id"), line(id="new\nline"), line(id="x" * 10240),
+             line(id="../../etc/passwd", gist="an id is a name, never a path"),
+             line(id="lone-\ud800-surrogate"), b'{"id":"esc-\\ud800","gist":"g","notes":[],"touches":[],"created":1,"changed":1}',
+             b'{"id":"esc-gist","gist":"\\udfff","notes":["\\ud83d"],"touches":[],"created":1,"changed":1}', line(id="ok", gist="lone \udfff in a gist"),
+             line(id="t-str", changed="1700000000"), line(id="t-neg", changed=-5), line(id="t-big", changed=1e300),
+             b'{"id":"t-nan","gist":"g","notes":[],"touches":[],"created":1,"changed":NaN}',
+             b'{"id":"deep","gist":' + b"[" * 100000 + b"]" * 100000 + b"}",
+             b"[" * 100000,
+             b'{"id":"bad-\xff\xfe","gist":"g","notes":[],"touches":[],"created":1,"changed":1}',
+             line(id=secret, gist="a node whose id is a credential"),
+             line(id="good", gist="fine")]
+    (kg / "nodes.jsonl").write_bytes(b"\n".join(lines) + b"\n")
+    edges = [json.dumps({"from": "good", "to": "no-such-node", "rel": "refers", "notes": [], "changed": 1.7e9}),
+             json.dumps({"from": "/etc/passwd", "to": "/root/.ssh/id_rsa", "rel": "abs", "notes": [],
+                         "changed": 1.7e9}),
+             json.dumps({"from": "good", "to": secret, "rel": "leaks", "notes": [], "changed": 1.7e9})]
+    (kg / "edges.jsonl").write_text("\n".join(edges) + "\n")
+    repo.commit_all("a teammate's hostile .kg/")
+    d = make_daemon(tmp_path / "root")
+    r = start(d, repo.path)
+    sid = r["session_id"]
+    ids = sorted(n["id"] for n in r["project"]["nodes"])
+    assert {"bom-first", "crlf-a", "crlf-b", "good", "../../etc/passwd"} <= set(ids)
+    assert secret not in ids and not any("\ud800" in i or "\x00" in i for i in ids)
+    found = d.call_tool("kg_search", {"session_id": sid, "query": "credential"})
+    assert all(secret not in json.dumps(x) for x in found["results"])
+    assert secret not in json.dumps(r)
+    out = doctor(d)
+    assert "nodes.jsonl" in out and "problem(s), skipped" in out and secret not in out
+    put(d, sid, "after", "still serving")
+    assert wait_for(lambda: b'"after"' in (kg / "nodes.jsonl").read_bytes())
+    d.stop()
+    log = no_traceback(d)
+    assert secret not in log
+    data = (kg / "nodes.jsonl").read_bytes()
+    # The teammate's line stays (a node leaves .kg/ only by a person's delete, contract section 9),
+    # once.
+    assert data.count(secret.encode()) == 1 and b'"after"' in data
+    d = make_daemon(tmp_path / "root")
+    start(d, repo.path)
+    out = doctor(d)
+    assert "its id is not printed" in out and secret not in out  # still held, still reported
+    assert b"\xef\xbb\xbf" not in data[3:] and b"\r" not in data.split(b"\n")[-2]
+
+
+@pytest.mark.parametrize("attack", ["dir", "symlink-passwd", "symlink-outside", "fifo", "huge", "kg-symlink",
+                                    "attributes"])
+def test_odd_files_where_kg_files_should_be(make_daemon, repo, tmp_path, attack):
+    kg = repo.path / ".kg"
+    kg.mkdir()
+    good = line(id="good", gist="fine") + b"\n"
+    (kg / "edges.jsonl").write_bytes(b"")
+    target = kg / "nodes.jsonl"
+    outside = tmp_path / "outside.jsonl"
+    outside.write_bytes(line(id="from-outside") + b"\n")
+    if attack == "dir":
+        target.mkdir()
+        (kg / "edges.jsonl").write_bytes(b'{"from":"a","to":"b","rel":"r","notes":[],"changed":1}\n')
+    elif attack == "symlink-passwd":
+        os.symlink("/etc/passwd", str(target))
+    elif attack == "symlink-outside":
+        os.symlink(str(outside), str(target))
+    elif attack == "fifo":
+        os.mkfifo(str(target))
+        (kg / "edges.jsonl").write_bytes(b'{"from":"a","to":"b","rel":"r","notes":[],"changed":1}\n')
+    elif attack == "huge":
+        with open(str(target), "wb") as f:
+            f.write(good)
+            f.truncate(70 * 1024 * 1024)
+    elif attack == "kg-symlink":
+        kg.rename(tmp_path / "elsewhere")
+        (tmp_path / "elsewhere" / "nodes.jsonl").write_bytes(good)
+        os.symlink(str(tmp_path / "elsewhere"), str(kg))
+    elif attack == "attributes":
+        target.write_bytes(good)
+        (kg / ".gitattributes").write_text("*.jsonl filter=evil diff=evil merge=evil\n")
+        repo.git("config", "filter.evil.clean", "touch %s" % (tmp_path / "ran"))
+        repo.git("config", "merge.evil.driver", "touch %s" % (tmp_path / "ran"))
+    d = make_daemon(tmp_path / "root")
+    t0 = time.monotonic()
+    r = start(d, repo.path)
+    assert time.monotonic() - t0 < 10  # a FIFO never blocks the load
+    sid = r["session_id"]
+    ids = [n["id"] for n in r["project"]["nodes"]]
+    assert "from-outside" not in ids and "root" not in " ".join(ids)
+    put(d, sid, "mine", "still serving")
+    assert d.json("GET", "/api/health")[0] == 200
+    time.sleep(1.5)  # the export after the pause
+    assert read_ids(d, sid, ["mine"])["missing"] == []
+    out = doctor(d)
+    if attack in ("dir", "symlink-passwd", "symlink-outside", "fifo", "huge"):
+        assert "nodes.jsonl" in out, out
+    if attack == "kg-symlink":
+        assert not (tmp_path / "elsewhere" / "nodes.jsonl").read_bytes().count(b"mine")
+    if attack == "symlink-outside":
+        assert outside.read_bytes() == line(id="from-outside") + b"\n" and os.path.islink(str(target))
+    if attack == "symlink-passwd":
+        assert os.path.islink(str(target))
+    if attack == "huge":  # what kgd could not read is never overwritten
+        assert target.stat().st_size == 70 * 1024 * 1024
+    if attack == "fifo":
+        assert stat.S_ISFIFO(os.lstat(str(target)).st_mode)
+    if attack == "dir":
+        assert target.is_dir()
+    if attack == "attributes":
+        assert "good" in ids and "union driver" in out
+        repo.commit_all("with the evil attributes")
+    d.stop()
+    no_traceback(d)
+    assert not (tmp_path / "ran").exists() or attack == "attributes"
+
+
+def test_a_file_turned_unreadable_keeps_the_view_and_writes_once_fixed(make_daemon, repo, tmp_path):
+    kg = repo.path / ".kg"
+    d = make_daemon(tmp_path / "root")
+    sid = start(d, repo.path)["session_id"]
+    put(d, sid, "known", "known before")
+    share(d, repo)
+    repo.commit_all("share")
+    saved = (kg / "nodes.jsonl").read_bytes()
+    (kg / "nodes.jsonl").unlink()
+    os.mkfifo(str(kg / "nodes.jsonl"))  # a teammate's commit, or a checkout, puts a FIFO there
+    time.sleep(1.5)
+    put(d, sid, "while-broken", "written while the file was a FIFO")
+    time.sleep(1.5)
+    assert read_ids(d, sid, ["known", "while-broken"])["missing"] == []  # unknown is not empty
+    assert stat.S_ISFIFO(os.lstat(str(kg / "nodes.jsonl")).st_mode)
+    (kg / "nodes.jsonl").unlink()
+    (kg / "nodes.jsonl").write_bytes(saved)
+    assert wait_for(lambda: b"while-broken" in (kg / "nodes.jsonl").read_bytes())
+    assert read_ids(d, sid, ["known", "while-broken"])["missing"] == []
+    d.stop()
+    no_traceback(d)
+
+
+# ---------------------------------------------------------------- the user's git operations
+
+def settle(d, sid, repo, want_in_file=()):
+    """Wait until the daemon's view and the working tree agree: a put goes through the export."""
+    assert wait_for(lambda: all(("\"%s\"" % i).encode() in (repo.path / ".kg" / "nodes.jsonl").read_bytes()
+                                for i in want_in_file), timeout=8)
+
+
+def view(d, sid, ids):
+    return set(ids) - set(read_ids(d, sid, list(ids))["missing"])
+
+
+def clean_parse(repo):
+    data = (repo.path / ".kg" / "nodes.jsonl").read_bytes()
+    recs, problems = kgdir.parse(data, "node")
+    assert problems == []
+    return {k for k, r in recs.items() if "deleted" not in r}
+
+
+def test_stash_reset_rewrite_and_a_branch_without_kg(make_daemon, repo, tmp_path):
+    bare_branch_base = repo.git("rev-parse", "HEAD").stdout.strip()
+    d = make_daemon(tmp_path / "root")
+    sid = start(d, repo.path)["session_id"]
+    for i in range(3):
+        put(d, sid, "base-%d" % i, "on main from the start")
+    share(d, repo)
+    repo.commit_all("share")
+    base = {"base-0", "base-1", "base-2"}
+
+    # git stash / stash pop: the stashed node leaves the view and comes back.
+    put(d, sid, "stashed", "exported, not committed")
+    settle(d, sid, repo, ["stashed"])
+    repo.git("stash", "-q")
+    assert wait_for(lambda: view(d, sid, ["stashed"]) == set())
+    repo.git("stash", "pop", "-q")
+    assert wait_for(lambda: view(d, sid, ["stashed"]) == {"stashed"})
+    repo.commit_all("stashed")
+
+    # git reset --hard HEAD~3: three commits' nodes leave the view, nothing is written back.
+    for i in range(3):
+        put(d, sid, "reset-%d" % i, "gone with the reset")
+        settle(d, sid, repo, ["reset-%d" % i])
+        repo.commit_all("reset %d" % i)
+    repo.git("reset", "-q", "--hard", "HEAD~3")
+    assert wait_for(lambda: view(d, sid, ["reset-0", "reset-1", "reset-2"]) == set())
+    time.sleep(1.5)
+    assert repo.git("status", "--porcelain").stdout == ""
+    assert view(d, sid, base | {"stashed"}) == base | {"stashed"}
+
+    # A history rewrite (rebase -i): reset, then cherry-pick in another order.
+    for name in ("x", "y"):
+        put(d, sid, "rw-" + name, "rewritten " + name)
+        settle(d, sid, repo, ["rw-" + name])
+        repo.commit_all("rw " + name)
+    y, x = repo.git("rev-parse", "HEAD").stdout.strip(), repo.git("rev-parse", "HEAD~1").stdout.strip()
+    repo.git("reset", "-q", "--hard", "HEAD~2")
+    repo.git("-c", "user.name=t", "-c", "user.email=t@l", "cherry-pick", y)
+    if repo.git("-c", "user.name=t", "-c", "user.email=t@l", "cherry-pick", x, check=False).returncode:
+        repo.git("cherry-pick", "--skip")  # the union driver already kept x's line while picking y
+    assert wait_for(lambda: view(d, sid, ["rw-x", "rw-y"]) == {"rw-x", "rw-y"})
+    time.sleep(1.5)
+    assert repo.git("status", "--porcelain").stdout == ""
+
+    # A branch without .kg/: its view has no shared node, .kg/ is not recreated, a put there lands
+    # in the branch checked out next.
+    repo.git("checkout", "-q", "-b", "no-kg", bare_branch_base)
+    assert wait_for(lambda: view(d, sid, base) == set())
+    put(d, sid, "made-on-no-kg", "written while the branch had no .kg/")
+    time.sleep(2)
+    assert not (repo.path / ".kg").exists()
+    repo.git("checkout", "-q", "main")
+    everything = base | {"stashed", "rw-x", "rw-y", "made-on-no-kg"}
+    assert wait_for(lambda: view(d, sid, everything) == everything)
+    assert wait_for(lambda: clean_parse(repo) == everything)
+    d.stop()
+    no_traceback(d)
+
+
+def test_a_merge_left_in_conflict_then_aborted(make_daemon, repo, tmp_path):
+    d = make_daemon(tmp_path / "root")
+    sid = start(d, repo.path)["session_id"]
+    put(d, sid, "shared-node", "the original")
+    share(d, repo)
+    repo.commit_all("share")
+    repo.git("checkout", "-q", "-b", "other")
+    put(d, sid, "shared-node", "changed on other")
+    put(d, sid, "other-only", "only on other")
+    settle(d, sid, repo, ["other-only"])
+    repo.commit_all("other")
+    repo.git("checkout", "-q", "main")
+    assert wait_for(lambda: view(d, sid, ["other-only"]) == set())
+    put(d, sid, "shared-node", "changed on main")
+    put(d, sid, "main-only", "only on main")
+    settle(d, sid, repo, ["main-only"])
+    repo.commit_all("main")
+    # A clone without the union attribute: git leaves conflict markers.
+    (repo.path / ".git" / "info").mkdir(exist_ok=True)
+    (repo.path / ".git" / "info" / "attributes").write_text("*.jsonl merge=text\n")
+    p = repo.git("-c", "user.name=t", "-c", "user.email=t@l", "merge", "other", check=False)
+    assert p.returncode != 0 and b"<<<<<<<" in (repo.path / ".kg" / "nodes.jsonl").read_bytes()
+    assert wait_for(lambda: view(d, sid, ["other-only", "main-only"]) == {"other-only", "main-only"})
+    got = read_ids(d, sid, ["shared-node"])["nodes"][0]["gist"]
+    assert got == "changed on main"  # the later change wins
+    repo.git("merge", "--abort")
+    assert wait_for(lambda: view(d, sid, ["other-only"]) == set())
+    assert view(d, sid, ["main-only", "shared-node"]) == {"main-only", "shared-node"}
+    put(d, sid, "after-abort", "written after the abort")
+    settle(d, sid, repo, ["after-abort"])
+    assert clean_parse(repo) == {"shared-node", "main-only", "after-abort"}
+    d.stop()
+    no_traceback(d)
+
+
+def test_two_clones_write_one_node_concurrently_and_converge_to_identical_bytes(make_daemon, team, tmp_path):
+    a_repo, b_repo = team
+    a, b = make_daemon(tmp_path / "root-a"), make_daemon(tmp_path / "root-b")
+    sa = start(a, a_repo.path)["session_id"]
+    for nid in ("hot", "doomed", "kept"):
+        put(a, sa, nid, "the original " + nid, ["original note"])
+    share(a, a_repo)
+    a_repo.commit_all("share")
+    a_repo.git("push", "-q")
+    b_repo.git("pull", "-q")
+    sb = start(b, b_repo.path)["session_id"]
+    errors = []
+
+    def writer(d, sid, who):
+        try:
+            for i in range(10):
+                put(d, sid, "hot", "%s's gist %d" % (who, i), ["original note", "%s note %d" % (who, i)])
+                put(d, sid, "%s-%d" % (who, i), "only %s" % who)
+        except Exception as exc:  # reported below
+            errors.append(exc)
+    ts = [threading.Thread(target=writer, args=(d, s, w)) for d, s, w in ((a, sa, "a"), (b, sb, "b"))]
+    for t in ts:
+        t.start()
+    for t in ts:
+        t.join(120)
+    assert not errors, errors
+    a.call_tool("kg_delete_node", {"session_id": sa, "level": "project", "id": "doomed"})
+    time.sleep(0.05)
+    put(b, sb, "kept", "b changed it after a's delete of another node")
+    settle(a, sa, a_repo, ["a-9"])
+    settle(b, sb, b_repo, ["b-9"])
+    time.sleep(1.5)
+    a_repo.commit_all("a")
+    b_repo.commit_all("b")
+    a_repo.git("push", "-q")
+    assert b_repo.git("pull", "-q", "--no-rebase", "--no-edit", check=False).returncode == 0
+    b_repo.git("push", "-q")
+    assert a_repo.git("pull", "-q", "--no-rebase", "--no-edit", check=False).returncode == 0
+    every = {"hot", "kept"} | {"%s-%d" % (w, i) for w in "ab" for i in range(10)}
+    for d, sid in ((a, sa), (b, sb)):
+        assert wait_for(lambda d=d, sid=sid: view(d, sid, every | {"doomed"}) == every, timeout=10)
+    # one more write on each side cleans its file; commit and exchange once more
+    put(a, sa, "final-a", "cleans a's file")
+    put(b, sb, "final-b", "cleans b's file")
+    settle(a, sa, a_repo, ["final-a"])
+    settle(b, sb, b_repo, ["final-b"])
+    time.sleep(1.5)
+    a_repo.commit_all("a2")
+    b_repo.commit_all("b2")
+    a_repo.git("push", "-q")
+    assert b_repo.git("pull", "-q", "--no-rebase", "--no-edit", check=False).returncode == 0
+    b_repo.git("push", "-q")
+    assert a_repo.git("pull", "-q", "--no-rebase", "--no-edit", check=False).returncode == 0
+    every |= {"final-a", "final-b"}
+    assert wait_for(lambda: read_ids(b, sb, ["hot"])["nodes"] == read_ids(a, sa, ["hot"])["nodes"], timeout=10)
+    hot = read_ids(a, sa, ["hot"])["nodes"][0]
+    assert hot["gist"] in ("a's gist 9", "b's gist 9")  # the later change wins
+    assert {"a note 9", "b note 9"} <= set(hot["notes"])  # the union
+    a.stop()
+    b.stop()
+    for name in ("nodes.jsonl", "edges.jsonl"):  # the same commit on both, the same bytes
+        assert (a_repo.path / ".kg" / name).read_bytes() == (b_repo.path / ".kg" / name).read_bytes()
+    na = kgdir.parse((a_repo.path / ".kg" / "nodes.jsonl").read_bytes(), "node")[0]
+    nb = kgdir.parse((b_repo.path / ".kg" / "nodes.jsonl").read_bytes(), "node")[0]
+    assert kgdir.render(na) == kgdir.render(nb)
+    assert {k for k, r in na.items() if "deleted" not in r} == every
+    no_traceback(a)
+    no_traceback(b)
+
+
+def test_git_clean_deletes_an_uncommitted_kg_while_writes_wait(make_daemon, repo, tmp_path):
+    d = make_daemon(tmp_path / "root")
+    sid = start(d, repo.path)["session_id"]
+    for i in range(5):
+        put(d, sid, "mine-%d" % i, "known before sharing")
+    share(d, repo)  # .kg/ written, not committed yet
+    put(d, sid, "unexported", "acknowledged, not yet in .kg/")
+    repo.git("clean", "-q", "-fdx")
+    assert not (repo.path / ".kg").exists()
+    time.sleep(2.5)
+    put(d, sid, "after-clean", "written after the clean")
+    time.sleep(1.5)
+    every = {"mine-%d" % i for i in range(5)} | {"unexported", "after-clean"}
+    # The branch never held .kg/: nothing of the user's own knowledge may be lost to the clean.
+    assert view(d, sid, every) == every
+    assert not (repo.path / ".kg").exists()  # not recreated behind the user's back
+    share(d, repo)
+    assert clean_parse(repo) == every
+    d.stop()
+    no_traceback(d)
+
+
+def test_a_checkout_during_an_export(make_daemon, repo, tmp_path):
+    d = make_daemon(tmp_path / "root")
+    sid = start(d, repo.path)["session_id"]
+    put(d, sid, "main-node", "on main")
+    share(d, repo)
+    repo.commit_all("share")
+    repo.git("checkout", "-q", "-b", "side")
+    put(d, sid, "side-node", "on side")
+    settle(d, sid, repo, ["side-node"])
+    repo.commit_all("side")
+    repo.git("checkout", "-q", "main")
+    acked = []
+    for round_ in range(6):  # puts pause -> export; a checkout lands in the middle of it
+        for i in range(30):
+            nid = "w-%d-%d" % (round_, i)
+            put(d, sid, nid, "x" * 200)
+            acked.append(nid)
+        time.sleep(0.9 + 0.05 * round_)
+        branch = "side" if round_ % 2 == 0 else "main"
+        repo.git("add", "-A", ".kg")
+        repo.git("-c", "user.name=t", "-c", "user.email=t@l", "commit", "-q", "-m", "r%d" % round_, check=False)
+        repo.git("checkout", "-q", branch)
+    time.sleep(2)
+    for name in ("nodes.jsonl", "edges.jsonl"):  # never half-written
+        data = (repo.path / ".kg" / name).read_bytes()
+        assert kgdir.parse(data, name[:4].rstrip("s"))[1] == []
+    d.stop()
+    no_traceback(d)
