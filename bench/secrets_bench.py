@@ -90,6 +90,8 @@ def main():
             not path.endswith((".py", ".md", ".js", ".html", ".css", ".json", ".toml", ".sh", ".txt"))
             or "secrets_corpus" in path
             or "secrets_hostile" in path
+            or "node_modules" in path
+            or not os.path.isfile(path)
         ):
             continue
         with open(path, encoding="utf-8", errors="replace") as f:
