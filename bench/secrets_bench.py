@@ -19,7 +19,7 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 REPO = os.path.dirname(HERE)
 sys.path[:0] = [REPO, os.path.join(REPO, "tests")]
 
-from kg import secrets  # noqa: E402
+from kg import secretfields, secrets  # noqa: E402
 
 import secrets_corpus as corpus  # noqa: E402
 import secrets_hostile as hostile  # noqa: E402
@@ -117,7 +117,7 @@ def main():
           % (walls[w] * 1000, w, cpus[c] * 1000, c, os.getloadavg()[0]))
     node = {"id": "n", "gist": corpus.near_misses()[0], "notes": corpus.near_misses()[:60], "touches": ["kg/app.py"]}
     print("one clean node of %d chars: %.3f ms" % (sum(len(x) for x in node["notes"]),
-                                                   best_of(lambda: secrets.scan_node(fresh(node)), 20) * 1000))
+                                                   best_of(lambda: secretfields.scan_node(fresh(node)), 20) * 1000))
 
 
 _ids = iter(range(1 << 30))

@@ -24,7 +24,7 @@ import sys
 import time
 from urllib.parse import quote
 
-from . import __version__, model, secrets
+from . import __version__, model, secretfields
 from .client import Api, connect_host, find_daemon, root_lock
 from .console import CommandError, say, warn
 from .diskview import project_graphs, snapshot_graph
@@ -66,7 +66,7 @@ def _held_back(g, label, with_flagged):
     (named by id and field, never the secret) unless the person asks for it (--with-flagged)."""
     flagged = dict(g.flagged)
     progress = g.meta.get("progress") if isinstance(g.meta.get("progress"), dict) else {}
-    tasks = [(t, f) for t, f in ((t, secrets.scan_state(s)) for t, s in sorted(progress.items())) if f]
+    tasks = [(t, f) for t, f in ((t, secretfields.scan_state(s)) for t, s in sorted(progress.items())) if f]
     if not (flagged or g.flagged_edges or tasks) or with_flagged:
         return g.to_obj()
     for nid, (field, hit) in sorted(flagged.items()):
@@ -203,7 +203,7 @@ def _refuse_credentials(g, label, tally):
             tally.add("edges", "refused")
     progress = g.meta.get("progress")
     for task, state in sorted(progress.items()) if isinstance(progress, dict) else ():
-        found = secrets.scan_state(state)
+        found = secretfields.scan_state(state)
         if found is not None:
             warn("%s: task progress refused: %s looks like %s" % (label, found[0], found[1].label))
             del progress[task]

@@ -8,7 +8,7 @@ section 10, kg/secrets.py): `flagged` is kept by refresh / put_edge / recount, r
 node only when its text changed, so reads filter them in O(1) per node.
 """
 
-from . import model, secrets, sharedmeta
+from . import model, secretfields, sharedmeta
 
 
 class Graph:
@@ -63,14 +63,14 @@ class Graph:
         if self._scanned.get(node_id) == texts:
             return
         self._scanned[node_id] = texts
-        found = secrets.scan_node(node)
+        found = secretfields.scan_node(node)
         if found is None:
             self.flagged.pop(node_id, None)
         else:
             self.flagged[node_id] = found
 
     def _scan_edge(self, key, edge):
-        found = secrets.scan_edge(edge) if edge is not None else None
+        found = secretfields.scan_edge(edge) if edge is not None else None
         if found is None:
             self.flagged_edges.pop(key, None)
         else:
@@ -322,7 +322,8 @@ def graph_from_obj(obj, level, project_path=None, slug=None, fallback_ts=0.0):
         g.nodes[node_id] = normalize_node(node_id, raw, versions, fallback_ts)
     edges = obj.get("edges") if isinstance(obj.get("edges"), dict) else {}
     if isinstance(obj.get("edges"), list):
-        edges = {model.edge_key(e.get("from"), e.get("to"), e.get("rel")): e for e in obj["edges"] if isinstance(e, dict)}
+        edges = {model.edge_key(e.get("from"), e.get("to"), e.get("rel")): e
+                 for e in obj["edges"] if isinstance(e, dict)}
     for key, raw in edges.items():
         edge = normalize_edge(key, raw)
         if edge is not None:

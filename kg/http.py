@@ -4,8 +4,8 @@ Rules owned here:
 - ROUTES maps a path to the Handler methods that answer it, per HTTP method: POST / and /mcp are
   MCP (GET / answers a person's browser with a small page, anything else on them 405 with Allow:
   POST); GET /health; /api/... goes to kg/rest.py, which answers its own 404 and 405; GET /ws
-  (kg/ws.py, then kg/feed.py's broadcaster serves it); the viewer's files (kg/viewer.py). Anything else is a JSON 404; a known path with
-  a wrong method is 405 with Allow.
+  (kg/ws.py, then kg/feed.py's broadcaster serves it); the viewer's files (kg/viewer.py). Anything
+  else is a JSON 404; a known path with a wrong method is 405 with Allow.
 - Every request passes kg/guard.py's Policy (Host, Origin, token) before it is routed.
 - Bodies over 4 MiB get 413 without being read (and the connection is closed).
 - Every response is sent in one write with Content-Length (no Nagle stalls on keep-alive).
@@ -231,7 +231,8 @@ class Handler(BaseHTTPRequestHandler):
         """GET /: a person's browser gets a page pointing to /ui; an MCP client gets its 405."""
         if path == "/" and "text/html" in (self.h.get("accept") or "").lower():
             from . import viewer
-            return self.respond(200, body=viewer.front_page(self.h.get("host")), content_type="text/html; charset=utf-8",
+            return self.respond(200, body=viewer.front_page(self.h.get("host")),
+                                content_type="text/html; charset=utf-8",
                                 headers={"Content-Security-Policy": viewer.CSP})
         return self.error(405, MCP_ONLY, {"Allow": "POST"})
 

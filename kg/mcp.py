@@ -9,7 +9,8 @@ Rules owned here (contract section 3; the 2026-07-28 rules from that revision's 
   protocolVersion when it is one of these, otherwise answers 2025-11-25. The
   MCP-Protocol-Version header is tolerated whatever its value (real clients send newer ones);
   JSON-RPC errors of a well-formed request travel with HTTP 200 (the TypeScript SDK treats any
-  other status as a transport failure); a body that is not JSON-RPC at all is 400 (kg/jsonrpc.py). Methods: initialize, ping, tools/list, tools/call, server/discover.
+  other status as a transport failure); a body that is not JSON-RPC at all is 400 (kg/jsonrpc.py).
+  Methods: initialize, ping, tools/list, tools/call, server/discover.
 - Stateless revision 2026-07-28: params._meta must carry the protocol version and the client
   capabilities (else -32602, HTTP 400); over HTTP the headers MCP-Protocol-Version (equal to
   the _meta version), Mcp-Method (equal to the method) and, on tools/call, Mcp-Name (equal to

@@ -281,7 +281,8 @@ class Registry:
             where = "the %s graph" % durables[0].level if level is not None else "the user or project graph"
             raise NotFound("no node %r in %s; kg_search finds ids." % (node_id[:200], where))
         if len(found) > 1:
-            raise Conflict("node %r exists in both the user and the project graph: say which with level." % node_id[:200])
+            raise Conflict("node %r exists in both the user and the project graph: say which with level."
+                           % node_id[:200])
         return found[0]
 
     def edge_end_known(self, g, end):

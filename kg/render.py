@@ -77,7 +77,8 @@ def _graph_lines(title, g, prepared, max_tokens, mode):
         lines.append("(empty)")
     lines.extend(_withheld_lines(g.get("withheld")))
     if again:
-        lines.append("Already in your context (kgd's hooks showed them in this session), gists not repeated: " + ", ".join(again))
+        lines.append("Already in your context (kgd's hooks showed them in this session), gists not repeated: "
+                     + ", ".join(again))
     gist_len, full, id_budget = _MODES[mode]
     full = len(nodes) if full is None else min(full, len(nodes))
     if gist_len is not None and any(n > gist_len for n in prepared[2][:full]):
@@ -217,12 +218,13 @@ def render_nodes(result, limit=NODE_TEXT_LIMIT):
         out.append("%s read but not shown to fit the context (read fewer ids at once): %s%s" % (
             _plural(len(not_shown), "more node"), ", ".join(named), " …" if len(named) < len(not_shown) else ""))
     if result.get("withheld"):
+        which = "this node" if len(result["withheld"]) == 1 else "these nodes"
         out.append("Withheld, %s looks like a credential (kgd never shows one; kg_delete_node removes it): %s" % (
-            "this node" if len(result["withheld"]) == 1 else "these nodes", ", ".join(_id_list(result["withheld"], 2000))))
+            which, ", ".join(_id_list(result["withheld"], 2000))))
     if result["missing"]:
         named = _id_list(result["missing"], 2000)
-        out.append("Not found: %s%s (kg_search finds ids)." % (
-            ", ".join(named), " and %d more" % (len(result["missing"]) - len(named)) if len(named) < len(result["missing"]) else ""))
+        more = len(result["missing"]) - len(named)
+        out.append("Not found: %s%s (kg_search finds ids)." % (", ".join(named), " and %d more" % more if more else ""))
     if not result["nodes"] and not result["missing"] and not result.get("withheld"):
         out.append("Nothing found.")
     text = "\n".join(out).strip()
@@ -286,10 +288,12 @@ def render_sync(r, limit=READ_LIMIT):
         return "No changes from other sessions since your last sync."
     out = ["Changes from other sessions:"]
     if r.get("full_resync"):
-        out.append("The change log did not reach back to your last sync (daemon restarted): this is the whole current graph.")
+        out.append("The change log did not reach back to your last sync (daemon restarted): "
+                   "this is the whole current graph.")
     used = sum(len(x) + 1 for x in out)
     groups = [
-        ("nodes", r["nodes"], lambda n: "node %s (%s, %s): %s" % (n["id"], n["level"], n["state"], clip(n["gist"], 300))),
+        ("nodes", r["nodes"],
+         lambda n: "node %s (%s, %s): %s" % (n["id"], n["level"], n["state"], clip(n["gist"], 300))),
         ("edges", r["edges"], lambda e: "edge (%s): %s" % (e["level"], _edge_line(e))),
         ("deleted nodes", r["deleted_nodes"], lambda d: "deleted node %s (%s)" % (d["id"], d["level"])),
         ("deleted edges", r["deleted_edges"], lambda d: "deleted edge (%s): %s" % (d["level"], _edge_line(d)))]

@@ -11,7 +11,7 @@ write).
 import re
 from urllib.parse import unquote
 
-from . import agents, model, secrets, shared
+from . import agents, model, secretfields, shared
 from .errors import BadInput, KgError, NotFound
 from .jsonrpc import strict_loads
 from .openapi import OPENAPI
@@ -103,7 +103,7 @@ def _full_graph(store, g):
 def _flag(item, found):
     if found is None:
         return item
-    item = secrets.redact_item(item)
+    item = secretfields.redact_item(item)
     item["flagged"] = {"field": found[0], "kind": found[1].kind, "label": found[1].label}
     return item
 

@@ -272,7 +272,8 @@ def _label_assignment(text, m):
     start = m.start("kw") if m.group("kw") == "" else _name_start(text, m.start("kw"))
     name = text[start:m.end("tail")].lower()
     window = text[max(m.start("kw") - 80, 0):m.start("kw")].lower()
-    if len(_group(text, m, "value")) == 40 and ("aws" in name or "aws" in window or "secretaccess" in name.replace("_", "")):
+    aws = "aws" in name or "aws" in window or "secretaccess" in name.replace("_", "")
+    if len(_group(text, m, "value")) == 40 and aws:
         return "aws-secret", "an AWS secret access key"
     if "pass" in name or "pwd" in name:
         return "password", "a password"
@@ -372,7 +373,8 @@ KINDS = (
         _check_slack_webhook, False),
     _token("google", "a Google API key", "AIza", "[A-Za-z0-9_\\-]{35,255}"),
     Kind("sendgrid", "a SendGrid API key", re.compile(
-        r"SG\.(?<![A-Za-z0-9_\-]SG\.)(?P<body>[A-Za-z0-9_\-]{22}\.[A-Za-z0-9_\-]{43})(?![A-Za-z0-9_\-])"), _check_token, False),
+        r"SG\.(?<![A-Za-z0-9_\-]SG\.)(?P<body>[A-Za-z0-9_\-]{22}\.[A-Za-z0-9_\-]{43})"
+        r"(?![A-Za-z0-9_\-])"), _check_token, False),
     Kind("discord-webhook", "a Discord webhook URL", re.compile(
         r"/api/webhooks/[0-9]{17,20}/(?P<body>[A-Za-z0-9_\-]{60,68})"), _check_token, False),
     _token("anthropic", "an Anthropic API key", "sk-ant-", "[A-Za-z0-9_\\-]{30,255}"),
@@ -384,7 +386,8 @@ KINDS = (
         r"eyJ(?<![A-Za-z0-9_\-.]eyJ)(?P<head>[A-Za-z0-9_\-]{4,2000})\.[A-Za-z0-9_\-]{4,8000}\.(?P<sig>[A-Za-z0-9_\-]{16,2000})"),
         _check_jwt, False),
     Kind("url-password", "a URL with a password", re.compile(
-        r"://(?P<user>[^\s/?#@:\"'<>\[\]]{0,128}):(?P<pw>[^\s/?#@\"'<>]{1,256})@(?=[A-Za-z0-9\[_])"), _check_url, False),
+        r"://(?P<user>[^\s/?#@:\"'<>\[\]]{0,128}):(?P<pw>[^\s/?#@\"'<>]{1,256})@(?=[A-Za-z0-9\[_])"),
+        _check_url, False),
     Kind("bearer", "a bearer token", re.compile(
         r"bearer[ \t]{1,4}(?P<value>[a-z0-9._~+/=\-]{16,2000})"), _check_bearer, True),
     Kind("bearer", "a token in an Authorization header", re.compile(
@@ -394,7 +397,8 @@ KINDS = (
         r"value(?<![a-z0-9_]value)[\"']?[ \t]{0,4}[:=][ \t]{0,4}[\"'`]?(?P<value>[^\s\"'`,;<>(){}\[\]]{8,200})"),
         _check_named_value, True),
     Kind("basic-auth", "HTTP basic credentials", re.compile(
-        r"basic[ \t]{1,4}(?<![a-z0-9_]basic[ \t])(?P<value>[a-z0-9+/]{8,2000}={0,2})(?![a-z0-9+/=])"), _check_basic, True),
+        r"basic[ \t]{1,4}(?<![a-z0-9_]basic[ \t])(?P<value>[a-z0-9+/]{8,2000}={0,2})(?![a-z0-9+/=])"),
+        _check_basic, True),
     Kind("password", "a password", re.compile(
         r" -(?P<flag>[pau]|-user)(?P<space>[ \t=]{1,4})?[\"']?(?P<value>[^\s\"'`]{4,200})"), _check_command, True),
 ) + tuple(_assignment(kw) for kw in (
@@ -403,7 +407,8 @@ KINDS = (
 )) + (
     # A command-line flag with a bare value, --db-password VALUE: its name is judged in Python.
     Kind("assigned-secret", None, re.compile(
-        r"--(?<![a-z0-9_\-]--)(?P<kw>)(?=(?P<tail>[a-z][a-z0-9_.\-]{0,39}))(?P=tail)[ \t]{1,4}[\"']?(?P<value>[^\s\"'`,;<>(){}\[\]]{8,200})"),
+        r"--(?<![a-z0-9_\-]--)(?P<kw>)(?=(?P<tail>[a-z][a-z0-9_.\-]{0,39}))(?P=tail)[ \t]{1,4}[\"']?"
+        r"(?P<value>[^\s\"'`,;<>(){}\[\]]{8,200})"),
         _check_assignment, True),
 )
 
@@ -429,7 +434,8 @@ _PERCENT = re.compile(r"%[0-9A-Fa-f]{2}")
 
 def _variants(text):
     """The text as its reader sees it, when it differs: invisible characters dropped and
-    escaped quotes (\\") unescaped, compatibility forms folded (NFKC); then percent-decoded. Each is scanned once more (linear)."""
+    escaped quotes (\\") unescaped, compatibility forms folded (NFKC); then percent-decoded. Each is
+    scanned once more (linear)."""
     plain = text if text.isascii() else _INVISIBLE.sub("", text)  # every invisible one is non-ASCII
     for _ in range(3):  # \" and \\\" (escaped twice): str.replace, far faster than a regex's sub
         if "\\\"" not in plain and "\\'" not in plain:
@@ -479,120 +485,3 @@ def _find(text):
                 return Hit(kind, label, m.start(), m.end())
             rejected.add(key)
     return None
-
-
-# ---- nodes and edges ----
-
-_JOIN = "\n"  # no value, token or name class spans a line break: only a key block crosses two fields
-
-
-def _fields_of_node(node):
-    yield "id", node.get("id")
-    yield "gist", node.get("gist")
-    for i, note in enumerate(node.get("notes") or ()):
-        yield "notes[%d]" % i, note
-    for i, touch in enumerate(node.get("touches") or ()):
-        yield "touches[%d]" % i, touch
-
-
-def _fields_of_edge(edge):
-    yield "from", edge.get("from")
-    yield "to", edge.get("to")
-    yield "rel", edge.get("rel")
-    for i, note in enumerate(edge.get("notes") or ()):
-        yield "edge notes[%d]" % i, note
-
-
-_last_whole = (None, None)  # (text, find's answer): a put scans what was sent, the node, then its graph
-
-
-def _scan(fields):
-    global _last_whole
-    texts = [(name, t) for name, t in fields if isinstance(t, str) and t]
-    joined = _JOIN.join(t for _, t in texts)
-    last = _last_whole
-    whole = last[1] if last[0] == joined else find(joined)  # one pass over the whole: the common case
-    _last_whole = (joined, whole)
-    if whole is None:
-        return None
-    for name, t in texts:
-        hit = find(t)
-        if hit is not None:
-            return name, hit
-    # Found only across fields: a private key pasted one line per note. Named by where it starts.
-    at = 0
-    for name, t in texts:
-        if whole.start < at + len(t) + 1:
-            return name, Hit(whole.kind, whole.label, max(whole.start - at, 0), len(t))
-        at += len(t) + 1
-    return texts[-1][0], whole
-
-
-def scan_state(state):
-    """("state.a.b[2]", Hit) for the first string of a kg_progress state holding a credential,
-    or None. Keys are scanned, and each `"key": "value"` pair as written, so a password under
-    a name ({"db_password": "..."}) is caught like one in a note. No recursion: a state may nest deep."""
-    stack = [("state", state)]
-    while stack:
-        path, value = stack.pop()
-        texts = ()
-        if isinstance(value, str):
-            texts = ((path, value),)
-        elif isinstance(value, dict):
-            pairs = [(k, v) for k, v in value.items() if isinstance(k, str)]
-            texts = [(path, k) for k, _ in pairs] + [
-                ("%s.%s" % (path, k), '"%s": "%s"' % (k, v)) for k, v in pairs if isinstance(v, (str, int, float))]
-            stack.extend(("%s.%s" % (path, k), v) for k, v in reversed(pairs))
-        elif isinstance(value, list):
-            stack.extend(("%s[%d]" % (path, i), v) for i, v in reversed(list(enumerate(value))))
-        for where, t in texts:
-            hit = find(t)
-            if hit is not None:
-                return where, hit
-    return None
-
-
-WITHHELD = "[withheld: %s]"
-
-
-def redact(text, limit=64):
-    """The text with each credential found replaced by WITHHELD and its kind, for a person's
-    own view of a flagged node (so it can be found and deleted without showing the secret)."""
-    out = []
-    for _ in range(limit):
-        hit = find(text)
-        if hit is None:
-            break
-        out.append(text[:hit.start] + WITHHELD % hit.kind)
-        text = text[hit.end:]
-    else:
-        return WITHHELD % "text"
-    return "".join(out) + text
-
-
-def redact_item(item):
-    """A public node or edge (a dict) with every text field redacted; lists copied."""
-    out = dict(item)
-    for key in ("id", "gist", "from", "to", "rel"):
-        if isinstance(out.get(key), str):
-            out[key] = redact(out[key])
-    for key in ("notes", "touches"):
-        if isinstance(out.get(key), list):
-            out[key] = [redact(t) if isinstance(t, str) else t for t in out[key]]
-    return out
-
-
-def scan_node(node):
-    """(field, Hit) for the first field of a node holding a credential, or None."""
-    return _scan(_fields_of_node(node))
-
-
-def scan_edge(edge):
-    """(field, Hit) for the first field of an edge holding a credential, or None."""
-    return _scan(_fields_of_edge(edge))
-
-
-def refusal(field, hit):
-    """The refusal an agent reads: the field and the kind, never the secret."""
-    return ("%s looks like %s: save where the secret lives (e.g. \"in .env as GITHUB_TOKEN\"), "
-            "not the secret. Nothing was written." % (field, hit.label))

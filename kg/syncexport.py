@@ -13,9 +13,9 @@ Rules owned here:
   are already equal. Unlike a `.kg/` (where a branch switch takes lines away), only a tombstone
   removes knowledge here: a line missing from the file is written again from memory.
 - The store's lock is held only to take a graph's dicts (not their nodes) and to apply what the
-  folder brought; nodes are copied, files read, merged and written outside it. A key that changed in memory meanwhile is left for
-  the next pass. What the folder brings goes through the store's one write path (kg_sync, the
-  live feed and compaction see it as another session's change).
+  folder brought; nodes are copied, files read, merged and written outside it. A key that changed
+  in memory meanwhile is left for the next pass. What the folder brings goes through the store's
+  one write path (kg_sync, the live feed and compaction see it as another session's change).
 - Nothing holding a credential is written here: a node or edge the secrets gate flagged
   (Graph.flagged, kg/secrets.py) is skipped and logged once, its base left as it was, and its
   personal line left out.

@@ -12,8 +12,9 @@ import threading
 import time
 
 import pytest
-from helpers import clean_env, start
 from test_e2e_remote import Machine, git
+
+from helpers import clean_env, start
 
 pytestmark = [pytest.mark.e2e, pytest.mark.skipif(shutil.which("git") is None, reason="git is not installed")]
 

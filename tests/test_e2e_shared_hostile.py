@@ -12,10 +12,11 @@ import threading
 import time
 
 import pytest
-from helpers import git_env, run_kgd, start
-from test_e2e_shared import Repo, put, read_ids, share, team, wait_for  # noqa: F401 (a fixture)
+from test_e2e_shared import Repo, put, read_ids, share, team, wait_for  # noqa: F401, F811 (a fixture)
 
 from kg import kgdir
+
+from helpers import git_env, run_kgd, start
 
 pytestmark = [pytest.mark.e2e, pytest.mark.skipif(shutil.which("git") is None, reason="git is not installed")]
 
@@ -65,8 +66,10 @@ def test_hostile_lines_load_the_rest_and_hide_the_secret(make_daemon, repo, tmp_
              line(id="notes-dict", notes={"a": 1}),
              line(id="nul\x00id"), line(id="new\nline"), line(id="x" * 10240),
              line(id="../../etc/passwd", gist="an id is a name, never a path"),
-             line(id="lone-\ud800-surrogate"), b'{"id":"esc-\\ud800","gist":"g","notes":[],"touches":[],"created":1,"changed":1}',
-             b'{"id":"esc-gist","gist":"\\udfff","notes":["\\ud83d"],"touches":[],"created":1,"changed":1}', line(id="ok", gist="lone \udfff in a gist"),
+             line(id="lone-\ud800-surrogate"),
+             b'{"id":"esc-\\ud800","gist":"g","notes":[],"touches":[],"created":1,"changed":1}',
+             b'{"id":"esc-gist","gist":"\\udfff","notes":["\\ud83d"],"touches":[],"created":1,"changed":1}',
+             line(id="ok", gist="lone \udfff in a gist"),
              line(id="t-str", changed="1700000000"), line(id="t-neg", changed=-5), line(id="t-big", changed=1e300),
              b'{"id":"t-nan","gist":"g","notes":[],"touches":[],"created":1,"changed":NaN}',
              b'{"id":"deep","gist":' + b"[" * 100000 + b"]" * 100000 + b"}",
@@ -311,7 +314,8 @@ def test_a_merge_left_in_conflict_then_aborted(make_daemon, repo, tmp_path):
     no_traceback(d)
 
 
-def test_two_clones_write_one_node_concurrently_and_converge_to_identical_bytes(make_daemon, team, tmp_path):
+def test_two_clones_write_one_node_concurrently_and_converge_to_identical_bytes(
+        make_daemon, team, tmp_path):  # noqa: F811 (team: the fixture imported above)
     a_repo, b_repo = team
     a, b = make_daemon(tmp_path / "root-a"), make_daemon(tmp_path / "root-b")
     sa = start(a, a_repo.path)["session_id"]

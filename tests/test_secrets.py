@@ -10,7 +10,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from kg import secrets
+from kg import secretfields, secrets
 
 import secrets_corpus as corpus
 import secrets_hostile as hostile
@@ -86,7 +86,7 @@ def test_the_refusal_names_field_and_kind_never_the_secret():
     for _, text in CREDENTIALS:
         hit = secrets.find(text)
         assert hit.label in LABELS
-        message = secrets.refusal("notes[2]", hit)
+        message = secretfields.refusal("notes[2]", hit)
         assert message == ('notes[2] looks like %s: save where the secret lives (e.g. "in .env as GITHUB_TOKEN"), '
                            "not the secret. Nothing was written." % hit.label)
         assert text[hit.start:hit.end] not in message
@@ -114,7 +114,7 @@ def _secret(kind="github"):
     (lambda s: {"id": "n", "gist": "g", "touches": [s, "src/app.py"]}, "touches[0]"),
 ])
 def test_scan_node_names_the_field(where, field):
-    found = secrets.scan_node(where(_secret()))
+    found = secretfields.scan_node(where(_secret()))
     assert found is not None and found[0] == field and found[1].kind == "github"
 
 
@@ -125,22 +125,22 @@ def test_scan_node_names_the_field(where, field):
     (lambda s: {"from": "a", "to": "b", "rel": "r", "notes": ["ok", s]}, "edge notes[1]"),
 ])
 def test_scan_edge_names_the_field(where, field):
-    found = secrets.scan_edge(where(_secret("jwt")))
+    found = secretfields.scan_edge(where(_secret("jwt")))
     assert found is not None and found[0] == field and found[1].kind == "jwt"
 
 
 def test_clean_node_and_edge_pass():
     node = {"id": "auth-flow", "gist": NEAR_MISSES[0], "notes": NEAR_MISSES[:40], "touches": ["kg/guard.py"]}
-    assert secrets.scan_node(node) is None
-    assert secrets.scan_edge({"from": "a", "to": "kg/guard.py", "rel": "uses", "notes": NEAR_MISSES[40:]}) is None
+    assert secretfields.scan_node(node) is None
+    assert secretfields.scan_edge({"from": "a", "to": "kg/guard.py", "rel": "uses", "notes": NEAR_MISSES[40:]}) is None
 
 
 def test_no_match_runs_from_one_field_into_the_next():
     """Fields are scanned joined once (the fast path); a value must not absorb the next field,
     where a placeholder word would hide it."""
     password = next(t for k, t in CREDENTIALS if k == "password" and t.startswith("DB_PASSWORD="))
-    assert secrets.scan_node({"id": "n", "gist": "g", "notes": [password, "your-token-here"]})[0] == "notes[0]"
-    assert secrets.scan_node({"id": "n", "gist": "password=", "notes": ["Tr0ub4dor&3xq"]}) is None
+    assert secretfields.scan_node({"id": "n", "gist": "g", "notes": [password, "your-token-here"]})[0] == "notes[0]"
+    assert secretfields.scan_node({"id": "n", "gist": "password=", "notes": ["Tr0ub4dor&3xq"]}) is None
 
 
 # ---------------------------------------------------------------- judging values

@@ -12,7 +12,7 @@ import os
 
 import pytest
 
-from kg import hooks, secrets
+from kg import hooks, secretfields, secrets
 from kg.errors import SecretRefused
 
 import secrets_corpus as corpus
@@ -147,8 +147,8 @@ def test_flagged_set_follows_put_and_delete_and_rescans_only_changed_text(senv, 
     store.put_node(None, "user", "n", "g", notes=["in the vault"])
     assert "n" not in store.user.flagged
     calls = []
-    real = secrets.scan_node
-    monkeypatch.setattr(secrets, "scan_node", lambda node: calls.append(node["id"]) or real(node))
+    real = secretfields.scan_node
+    monkeypatch.setattr(secretfields, "scan_node", lambda node: calls.append(node["id"]) or real(node))
     with store.lock:
         for _ in range(3):
             store.user.refresh("n")  # recency, promotion, compaction: no text changed
@@ -363,7 +363,7 @@ def test_progress_deeply_nested_is_scanned_without_recursion(senv):
     deep = [GITHUB]
     for _ in range(5000):
         deep = [deep]
-    assert secrets.scan_state({"deep": deep})[1].kind == "github"
+    assert secretfields.scan_state({"deep": deep})[1].kind == "github"
     store = senv.open()
     with pytest.raises(SecretRefused):
         store.progress(None, "t", {"a": [[[{"b": [GITHUB]}]]]}, has_state=True)
@@ -414,7 +414,7 @@ def test_the_viewers_graph_marks_a_flagged_node_and_withholds_its_text(senv):
     "%67hp_" + GITHUB[4:],  # found only percent-decoded: the whole text is withheld
 ])
 def test_redact_leaves_no_secret(text):
-    out = secrets.redact(text)
+    out = secretfields.redact(text)
     assert secrets.find(out) is None and "[withheld: " in out
 
 

@@ -6,7 +6,7 @@ import re
 
 import pytest
 
-from kg import secrets, triggers
+from kg import secretfields, secrets, triggers
 
 import secrets_corpus as corpus
 import secrets_hostile as hostile
@@ -117,10 +117,10 @@ def test_the_same_text_scanned_again_is_not_searched_again(monkeypatch):
     # A put scans what was sent, then the node, then its graph does: one search of the same text.
     calls = []
     real = secrets.find
-    monkeypatch.setattr(secrets, "find", lambda t: calls.append(t) or real(t))
+    monkeypatch.setattr(secretfields, "find", lambda t: calls.append(t) or real(t))
     node = {"id": "n-%x" % random.getrandbits(64), "gist": "the retry path", "notes": ["uses backoff"], "touches": []}
-    assert secrets.scan_node(node) is None and secrets.scan_node(dict(node)) is None
+    assert secretfields.scan_node(node) is None and secretfields.scan_node(dict(node)) is None
     assert len(calls) == 1
     node["notes"] = ["uses the token " + "Kp3vT8rWq2LmN5bY7cJdX4"]
-    assert secrets.scan_node(node) == secrets.scan_node(node)
+    assert secretfields.scan_node(node) == secretfields.scan_node(node)
     assert len(calls) == 1 + 1 + 3 + 3  # the whole text once; the fields, to name the one that holds it
