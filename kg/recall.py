@@ -329,17 +329,41 @@ class _Word(collections.namedtuple("_Word", "word rarity rare")):
     __slots__ = ()
 
 
-class _Acc:
-    """What one node gathered from a prompt: its score, the words it matched, whether one was in
-    its id or gist (head), whether it clears the bar alone (a rare id word, or its id named)."""
+class _Tally:
+    """What the nodes of one index gathered from a prompt: score and words matched per node, the
+    nodes that matched a word of their id or gist (head), and those that clear the bar alone
+    (strong: a rare word of their id, or their id named)."""
     __slots__ = ("score", "matched", "head", "strong")
 
     def __init__(self):
-        self.score, self.matched, self.head, self.strong = 0.0, 0, False, False
+        self.score, self.matched, self.head, self.strong = {}, {}, set(), set()
 
-    def clears(self):
-        return self.strong or (self.matched >= 2 and self.score >= MIN_SCORE
-                               and (self.head or self.score >= STRONG_SCORE))
+    def add_words(self, ix, qwords):
+        score, matched, head, strong, post = self.score, self.matched, self.head, self.strong, ix.post
+        for word, rarity, rare in qwords:
+            for nid, wt in post.get(word, {}).items():
+                score[nid] = score.get(nid, 0.0) + rarity * wt
+                matched[nid] = matched.get(nid, 0) + 1
+                if wt >= HEAD_WEIGHT:
+                    head.add(nid)
+                    if rare and wt == ID_WEIGHT:
+                        strong.add(nid)
+
+    def add_names(self, ix, named):
+        """A node whose id the prompt names (3 characters or more) clears the bar."""
+        for name in named:
+            nid = ix.ids.get(name)
+            if nid is not None and len(name) >= 3:
+                self.score[nid] = self.score.get(nid, 0.0) + ID_BONUS
+                self.matched.setdefault(nid, 0)
+                self.strong.add(nid)
+
+    def clearing(self):
+        """(id, score, words matched) of the nodes over the bar, in the order they first matched."""
+        matches, head, strong = self.matched, self.head, self.strong
+        return [(nid, score, matches[nid]) for nid, score in self.score.items()
+                if nid in strong or (matches[nid] >= 2 and score >= MIN_SCORE
+                                     and (nid in head or score >= STRONG_SCORE))]
 
 
 def prompt_hits(indexes, text, exclude=(), limit=5):
@@ -353,10 +377,11 @@ def prompt_hits(indexes, text, exclude=(), limit=5):
     named = {m.lower().strip(".") for m in _IDENT.findall(text)}
     out = []
     for level, ix in indexes:
-        acc = _gather(ix, qwords)
-        _name_bonus(ix, acc, named)
-        out.extend(Hit(round(a.score, 4), level, nid, a.matched) for nid, a in acc.items()
-                   if a.clears() and node_key(level, nid) not in exclude)
+        tally = _Tally()
+        tally.add_words(ix, qwords)
+        tally.add_names(ix, named)
+        out.extend(Hit(round(score, 4), level, nid, matched) for nid, score, matched in tally.clearing()
+                   if node_key(level, nid) not in exclude)
     out.sort(key=lambda h: (-h.score, h.level != "project", h.id))
     return out[:limit]
 
@@ -373,35 +398,6 @@ def _counted_words(indexes, text, total):
         idf = math.log(1 + total / df)
         out.append(_Word(w, idf / idf_max, idf >= SINGLE_IDF))
     return out
-
-
-def _gather(ix, qwords):
-    """nid -> _Acc for the nodes of one index holding any of the words."""
-    acc = {}
-    for q in qwords:
-        for nid, wt in ix.post.get(q.word, {}).items():
-            a = acc.get(nid)
-            if a is None:
-                a = acc[nid] = _Acc()
-            a.score += q.rarity * wt
-            a.matched += 1
-            if wt >= HEAD_WEIGHT:
-                a.head = True
-                if q.rare and wt == ID_WEIGHT:
-                    a.strong = True
-    return acc
-
-
-def _name_bonus(ix, acc, named):
-    """A node whose id the prompt names (3 characters or more) clears the bar."""
-    for name in named:
-        nid = ix.ids.get(name)
-        if nid is not None and len(name) >= 3:
-            a = acc.get(nid)
-            if a is None:
-                a = acc[nid] = _Acc()
-            a.score += ID_BONUS
-            a.strong = True
 
 
 def file_hits(indexes, path, root=None, exclude=(), limit=3):
