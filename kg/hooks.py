@@ -325,6 +325,7 @@ class _Preload:
     crumbs: level -> ids listed without gists, shown: how many of them fit."""
 
     __slots__ = ("session", "head", "graphs", "room", "ordered", "taken", "used", "crumbs", "shown")
+    TAIL_ROOM = 400  # characters kept for the closing line (what was left out)
 
     def __init__(self, mem, session, orders):
         self.session = session
@@ -333,7 +334,7 @@ class _Preload:
         if orders is None or orders[0] != mem.store.log.seq or set(orders[1]) != set(self.graphs):
             orders = (None, {lv: _value_order(g) for lv, g in self.graphs.items()})
         self.ordered = {lv: list(orders[1].get(lv, ())) for lv in _LEVELS}
-        self.room = PRELOAD_LIMIT - sum(len(x) + 1 for x in self.head) - 400 - 80  # 400: the tail
+        self.room = PRELOAD_LIMIT - sum(len(x) + 1 for x in self.head) - self.TAIL_ROOM - 80
 
     def keep_worth(self, now):
         """Knowledge used on many occasions keeps a share of each level's room (kg/value.py)."""
