@@ -308,56 +308,93 @@ def _preload(mem, session, orders=None):
     take the room but a CRUMB_SHARE of it, each level half of that (what one leaves goes to the
     other); the rest lists, ids only, the active nodes left out and the archived ones: a crumb
     costs a tenth of a gist line and one kg_read id=... brings its node back."""
-    head = _usage(session.id)
-    graphs = {g.level: g for g in mem.graphs(session)}
-    levels = ("user", "project")
-    if orders is None or orders[0] != mem.store.log.seq or set(orders[1]) != set(graphs):
-        orders = (None, {lv: _value_order(g) for lv, g in graphs.items()})
-    ordered = {lv: list(orders[1].get(lv, ())) for lv in levels}
-    tail_room = 400
-    room = PRELOAD_LIMIT - sum(len(x) + 1 for x in head) - tail_room - 80
-    num, den = CRUMB_SHARE
+    p = _Preload(mem, session, orders)
+    p.keep_worth(mem.now())
+    p.take_gists()
+    p.take_crumbs()
+    return p.text(), p.keys(), p.stats()
 
-    def gist_line(level, nid):
-        return "- %s: %s" % (nid, recall.clip(graphs[level].nodes[nid].get("gist", ""), PRELOAD_GIST))
 
-    now = mem.now()
-    for lv in levels:  # knowledge used on many occasions keeps a share of each level's room
-        if lv in graphs:
-            g = graphs[lv]
-            ordered[lv] = value.reserve(g, ordered[lv], lambda nid, g=g: _gist_cost(g, nid), _level_room(session), now)
+_LEVELS = ("user", "project")
+_TITLES = (("user", "User knowledge (all projects)"), ("project", "Project knowledge"))
 
-    used = {lv: 0 for lv in levels}
-    taken = _share(room - room * num // den, ordered, lambda lv, nid: len(gist_line(lv, nid)) + 1, used)
-    lines = {lv: [gist_line(lv, nid) for nid in ordered[lv][:taken[lv]]] for lv in levels}
-    crumbs = {lv: _crumb_order(graphs[lv], ordered[lv][taken[lv]:]) if lv in graphs else [] for lv in levels}
-    head_len = len(CRUMB_HEAD) + 2
-    spent = {lv: used[lv] + (head_len if crumbs[lv] else 0) for lv in levels}
-    shown = _share(room - sum(spent.values()), crumbs, lambda lv, nid: len(nid) + 2,
-                   {lv: 0 for lv in levels})
-    body = []
-    for lv, title in (("user", "User knowledge (all projects)"), ("project", "Project knowledge")):
-        if lv == "project" and lv not in graphs:
-            continue
-        body.append("")
-        body.append("## %s, most valuable first:" % title)
-        body.extend(lines[lv] or ["(nothing yet)"])
-        if shown[lv]:
-            body.append(CRUMB_HEAD + ", ".join(crumbs[lv][:shown[lv]]))
-    left = {lv: len(ordered[lv]) - taken[lv] for lv in ordered}
-    archived = sum(len(g.by_state[model.ARCHIVED]) + len(g.by_state[model.ORPHANED]) for g in graphs.values())
-    n_edges = sum(len(g.edges) for g in graphs.values())
-    tail = "Left out here: %d more active user nodes, %d more active project nodes, %d archived or orphaned " \
-           "nodes, %d edges, all notes; kg_read session_id=%s lists the whole active graph, kg_read id=... a " \
-           "node in full, kg_search query=... finds any of them." % (
-               left["user"], left["project"], archived, n_edges, session.id)
-    text = "\n".join(head + body + ["", tail])
-    if len(text) > PRELOAD_LIMIT:  # long ids can outgrow the estimate: never past the limit
-        text = text[:PRELOAD_LIMIT - 60] + "\n… cut to fit; kg_read gives the rest."
-    keys = ["%s:%s" % (lv, nid) for lv in levels for nid in ordered[lv][:taken[lv]]]
-    stats = {"shown": taken["user"] + taken["project"], "user": taken["user"], "project": taken["project"],
-             "active": len(ordered["user"]) + len(ordered["project"])}
-    return text, keys, stats
+
+class _Preload:
+    """A preload being laid out, one step at a time. ordered: level -> active ids, best first;
+    taken: level -> how many of them get a gist line (used: the characters those cost);
+    crumbs: level -> ids listed without gists, shown: how many of them fit."""
+
+    __slots__ = ("session", "head", "graphs", "room", "ordered", "taken", "used", "crumbs", "shown")
+    TAIL_ROOM = 400  # characters kept for the closing line (what was left out)
+
+    def __init__(self, mem, session, orders):
+        self.session = session
+        self.head = _usage(session.id)
+        self.graphs = {g.level: g for g in mem.graphs(session)}
+        if orders is None or orders[0] != mem.store.log.seq or set(orders[1]) != set(self.graphs):
+            orders = (None, {lv: _value_order(g) for lv, g in self.graphs.items()})
+        self.ordered = {lv: list(orders[1].get(lv, ())) for lv in _LEVELS}
+        self.room = PRELOAD_LIMIT - sum(len(x) + 1 for x in self.head) - self.TAIL_ROOM - 80
+
+    def keep_worth(self, now):
+        """Knowledge used on many occasions keeps a share of each level's room (kg/value.py)."""
+        for lv in _LEVELS:
+            g = self.graphs.get(lv)
+            if g is not None:
+                self.ordered[lv] = value.reserve(g, self.ordered[lv], lambda nid, g=g: _gist_cost(g, nid),
+                                                 _level_room(self.session), now)
+
+    def gist_line(self, level, nid):
+        return "- %s: %s" % (nid, recall.clip(self.graphs[level].nodes[nid].get("gist", ""), PRELOAD_GIST))
+
+    def take_gists(self):
+        num, den = CRUMB_SHARE
+        self.used = {lv: 0 for lv in _LEVELS}
+        self.taken = _share(self.room - self.room * num // den, self.ordered,
+                            lambda lv, nid: len(self.gist_line(lv, nid)) + 1, self.used)
+
+    def gists(self, level):
+        return self.ordered[level][:self.taken[level]]
+
+    def take_crumbs(self):
+        """Ids of what the gists left out, in the room they left (each level's list has a head)."""
+        self.crumbs = {lv: _crumb_order(self.graphs[lv], self.ordered[lv][self.taken[lv]:])
+                       if lv in self.graphs else [] for lv in _LEVELS}
+        spent = sum(self.used[lv] + (len(CRUMB_HEAD) + 2 if self.crumbs[lv] else 0) for lv in _LEVELS)
+        self.shown = _share(self.room - spent, self.crumbs, lambda lv, nid: len(nid) + 2, {lv: 0 for lv in _LEVELS})
+
+    def body(self):
+        body = []
+        for lv, title in _TITLES:
+            if lv == "project" and lv not in self.graphs:
+                continue
+            body.extend(["", "## %s, most valuable first:" % title])
+            body.extend([self.gist_line(lv, nid) for nid in self.gists(lv)] or ["(nothing yet)"])
+            if self.shown[lv]:
+                body.append(CRUMB_HEAD + ", ".join(self.crumbs[lv][:self.shown[lv]]))
+        return body
+
+    def tail(self):
+        left = {lv: len(self.ordered[lv]) - self.taken[lv] for lv in _LEVELS}
+        graphs = self.graphs.values()
+        archived = sum(len(g.by_state[model.ARCHIVED]) + len(g.by_state[model.ORPHANED]) for g in graphs)
+        return "Left out here: %d more active user nodes, %d more active project nodes, %d archived or " \
+               "orphaned nodes, %d edges, all notes; kg_read session_id=%s lists the whole active graph, " \
+               "kg_read id=... a node in full, kg_search query=... finds any of them." % (
+                   left["user"], left["project"], archived, sum(len(g.edges) for g in graphs), self.session.id)
+
+    def text(self):
+        text = "\n".join(self.head + self.body() + ["", self.tail()])
+        if len(text) > PRELOAD_LIMIT:  # long ids can outgrow the estimate: never past the limit
+            text = text[:PRELOAD_LIMIT - 60] + "\n… cut to fit; kg_read gives the rest."
+        return text
+
+    def keys(self):
+        return ["%s:%s" % (lv, nid) for lv in _LEVELS for nid in self.gists(lv)]
+
+    def stats(self):
+        return {"shown": self.taken["user"] + self.taken["project"], "user": self.taken["user"],
+                "project": self.taken["project"], "active": len(self.ordered["user"]) + len(self.ordered["project"])}
 
 
 def _continuity(mem, session, since):

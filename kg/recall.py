@@ -20,6 +20,7 @@ Rules owned here:
   its note, then with its gist clipped) before the list stops.
 """
 
+import collections
 import math
 import re
 
@@ -139,10 +140,20 @@ def _node_weights(node):
     return weights
 
 
+class _Sig(collections.namedtuple("_Sig", "gist notes touches weights")):
+    """The text one node was indexed from, and the word -> weight it gave."""
+    __slots__ = ()
+
+    def same_text(self, node):
+        return (self.gist == node.get("gist", "") and self.notes == node.get("notes", ())
+                and self.touches == node.get("touches", ()))
+
+
 class Index:
     """Words and file names of one graph's nodes (every state). post: word -> {id: weight}
     (df = its length); files: last path component -> {(components, id)} from touches, efiles the
-    same from edge ends; urls / eurls: normalised url -> ids; ids: lower-cased id -> id.
+    same from edge ends; urls / eurls: normalised url -> ids; ids: lower-cased id -> id; sig:
+    id -> _Sig (what the node was indexed from).
     Given `prev` (an older index of the same graph, which this one takes over), only nodes whose
     gist, notes or touches changed are tokenised again, so a rebuild after a write is cheap, and
     one after a read (the store's reset after recency or a promotion) cheaper still. The store
@@ -170,29 +181,33 @@ class Index:
             self._edges(nodes, edges)
 
     def _nodes(self, nodes, old):
-        post, sig, get = self.post, self.sig, self.sig.get
-        for nid in [i for i in sig if i not in nodes]:
+        for nid in [i for i in self.sig if i not in nodes]:
             self._drop(nid)
+        get = self.sig.get
         for nid, node in nodes.items():
             if old.get(nid) is node:
                 continue
             prev = get(nid)
-            gist, notes, touches = node.get("gist", ""), node.get("notes", ()), node.get("touches", ())
             if prev is not None:
-                if prev[0] == gist and prev[1] == notes and prev[2] == touches:
+                if prev.same_text(node):
                     continue  # same text in a new dict (a put of other fields, a reload)
                 self._drop(nid)
-            weights = _node_weights(node)
-            for w, wt in weights.items():
-                p = post.get(w)
-                if p is None:
-                    post[w] = {nid: wt}
-                else:
-                    p[nid] = wt
-            sig[nid] = (gist, notes, touches, weights)
-            self.ids.setdefault(nid.lower(), nid)
-            for t in touches:
-                _add_target(self.files, self.urls, t, nid)
+            self._add(nid, node)
+
+    def _add(self, nid, node):
+        post = self.post
+        weights = _node_weights(node)
+        for w, wt in weights.items():
+            p = post.get(w)
+            if p is None:
+                post[w] = {nid: wt}
+            else:
+                p[nid] = wt
+        touches = node.get("touches", ())
+        self.sig[nid] = _Sig(node.get("gist", ""), node.get("notes", ()), touches, weights)
+        self.ids.setdefault(nid.lower(), nid)
+        for t in touches:
+            _add_target(self.files, self.urls, t, nid)
 
     def _edges(self, nodes, edges):
         efiles, eurls = {}, {}
@@ -207,7 +222,7 @@ class Index:
 
     def _drop(self, nid):
         s = self.sig.pop(nid)
-        for w in s[3]:
+        for w in s.weights:
             p = self.post.get(w)
             if p is not None:
                 p.pop(nid, None)
@@ -215,7 +230,7 @@ class Index:
                     del self.post[w]
         if self.ids.get(nid.lower()) == nid:
             del self.ids[nid.lower()]
-        for t in s[2]:
+        for t in s.touches:
             _drop_target(self.files, self.urls, t, nid)
 
     def df(self, word):
@@ -309,52 +324,80 @@ class Hit:
         return "Hit(%.3f, %s, %s)" % (self.score, self.level, self.id)
 
 
+class _Word(collections.namedtuple("_Word", "word rarity rare")):
+    """A prompt word that counts: its rarity (idf / idf_max) and whether it is rare alone."""
+    __slots__ = ()
+
+
+class _Tally:
+    """What the nodes of one index gathered from a prompt: score and words matched per node, the
+    nodes that matched a word of their id or gist (head), and those that clear the bar alone
+    (strong: a rare word of their id, or their id named)."""
+    __slots__ = ("score", "matched", "head", "strong")
+
+    def __init__(self):
+        self.score, self.matched, self.head, self.strong = {}, {}, set(), set()
+
+    def add_words(self, ix, qwords):
+        score, matched, head, strong, post = self.score, self.matched, self.head, self.strong, ix.post
+        for word, rarity, rare in qwords:
+            for nid, wt in post.get(word, {}).items():
+                score[nid] = score.get(nid, 0.0) + rarity * wt
+                matched[nid] = matched.get(nid, 0) + 1
+                if wt >= HEAD_WEIGHT:
+                    head.add(nid)
+                    if rare and wt == ID_WEIGHT:
+                        strong.add(nid)
+
+    def add_names(self, ix, named):
+        """A node whose id the prompt names (3 characters or more) clears the bar."""
+        for name in named:
+            nid = ix.ids.get(name)
+            if nid is not None and len(name) >= 3:
+                self.score[nid] = self.score.get(nid, 0.0) + ID_BONUS
+                self.matched.setdefault(nid, 0)
+                self.strong.add(nid)
+
+    def clearing(self):
+        """(id, score, words matched) of the nodes over the bar, in the order they first matched."""
+        matches, head, strong = self.matched, self.head, self.strong
+        return [(nid, score, matches[nid]) for nid, score in self.score.items()
+                if nid in strong or (matches[nid] >= 2 and score >= MIN_SCORE
+                                     and (nid in head or score >= STRONG_SCORE))]
+
+
 def prompt_hits(indexes, text, exclude=(), limit=5):
     """Nodes that clear the bar for a prompt, best first: [Hit]. indexes: [(level, Index)];
     exclude: "level:id" keys already shown. Words held by more than COMMON_SHARE of the nodes
     (and more than COMMON_MIN) are too weak to count, and skipping them keeps a prompt cheap."""
-    qwords = list(dict.fromkeys(words(text)))[:64]
     total = sum(ix.n for _, ix in indexes)
     if not total:
         return []
+    qwords = _counted_words(indexes, text, total)
+    named = {m.lower().strip(".") for m in _IDENT.findall(text)}
+    out = []
+    for level, ix in indexes:
+        tally = _Tally()
+        tally.add_words(ix, qwords)
+        tally.add_names(ix, named)
+        out.extend(Hit(round(score, 4), level, nid, matched) for nid, score, matched in tally.clearing()
+                   if node_key(level, nid) not in exclude)
+    out.sort(key=lambda h: (-h.score, h.level != "project", h.id))
+    return out[:limit]
+
+
+def _counted_words(indexes, text, total):
+    """The prompt's first 64 distinct words that count, with their rarity over every index."""
     idf_max = math.log(1 + total)
     common = max(COMMON_MIN, COMMON_SHARE * total)
-    accs = [(level, ix, {}) for level, ix in indexes]
-    for w in qwords:
+    out = []
+    for w in list(dict.fromkeys(words(text)))[:64]:
         df = sum(ix.df(w) for _, ix in indexes)
         if not df or df > common:
             continue
         idf = math.log(1 + total / df)
-        rarity = idf / idf_max
-        rare = idf >= SINGLE_IDF
-        for level, ix, acc in accs:
-            for nid, wt in ix.post.get(w, {}).items():
-                a = acc.get(nid)
-                if a is None:
-                    a = acc[nid] = [0.0, 0, False, False]
-                a[0] += rarity * wt
-                a[1] += 1
-                if wt >= HEAD_WEIGHT:
-                    a[2] = True
-                    if rare and wt == ID_WEIGHT:
-                        a[3] = True
-    named = None
-    out = []
-    for level, ix, acc in accs:
-        if named is None:
-            named = {m.lower().strip(".") for m in _IDENT.findall(text)}
-        for name in named:
-            nid = ix.ids.get(name)
-            if nid is not None and len(name) >= 3:
-                a = acc.setdefault(nid, [0.0, 0, False, False])
-                a[0] += ID_BONUS
-                a[3] = True
-        for nid, (score, matched, head, strong) in acc.items():
-            if strong or (matched >= 2 and score >= MIN_SCORE and (head or score >= STRONG_SCORE)):
-                if node_key(level, nid) not in exclude:
-                    out.append(Hit(round(score, 4), level, nid, matched))
-    out.sort(key=lambda h: (-h.score, h.level != "project", h.id))
-    return out[:limit]
+        out.append(_Word(w, idf / idf_max, idf >= SINGLE_IDF))
+    return out
 
 
 def file_hits(indexes, path, root=None, exclude=(), limit=3):
