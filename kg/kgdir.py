@@ -9,7 +9,9 @@ Rules owned here (format 1):
   are Unix seconds rounded to milliseconds. Same records, same bytes: one put is a one-line diff.
 - A record's stamp is a short hash of its canonical line (what reconcile compares).
 - The files are untrusted: a file over MAX_FILE bytes, a line over MAX_LINE bytes, a line that is
-  not JSON, or a record outside contract 3's bounds (kg/model.py) is reported and skipped.
+  not JSON, or a record outside contract 3's bounds (kg/model.py) is reported and skipped. At most
+  MAX_RECORDS[kind] lines of a file are read (a real project is far below); the lines past it are
+  reported and skipped, and a file so cut is never written back by kgd (kg/shared.py).
   Lines of git conflict markers are skipped and the versions between them are all read; a
   leading UTF-8 byte order mark (an editor's) is ignored, and CR before LF too.
 - ONE merge rule (merge_versions), used whenever one key has several lines: the latest `changed`
@@ -33,6 +35,7 @@ NODES_FILE = "nodes.jsonl"
 EDGES_FILE = "edges.jsonl"
 MAX_FILE = 64 * 1024 * 1024
 MAX_LINE = 1024 * 1024
+MAX_RECORDS = {"node": 20000, "edge": 40000}  # lines read per file: loading them holds the store lock ~2 s
 MAX_TS = 1e11  # year 5138: a later time is a hostile line that would win every merge
 TOMBSTONE_KEEP_S = 365 * 86400.0
 MAX_PROBLEMS = 20  # problems listed per file; the rest are counted
@@ -227,21 +230,23 @@ def parse(data, kind):
     """({key: record}, [problem]) from the bytes of nodes.jsonl (kind "node") or edges.jsonl
     ("edge"). Never raises on bad content: what cannot be read is reported and skipped; several
     lines of one key are merged by merge_versions."""
-    records, problems, _ = _parse(data, kind, {}, None)
+    records, problems, _, _ = _parse(data, kind, {}, None)
     return records, problems
 
 
 class Reader:
     """Parses one file again and again, reading only the lines it has not seen (a pull changes
-    a few lines of a large file). parse() also gives each record's stamp: key -> stamp."""
+    a few lines of a large file). parse() also gives each record's stamp: key -> stamp. `cut`
+    says the last file parsed held more than MAX_RECORDS lines (only the first were read)."""
 
     def __init__(self, kind):
         self.kind = kind
         self.lines = {}  # line -> (record, stamp), for the lines of the last parse
+        self.cut = False
 
     def parse(self, data):
         fresh = {}
-        records, problems, stamps = _parse(data, self.kind, self.lines, fresh)
+        records, problems, stamps, self.cut = _parse(data, self.kind, self.lines, fresh)
         self.lines = fresh
         return records, problems, stamps
 
@@ -250,17 +255,22 @@ def _parse(data, kind, known, fresh):
     name = NODES_FILE if kind == "node" else EDGES_FILE
     problems, stamps = [], {}
     if data is None:
-        return {}, problems, stamps
+        return {}, problems, stamps, False
     if len(data) > MAX_FILE:
-        return {}, ["%s is %d bytes; the limit is %d: not loaded" % (name, len(data), MAX_FILE)], stamps
+        return {}, ["%s is %d bytes; the limit is %d: not loaded" % (name, len(data), MAX_FILE)], stamps, False
     if data.startswith(BOM):  # an editor's byte order mark: the first line is still a record
         data = data[len(BOM):]
     versions = {}
-    skipped = 0
-    for lineno, raw in enumerate(data.split(b"\n"), 1):
+    skipped, count, cut = 0, 0, None
+    lines = data.split(b"\n")
+    for lineno, raw in enumerate(lines, 1):
         line = raw.rstrip(b"\r")
         if not line.strip() or line.startswith(CONFLICT_MARKERS):
             continue
+        count += 1
+        if count > MAX_RECORDS[kind]:
+            cut = lineno
+            break
         hit = known.get(line)
         if hit is not None:
             if fresh is not None:
@@ -293,12 +303,16 @@ def _parse(data, kind, known, fresh):
             stamps[key] = fresh[line][1]
     if skipped > len(problems):
         problems.append("%s: %d more bad lines skipped" % (name, skipped - len(problems)))
+    if cut is not None:
+        rest = sum(1 for raw in lines[cut - 1:] if raw.strip() and not raw.startswith(CONFLICT_MARKERS))
+        problems.append("%s: more than %d lines; the %d lines from line %d on are skipped, and kgd does not "
+                        "write this file until it is back under the limit" % (name, MAX_RECORDS[kind], rest, cut))
     records = {}
     for k, v in versions.items():
         records[k] = v[0] if len(v) == 1 else merge_versions(v)
         if len(v) > 1 and records[k] is not v[0]:
             stamps.pop(k, None)  # merged: its stamp is computed when needed
-    return records, problems, stamps
+    return records, problems, stamps, cut is not None
 
 
 def needs_rewrite(data, records):

@@ -20,7 +20,8 @@ Rules owned here:
   `.kg/`, which is its own graph. A graph records its identity in `_meta.repo_id`.
 - git never runs under the store's lock (contract section 9): the identity of the project a call
   addresses is computed by `warm` before the lock is taken; under it, only cached identities
-  are read. Graphs made before identities are indexed at open, before the lock too.
+  are read. Graphs made before identities are indexed at open, before the lock too. `warm` also
+  lets a project about to load read its `.kg/` before the lock (kg/shared.py, Prepared).
 """
 
 import logging
@@ -45,6 +46,7 @@ class Registry:
         self.aliases = {}  # another checkout's path -> the Durable of its repository's graph
         self.identities = identities.Identities(layout)
         self.on_load = None  # called with a project's Durable once it is loaded (lock held)
+        self.before_load = None  # called with a project root about to load (before the lock)
 
     def durables(self):
         """Every loaded Durable, the user graph's first."""
@@ -131,6 +133,9 @@ class Registry:
                 return
         if path:
             self.identities.of_path(path)
+            durable = self.projects.get(path)  # a look without the lock: a hint, checked at load
+            if self.before_load is not None and path not in self.aliases and (durable is None or not durable.opened):
+                self.before_load(path)
 
     def root_of(self, cwd):
         """cwd's project root (None without a cwd), its identity computed: call it before the lock."""

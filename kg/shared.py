@@ -23,6 +23,11 @@ Rules owned here:
 - Only the shared half of a node or edge is written (kgdir.node_record / edge_record); a
   node or edge holding a credential (kg/secrets.py, when present) is never written.
 - Never called with the store's lock held, except at load (a fresh Shared nobody else holds).
+  Even then the files are read and parsed before the lock (kg/prepared.py, from the registry's
+  warm step): under it a load only reconciles and applies, as a pickup does.
+- A file cut at kgdir.MAX_RECORDS lines loads its first lines and is never written by kgd (its
+  keys are held back like a credential's) until it is back under the limit: kgd does not drop
+  the lines it skipped from the repository.
 """
 
 import logging
@@ -173,9 +178,9 @@ def held_back(g):
 class Shared:
     """The `.kg/` side of one loaded project graph (one per Durable)."""
 
-    def __init__(self, durable):
-        self.durable = durable
-        self.root = durable.project_path
+    def __init__(self, durable, root=None):
+        self.durable = durable  # None while Prepared reads it before the project loads
+        self.root = durable.project_path if durable is not None else root
         self.dir = kg_dir(self.root)
         self.paths = self.paths_of(self.root)
         self.index_lock = os.path.join(git_dir(self.root), "index.lock")
@@ -189,6 +194,7 @@ class Shared:
         self.syncs = self.pickups = 0
         self.last_error = None
         self.head_with_kg = None  # head_signature() when .kg/ was last seen here
+        self.pending = None  # _read_parsed() done before the store's lock, for the first sync
 
     @staticmethod
     def paths_of(root):
@@ -252,8 +258,23 @@ class Shared:
                 break
         return before, datas, problems, unreadable
 
+    def _read_parsed(self):
+        """(states, datas, parsed, stamps, problems, unreadable, cut): the files read and parsed.
+        Needs no lock but this Shared's own (a first load does it before the store's lock)."""
+        states, datas, problems, unreadable = self._read()
+        parsed, disk_stamps, cut = {}, {}, set()
+        for kind, data in datas.items():
+            parsed[kind], found, disk_stamps[kind] = self.readers[kind].parse(data)
+            problems.extend(found)
+            if self.readers[kind].cut:
+                cut.add(kind)
+        return states, datas, parsed, disk_stamps, problems, unreadable, cut
+
     def _sync_once(self, store, force):
-        states, datas, read_problems, unreadable = self._read()
+        pre, self.pending = self.pending, None
+        if pre is None or pre[0] != self.states():
+            pre = self._read_parsed()
+        states, datas, parsed, disk_stamps, problems, unreadable, cut = pre
         head, forget = head_signature(self.root), False
         if real_dir(self.dir):
             self.head_with_kg = head
@@ -264,18 +285,14 @@ class Shared:
             unreadable, forget = set(FILES), True
         if states != self.seen:
             self.pickups += 1
-        parsed, disk_stamps = {}, {}
-        problems = list(read_problems)
-        for kind, data in datas.items():
-            parsed[kind], found, disk_stamps[kind] = self.readers[kind].parse(data)
-            problems.extend(found)
         self._report(states, problems)
         now = store.clock()
         with store.writes.writing(None, lenient=(logging.ERROR, "changes from %s not saved" % self.dir)) as w:
             g = self.durable.graph
-            results, snap = self._reconcile(g, parsed, disk_stamps, now, unreadable)
+            results, snap = self._reconcile(g, parsed, disk_stamps, now, unreadable, cut)
             self._apply(store, w, results, snap, unreadable, forget)
-        outs = {kind: written(parsed[kind], results[kind], datas[kind], now, force) for kind in FILES}
+        outs = {kind: written(parsed[kind], results[kind], datas[kind], now, force) if kind not in cut else None
+                for kind in FILES}
         if not any(results[kind].disk for kind in FILES) and not any(o is not None for o in outs.values()):
             self.seen = states
             return True
@@ -319,11 +336,12 @@ class Shared:
         self.held[kind] = fresh
         return live, stamps
 
-    def _reconcile(self, g, parsed, disk_stamps, now, unreadable=()):
+    def _reconcile(self, g, parsed, disk_stamps, now, unreadable=(), cut=()):
         """Per kind the reconcile Result, and the snapshot of the sync state it started from. A
         kind whose file could not be read (a FIFO, a symlink, a folder, over the size limit) is
         neither reconciled nor written: it is unknown, not empty, so nothing leaves the view and
-        nothing kgd could not read is overwritten; memory's changes wait until it is fixed."""
+        nothing kgd could not read is overwritten; memory's changes wait until it is fixed. A
+        kind whose file was `cut` is reconciled with every key held back: read, never written."""
         s = sharedmeta.state(g.meta)
         results, snap = {}, {}
         frozen = held_back(g)
@@ -336,7 +354,10 @@ class Shared:
                 continue
             live, mem_stamps = self._records(kind, items, to_record)
             memory, base, dropped = memory_view(live, deleted0, base0, dropped0)
-            results[kind] = reconcile(memory, parsed[kind], base, now, dropped, frozen[kind], mem_stamps,
+            held = frozen[kind]
+            if kind in cut:
+                held = set(held) | set(memory) | set(parsed[kind]) | set(base) | set(dropped)
+            results[kind] = reconcile(memory, parsed[kind], base, now, dropped, held, mem_stamps,
                                       disk_stamps[kind])
             fresh = {k for k in frozen[kind] if k in live} - self._held_logged[kind]
             if fresh:  # counted, not named: an id may itself be the secret
@@ -450,7 +471,8 @@ def attach(store, durable):
         return
     if sharedmeta.is_off(g.meta) or not holds_kg(durable.project_path):
         return
-    durable.shared = Shared(durable)
+    prepared = getattr(store, "prepared", None)
+    durable.shared = (prepared.take(durable) if prepared is not None else None) or Shared(durable)
     g.shared = True
     try:
         durable.shared.sync(store)
@@ -467,6 +489,7 @@ def poll(store):
         try:
             if d.shared is None:
                 if d.graph.path_known and not sharedmeta.is_off(d.graph.meta) and holds_kg(d.project_path):
+                    store.prepared.warm(d.project_path)  # read and parsed before the lock
                     with store.lock:
                         attach(store, d)
             elif d.shared.changed_on_disk():

@@ -17,7 +17,7 @@ import logging
 import threading
 import time
 
-from . import compaction, gate, model, search, shared
+from . import compaction, gate, model, prepared, search, shared
 from .changelog import ChangeLog
 from .errors import BadInput, Conflict, KgError, NotFound, StorageError
 from .graph import apply_record
@@ -62,6 +62,8 @@ class Store:
         self.started = clock()
         self.compaction_settings = self.settings.compaction()
         self.writes = WritePath(self.lock, self.log, clock, self.compaction_settings, self.registry.durables)
+        self.prepared = prepared.Prepared()  # a project's .kg/ is parsed before the lock, at its first load
+        self.registry.before_load = self.prepared.warm
         self.registry.on_load = lambda durable: shared.attach(self, durable)
 
     # ------------------------------------------------------------ views

@@ -10,13 +10,14 @@ import stat
 import string
 import threading
 import time
+import urllib.parse
 
 import pytest
 from test_e2e_shared import Repo, put, read_ids, share, team, wait_for  # noqa: F401, F811 (a fixture)
 
 from kg import kgdir
 
-from helpers import git_env, run_kgd, start
+from helpers import git_env, http_request, run_kgd, start
 
 pytestmark = [pytest.mark.e2e, pytest.mark.skipif(shutil.which("git") is None, reason="git is not installed")]
 
@@ -435,3 +436,41 @@ def test_a_checkout_during_an_export(make_daemon, repo, tmp_path):
         assert kgdir.parse(data, name[:4].rstrip("s"))[1] == []
     d.stop()
     no_traceback(d)
+
+
+def test_a_kg_over_the_line_bound_loads_its_first_lines_and_never_holds_the_lock(make_daemon, repo, tmp_path):
+    """A committed nodes.jsonl of more lines than kgdir.MAX_RECORDS: the first load parses it
+    outside the store's lock (/api/health answers at once), takes the first lines, reports the
+    rest (log, `kgd doctor`) and never writes the file back, so the lines it skipped stay."""
+    bound = kgdir.MAX_RECORDS["node"]
+    kg = repo.path / ".kg"
+    kg.mkdir()
+    (kg / ".gitattributes").write_text(kgdir.GITATTRIBUTES)
+    data = b"".join(b'{"changed":1,"created":1,"gist":"g","id":"n%06d","notes":[],"touches":[]}\n' % i
+                    for i in range(5 * bound))  # the red team's: 200,000 froze kgd ~25 s
+    (kg / "nodes.jsonl").write_bytes(data)
+    repo.commit_all("a .kg/ of too many lines")
+    d = make_daemon(tmp_path / "root")
+    loaded, latencies = [], []
+    t = threading.Thread(target=lambda: loaded.append(start(d, repo.path)))
+    t.start()
+    while t.is_alive():
+        t0 = time.monotonic()
+        status, _, _ = http_request(d.port, "GET", "/api/health", timeout=60)
+        latencies.append(time.monotonic() - t0)
+        assert status == 200
+        time.sleep(0.05)
+    t.join()
+    assert loaded and len(latencies) >= 3  # health was asked while the project loaded
+    assert max(latencies) < 2.0, latencies
+    query = "/api/graph?project_path=" + urllib.parse.quote(str(repo.path))
+    status, _, body = http_request(d.port, "GET", query, timeout=60)
+    project = json.loads(body)["project"]
+    ids = {n["id"] for n in project["nodes"]}
+    assert len(ids) == bound and "n%06d" % (bound - 1) in ids and "n%06d" % bound not in ids
+    assert any("more than %d lines" % bound in p for p in project["sharing"]["problems"])
+    assert "more than %d lines" % bound in doctor(d)
+    put(d, loaded[0]["session_id"], "after", "kept by kgd, not written to a file it cut")
+    d.stop()
+    assert "more than %d lines" % bound in no_traceback(d)
+    assert (kg / "nodes.jsonl").read_bytes() == data

@@ -380,3 +380,17 @@ def test_a_bom_is_ignored_and_a_lone_surrogate_escape_is_skipped_not_fatal():
     recs, problems, stamps = kgdir.Reader("node").parse(data)  # the stamps encode every line
     assert list(recs) == ["first"] and "first" in stamps
     assert len(problems) == 2 and all("surrogate" in p for p in problems)
+
+
+def test_a_file_over_the_line_bound_gives_its_first_lines_and_says_so(monkeypatch):
+    monkeypatch.setitem(kgdir.MAX_RECORDS, "node", 3)
+    recs = {"n%d" % i: N("n%d" % i) for i in range(5)}
+    data = kgdir.render(recs).replace(b"\n", b"\n\n", 1)  # blank lines are not counted
+    reader = kgdir.Reader("node")
+    out, problems, _ = reader.parse(data)
+    assert sorted(out) == ["n0", "n1", "n2"] and reader.cut
+    assert problems == ["nodes.jsonl: more than 3 lines; the 2 lines from line 5 on are skipped, and kgd does "
+                        "not write this file until it is back under the limit"]
+    assert kgdir.parse(data, "node") == (out, problems)
+    out, problems, _ = reader.parse(kgdir.render({k: recs[k] for k in ("n0", "n1", "n2")}))
+    assert len(out) == 3 and problems == [] and not reader.cut

@@ -429,3 +429,38 @@ def test_a_pickup_reaches_the_live_feed_like_any_change(env):
     puts = [e for e in seen if e["type"] == "node_put"]
     assert [e["node"]["gist"] for e in puts] == ["changed by a pull"]
     assert puts[0]["level"] == "project" and puts[0]["project_path"] == os.path.realpath(root)
+
+
+def test_a_first_load_parses_kg_outside_the_store_lock(env, monkeypatch):
+    """A large committed .kg/ must not hold the lock every request waits for while it is parsed."""
+    root = env.project()
+    write_kg(root, nodes=[N("a"), N("b")], edges=[{"from": "a", "to": "b", "rel": "r", "notes": [],
+                                                   "changed": 1_600_000_000.0}])
+    s = env.open()
+    owned, parse = [], kgdir.Reader.parse
+    monkeypatch.setattr(kgdir.Reader, "parse", lambda self, data: owned.append(s.lock._is_owned()) or parse(self, data))
+    s.start_session(root)
+    assert owned == [False, False]
+    assert sorted(s.project_graph(root).nodes) == ["a", "b"]
+
+
+def test_a_kg_file_cut_at_the_line_bound_loads_its_first_lines_and_is_never_written(env, monkeypatch):
+    monkeypatch.setitem(kgdir.MAX_RECORDS, "node", 3)
+    root = env.project()
+    write_kg(root, nodes=[N("n%d" % i) for i in range(5)])
+    path = os.path.join(root, ".kg", "nodes.jsonl")
+    before = open(path, "rb").read()
+    s = env.open()
+    sess = s.start_session(root)
+    assert sorted(s.project_graph(root).nodes) == ["n0", "n1", "n2"]
+    d = s.registry.project(root)
+    assert any("more than 3 lines" in p for p in d.shared.problems)
+    s.put_node(sess, "project", "mine", "kept by kgd")
+    s.put_node(sess, "project", "n1", "changed here")
+    pause(env, s)
+    env.close(s)
+    assert open(path, "rb").read() == before  # the two lines it skipped stay in the repository
+    s = env.open()
+    s.start_session(root)
+    assert {"mine", "n1"} <= set(s.project_graph(root).nodes)
+    assert s.project_graph(root).nodes["n1"]["gist"] == "changed here"
