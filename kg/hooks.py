@@ -213,17 +213,15 @@ def _session_start(mem, call, targets, env):
 
 def _usage(session_id):
     """The usage guide kgd's MCP instructions give, in short: some agents (Copilot CLI) do not show
-    their model those instructions, so the preload carries them."""
+    their model those instructions, so the preload carries them. Every character here is taken from
+    the preload's room for knowledge (memory_eval --quick: a 900-character guide left 73 % of the
+    conventions in context, this one of about 550 leaves 78 %)."""
     return ["Session: %s" % session_id,
-            "kg memory (kgd) is loaded: what earlier sessions learned is below, so do not call kg_read with cwd; "
-            "pass session_id=%s to every kg_* call. kg_read id=... gives a node's notes and edges (an archived one "
-            "comes back), kg_search query=... finds more (archived too)." % session_id,
-            "Save what a future session would need as nodes with kg_put_node (a short stable kebab-case id, a "
-            "one-line gist, notes, touches = the files it concerns; level project = this codebase, user = across "
-            "projects): decisions and their reasons, gotchas, conventions, how things work. Put an existing id "
-            "again to update it rather than adding a near-duplicate (kg_search first when unsure), fix or delete "
-            "nodes that turn out wrong, link related ones with kg_put_edge. In long sessions kg_sync shows what "
-            "other sessions changed; kg_progress keeps a long task's state."]
+            "kg memory (kgd) is loaded below: do not call kg_read with cwd; pass session_id=%s to every kg_* "
+            "call. kg_read id=... gives a node in full, kg_search query=... finds more (archived too)." % session_id,
+            "Save what a later session needs with kg_put_node: kebab-case id, one-line gist, notes, touches (its "
+            "files); level project or user. To update, put the same id (kg_search first); delete what is wrong; "
+            "link with kg_put_edge. kg_sync: other sessions' changes; kg_progress: a long task's state."]
 
 
 def _value_order(g):
