@@ -80,34 +80,30 @@ def own_kg(path):
     return bool(path) and os.path.isdir(os.path.join(path, ".kg"))
 
 
+def _merged(mine, theirs, record, fields):
+    """`mine` with the content of both versions merged by the one merge rule (kg/kgdir.py)."""
+    merged = dict(mine)
+    merged.update(fields(kgdir.merge_versions([record(mine), record(theirs)])))
+    return merged
+
+
 def merge_graph_into(into, other):
     """Merge Graph `other` into Graph `into` (in memory) by the one merge rule; the number of
-    nodes and edges that changed in `into`."""
+    nodes and edges that changed in `into`. A node's personal state merges by kg/personal.py."""
     changed = 0
     for nid, node in other.nodes.items():
         mine = into.nodes.get(nid)
-        if mine is None:
-            into.put_node(dict(node))
-            changed += 1
-            continue
-        rec = kgdir.merge_versions([kgdir.node_record(mine), kgdir.node_record(node)])
-        merged = dict(mine)
-        merged.update(kgdir.node_fields(rec))
-        p = personal.merge(personal.record(mine, None, mine.get("_write_ts") or 0),
-                           personal.record(node, None, node.get("_write_ts") or 0))
-        personal.apply(merged, p)
+        merged = dict(node)
+        if mine is not None:
+            merged = _merged(mine, node, kgdir.node_record, kgdir.node_fields)
+            personal.apply(merged, personal.merge(personal.record(mine, None, mine.get("_write_ts") or 0),
+                                                  personal.record(node, None, node.get("_write_ts") or 0)))
         if merged != mine:
             into.put_node(merged)
             changed += 1
     for key, edge in other.edges.items():
         mine = into.edges.get(key)
-        if mine is None:
-            into.put_edge(dict(edge))
-            changed += 1
-            continue
-        rec = kgdir.merge_versions([kgdir.edge_record(mine), kgdir.edge_record(edge)])
-        merged = dict(mine)
-        merged.update(kgdir.edge_fields(rec))
+        merged = dict(edge) if mine is None else _merged(mine, edge, kgdir.edge_record, kgdir.edge_fields)
         if merged != mine:
             into.put_edge(merged)
             changed += 1

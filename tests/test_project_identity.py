@@ -161,3 +161,27 @@ def test_old_graph_gets_its_identity_recorded(tmp_path):
         store.close()
     with open(str(root / "projects" / "repo" / "graph.json")) as f:
         assert json.load(f)["_meta"]["repo_id"].startswith("git-")
+
+
+def test_merge_graph_into_follows_the_one_merge_rule():
+    """Two old graphs of one repository: a node only in the other arrives; a node in both takes the
+    later gist and the union of notes, and the later read; an edge in both, the union of notes."""
+    from kg.graph import Graph
+    from kg.identities import merge_graph_into
+
+    def node(nid, gist, notes, t, read=None):
+        return {"id": nid, "gist": gist, "notes": notes, "touches": [], "_created_ts": 1.0,
+                "_write_ts": t, "_read_ts": read}
+
+    into, other = Graph("project"), Graph("project")
+    into.put_node(node("both", "old gist", ["a"], 10.0, read=50.0))
+    other.put_node(node("both", "new gist", ["b"], 20.0, read=30.0))
+    other.put_node(node("only-other", "arrives", [], 5.0))
+    into.put_edge({"from": "both", "to": "src/a.py", "rel": "in", "notes": ["x"], "_write_ts": 10.0})
+    other.put_edge({"from": "both", "to": "src/a.py", "rel": "in", "notes": ["y"], "_write_ts": 20.0})
+    assert merge_graph_into(into, other) == 3
+    both = into.nodes["both"]
+    assert both["gist"] == "new gist" and sorted(both["notes"]) == ["a", "b"] and both["_read_ts"] == 50.0
+    assert into.nodes["only-other"]["gist"] == "arrives"
+    assert sorted(into.edges["both->src/a.py:in"]["notes"]) == ["x", "y"]
+    assert merge_graph_into(into, other) == 0  # merging again changes nothing
