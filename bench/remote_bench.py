@@ -115,7 +115,6 @@ def size_figures(tmp, puts, every):
     try:
         folder = os.path.join(root, "sync")
         bridge = Bridge(store, folder)
-        store.add_listener(bridge.note)
         repo = SyncRepo(folder, remote)
         repo.ensure()
         t = time.perf_counter()

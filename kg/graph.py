@@ -6,9 +6,28 @@ goes through `refresh(id)`, which re-counts that node and the edges that touch i
 The same holds for the nodes and edges that look like they hold a credential (contract
 section 10, kg/secrets.py): `flagged` is kept by refresh / put_edge / recount, rescanning a
 node only when its text changed, so reads filter them in O(1) per node.
+And for whoever must mirror the graph elsewhere (the personal remote, kg/syncexport.py): a
+Changes from `track()` collects the keys refresh / put_edge / delete_edge saw, so a pass
+reconciles the few keys that moved instead of comparing every node; recount marks it `all`.
 """
 
 from . import model, secretfields, sharedmeta
+
+
+class Changes:
+    """The node ids and edge keys changed since the tracker's owner last took them (under the
+    store's lock, like every change); `all` when the graph was recounted from scratch."""
+
+    __slots__ = ("nodes", "edges", "all")
+
+    def __init__(self):
+        self.nodes, self.edges, self.all = set(), set(), False
+
+    def take(self):
+        """(node ids, edge keys, all) seen so far, and start afresh."""
+        out = (self.nodes, self.edges, self.all)
+        self.nodes, self.edges, self.all = set(), set(), False
+        return out
 
 
 class Graph:
@@ -36,6 +55,17 @@ class Graph:
         self.flagged = {}  # node id -> (field, Hit): holds a credential; never shown, kept until deleted
         self.flagged_edges = {}  # edge key -> (field, Hit), likewise
         self._scanned = {}  # node id -> the texts last scanned for credentials
+        self.trackers = ()  # Changes to tell of every change (see track())
+
+    def track(self):
+        """A Changes told of every change from now on (it starts `all`: nothing seen yet)."""
+        t = Changes()
+        t.all = True
+        self.trackers = self.trackers + (t,)
+        return t
+
+    def untrack(self, tracker):
+        self.trackers = tuple(t for t in self.trackers if t is not tracker)
 
     # ---- figures
 
@@ -103,6 +133,8 @@ class Graph:
     def refresh(self, node_id):
         """Re-count one node (after any change to it, in place or not) and its edges."""
         node = self.nodes.get(node_id)
+        for t in self.trackers:
+            t.nodes.add(node_id)
         self._scan(node_id, node)
         self.search_cache.pop(node_id, None)
         self.corpus = self.recall_index = None
@@ -125,6 +157,8 @@ class Graph:
 
     def recount(self):
         """Everything from scratch (after a compaction pass or a load)."""
+        for t in self.trackers:
+            t.all = True
         self._node_cost.clear()
         self._node_state.clear()
         self.counted_edges = set()
@@ -170,6 +204,8 @@ class Graph:
     def put_edge(self, edge):
         key = model.edge_key(edge["from"], edge["to"], edge["rel"])
         self.edges[key] = edge
+        for t in self.trackers:
+            t.edges.add(key)
         self.recall_index = None  # recall also matches edge ends
         self._scan_edge(key, edge)
         self.adj.setdefault(edge["from"], set()).add(key)
@@ -181,6 +217,8 @@ class Graph:
         edge = self.edges.pop(key, None)
         if edge is None:
             return None
+        for t in self.trackers:
+            t.edges.add(key)
         self.flagged_edges.pop(key, None)
         self.recall_index = None
         if key in self.counted_edges:

@@ -23,7 +23,7 @@ from collections import namedtuple
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from urllib.parse import parse_qs, urlsplit
 
-from . import __version__, feed, guard, jsonrpc, mcp, ws
+from . import __version__, feed, foreground, guard, jsonrpc, mcp, ws
 from .errors import KgError
 from .projects import resolve_project_root
 from .sessions import new_session_id
@@ -92,6 +92,7 @@ class Handler(BaseHTTPRequestHandler):
     def parse_request(self):
         ok = super().parse_request()  # sets self.command BEFORE reading the headers
         self.headers_done = True
+        foreground.begin()  # background work gives way until this request is answered
         # One lower-cased dict per request: email.message's get() rescans every header per call.
         self.h = {}
         if ok:
@@ -111,6 +112,7 @@ class Handler(BaseHTTPRequestHandler):
             self.close_connection = True
         finally:
             self.request_started = None
+            foreground.end()
 
     def log_message(self, fmt, *args):
         log.debug("%s " + fmt, self.address_string(), *args)

@@ -113,6 +113,21 @@ def reconcile(mine, disk, drop=()):
     return merged, to_memory, base
 
 
+def update(disk, base, moved, gone):
+    """reconcile() for a few lines when `disk` is the file as last written and `base` agrees with
+    it: `moved` lines merged in, `gone` ids dropped; (merged lines, new base), both new dicts."""
+    merged, new_base = dict(disk), dict(base)
+    for nid, line in moved.items():
+        d = disk.get(nid)
+        r = merge(line, d) if d is not None else line
+        merged[nid] = r
+        new_base[nid] = [r["state"], r["since"]]
+    for nid in gone:
+        merged.pop(nid, None)
+        new_base.pop(nid, None)
+    return merged, new_base
+
+
 def apply(node, rec):
     """The node with the line's read time (if later) and state."""
     if rec["read"] is not None and rec["read"] > (node.get("_read_ts") or 0):

@@ -36,7 +36,7 @@ class RemoteSync:
         self.root = root
         self.folder = sync_folder(root)
         self.interval = float(interval)
-        self.bridge = bridge  # kg/syncexport.Bridge: .export(full), .pickup(changed_paths), .note(event)
+        self.bridge = bridge  # kg/syncexport.Bridge: .export(full), .pickup(changed_paths)
         self.clock = clock
         self.debounce = debounce
         self.max_delay = max_delay
@@ -131,9 +131,7 @@ class RemoteSync:
         """A store change listener: knowledge changed, an export and a commit are due."""
         worker = self.worker
         if worker is not None:
-            if self.bridge is not None:
-                self.bridge.note(event)
-            worker.changed()
+            worker.changed()  # which keys changed, each graph's tracker knows (kg/graph.py)
 
     def tick(self):
         """The maintenance beat: a graph loaded since the last pass (a project opened here for

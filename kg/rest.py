@@ -11,7 +11,7 @@ write).
 import re
 from urllib.parse import unquote
 
-from . import agents, model, secretfields, shared
+from . import agents, foreground, model, secretfields, shared
 from .errors import BadInput, KgError, NotFound
 from .jsonrpc import strict_loads
 from .openapi import OPENAPI
@@ -232,7 +232,8 @@ def _remote_answer(remote, method, body):
     wait = body.get("wait", 60)
     if isinstance(wait, bool) or not isinstance(wait, (int, float)) or not 0 <= wait <= 300:
         raise BadInput("wait must be a number of seconds from 0 to 300.")
-    return remote.sync_now(wait)
+    with foreground.aside():  # the round this waits for must not give way to this very request
+        return remote.sync_now(wait)
 
 
 def share(store, m, q, body):

@@ -12,6 +12,11 @@ Rules owned here:
   with the graph file; a base lost in a crash only makes the next reconcile merge versions that
   are already equal. Unlike a `.kg/` (where a branch switch takes lines away), only a tombstone
   removes knowledge here: a line missing from the file is written again from memory.
+- A pass costs what changed, not the graph's size: it reconciles only the keys the graph's
+  tracker saw change (kg/graph.py Changes) while the folder's files are as kgd last wrote them;
+  every key is compared when a graph is met first or recounted, when the files moved (a merge,
+  an edit) and on a pickup. Once an hour an audit compares memory with what the passes saw and
+  logs (and syncs) any change made around the tracker.
 - The store's lock is held only to take a graph's dicts (not their nodes) and to apply what the
   folder brought; nodes are copied, files read, merged and written outside it. A key that changed
   in memory meanwhile is left for the next pass. What the folder brings goes through the store's
@@ -27,7 +32,8 @@ import os
 import threading
 import time
 
-from . import kgdir, model, personal, repoid
+from . import foreground, kgdir, model, personal, repoid
+from .filelines import FileLines
 from .reconcile import reconcile
 from .storage import atomic_write, ensure_dir
 
@@ -60,30 +66,49 @@ def _read(path):
         return None
 
 
+class Mirror:
+    """What the bridge knows of one graph between passes: the graph object it follows, the
+    tracker that graph tells of every change (kg/graph.py), memory's records and personal lines
+    as last computed, and when the last full pass ran."""
+
+    def __init__(self, graph, rel, shared, now):
+        self.graph = graph
+        self.tracker = graph.track()
+        self.rel = rel
+        self.shared = shared
+        self.audited_at = now
+        self.recs = {"node": {}, "edge": {}}  # kind -> {key: (signature, record, stamp)}
+        self.mem = {"node": ({}, {}), "edge": ({}, {})}  # kind -> ({key: record}, {key: stamp})
+        self.mine = {}  # node id -> (personal signature, base entry, personal line)
+        self.lines = {}  # node id -> personal line
+
+    def current(self, g, rel):
+        return self.graph is g and self.rel == rel and self.shared == is_shared(g)
+
+    def drop(self):
+        self.graph.untrack(self.tracker)
+
+
 class Bridge:
     """Reconciles the store's graphs with their folders under `sync_root` (ROOT/sync/)."""
+
+    AUDIT_EVERY = 3600.0  # memory checked against what the passes saw (_audit) at least this often
 
     def __init__(self, store, sync_root, clock=time.time):
         self.store = store
         self.sync_root = sync_root
         self.clock = clock
-        self.dirty = set()  # (level, project_path) changed since their last pass
-        self.seen = {}  # id(durable) -> fingerprint after its last pass
+        self.mirrors = {}  # id(durable) -> Mirror (None: a graph with no identity yet)
         self.problems_logged = set()
         self.lock = threading.Lock()  # one pass at a time (the worker's thread, a test)
-        self.recs = {}  # (id(durable), kind) -> {key: (signature, record, stamp)}
         self.files = {}  # path -> (stat, parsed records, their stamps) as kgd last wrote or read it
-        self.lines = {}  # path -> {key: (record, its canonical line)} of the last rendering
-        self.mine = {}  # id(durable) -> {node id: (personal signature, base entry, personal line)}
+        self.lines = {}  # path -> FileLines: the file's lines as last rendered (kg/filelines.py)
+        self.untracked = 0  # changes only an audit found (should stay 0)
 
     # ------------------------------------------------------------ what the worker calls
 
-    def note(self, event):
-        if isinstance(event, dict):
-            self.dirty.add((event.get("level"), event.get("project_path")))
-
     def export(self, full=False):
-        """Reconcile the graphs that changed (full: every graph whose memory or files moved)."""
+        """Reconcile the graphs that changed (full: every graph, loading those not opened yet)."""
         with self.lock:
             for durable in self._durables(load_all=full):
                 self.sync_graph(durable, force=False)
@@ -99,122 +124,184 @@ class Bridge:
 
     def unseen(self):
         """True when a loaded graph has not been reconciled yet (cheap: counts)."""
-        return len(self.store.registry.projects) + 1 > len(self.seen)
+        return len(self.store.registry.projects) + 1 > len(self.mirrors)
 
     def _durables(self, load_all):
         if load_all:
             self.store.all_project_graphs()  # a graph never opened since start may hold news
         with self.store.lock:
-            return list(self.store.registry.durables())
+            durables = list(self.store.registry.durables())
+        live = {id(d) for d in durables}
+        for gone in [k for k in self.mirrors if k not in live]:  # a graph the store let go
+            m = self.mirrors.pop(gone)
+            if m is not None:
+                m.drop()
+        return durables
 
     # ------------------------------------------------------------ one graph
 
-    @staticmethod
-    def _fingerprint(g, nodes, n_edges, archived, orphaned):
-        """What a graph looks like, cheaply: equal fingerprints, nothing to export (a write is also
-        noted by its change event; a read, which has none, moves the latest read time)."""
-        reads = max((n.get("_read_ts") or 0 for n in nodes.values()), default=0)
-        return (id(g), len(nodes), n_edges, reads, archived, orphaned)
-
-    def _files_stat(self, folder):
-        out = []
+    def _files_moved(self, folder):
+        """True when a file of the folder is not as kgd last wrote or read it (git, a person)."""
         for name in (kgdir.NODES_FILE, kgdir.EDGES_FILE, personal.FILE):
-            try:
-                st = os.stat(os.path.join(folder, name))
-                out.append((st.st_mtime_ns, st.st_size))
-            except OSError:
-                out.append(None)
-        return tuple(out)
+            path = os.path.join(folder, name)
+            hit = self.files.get(path)
+            if hit is None or hit[0] != _stat(path):
+                return True
+        return False
 
     def sync_graph(self, durable, force=True):
-        """One graph with its folder, both ways. Returns the number of changes taken into memory."""
+        """One graph with its folder, both ways. Returns the number of changes taken into memory.
+
+        Only the keys the graph's tracker saw change are reconciled; every key is, for a graph
+        met for the first time or recounted, when the folder's files moved (a merge, an edit)
+        and when `force`d. Every AUDIT_EVERY seconds memory is checked against what the passes
+        saw (_audit)."""
+        foreground.give_way()  # each step of a pass waits while a request is being served
         self._ensure_identity(durable)
-        with self.store.lock:  # only dicts are taken here: nothing grows with the graph
+        now = self.clock()
+        with self.store.lock:
+            rel = folder_of(durable.graph)
+        folder = os.path.join(self.sync_root, *rel.split("/")) if rel is not None else None
+        moved = folder is not None and self._files_moved(folder)
+        with self.store.lock:
             g = durable.graph
             rel = folder_of(g)
             if rel is None:
-                self.seen[id(durable)] = None
+                self.mirrors[id(durable)] = None
                 return 0
-            key = (g.level, g.project_path)
-            node_refs, edge_refs = dict(g.nodes), dict(g.edges)
-            counts = (len(edge_refs), g.state_counts[model.ARCHIVED], g.state_counts[model.ORPHANED])
-            base = _base(g.meta)
-            shared = is_shared(g)
-            flagged = {"node": set(g.flagged), "edge": set(g.flagged_edges)}  # the secrets gate's findings
-            dirty = key in self.dirty
-            self.dirty.discard(key)
-        folder = os.path.join(self.sync_root, *rel.split("/"))
-        mark = (self._fingerprint(g, node_refs, *counts), self._files_stat(folder))
-        if not force and not dirty and self.seen.get(id(durable)) == mark:
-            return 0
-        # Each node is copied whole (one C call, atomic under the GIL) outside the lock; a key
-        # written meanwhile is found changed when the result is applied, and left for later.
-        nodes = {k: dict(n) for k, n in node_refs.items()}
-        edges = {k: dict(e) for k, e in edge_refs.items()}
-        now = self.clock()
-        taken, new_base = self._files(folder, rel, nodes, edges, base, shared, now, id(durable), flagged)
-        if any(taken.values()):  # _apply may put a key's old base back: never into the graph's own dicts
-            new_base = {k: dict(v) for k, v in new_base.items()}
-        applied = self._apply(durable, g, nodes, edges, taken, new_base)
-        with self.store.lock:
+            m = self.mirrors.get(id(durable))
+            if m is None or not m.current(g, rel):
+                if m is not None:
+                    m.drop()
+                m = self.mirrors[id(durable)] = Mirror(g, rel, is_shared(g), now)
+        if now - m.audited_at >= self.AUDIT_EVERY:
+            self._audit(m, now)
+        with self.store.lock:  # only dicts are taken here: nothing grows with the graph
             if durable.graph is not g:
-                return applied
-            node_refs = dict(g.nodes)
-            counts = (len(g.edges), g.state_counts[model.ARCHIVED], g.state_counts[model.ORPHANED])
-        self.seen[id(durable)] = (self._fingerprint(g, node_refs, *counts), self._files_stat(folder))
-        return applied
+                return 0  # reloaded meanwhile: the next pass starts over
+            touched_nodes, touched_edges, everything = m.tracker.take()
+            full = force or moved or everything
+            if not full and not touched_nodes and not touched_edges:
+                return 0
+            if full:
+                node_refs, edge_refs = dict(g.nodes), dict(g.edges)
+            else:
+                node_refs = {k: g.nodes[k] for k in touched_nodes if k in g.nodes}
+                edge_refs = {k: g.edges[k] for k in touched_edges if k in g.edges}
+            base = _base(g.meta)
+            flagged = {"node": set(g.flagged), "edge": set(g.flagged_edges)}  # the secrets gate's findings
+        folder = os.path.join(self.sync_root, *rel.split("/"))
+        examine = None if full else {"node": touched_nodes, "edge": touched_edges}
+        try:
+            # Each node is copied whole (one C call, atomic under the GIL) outside the lock; a key
+            # written meanwhile is found changed when the result is applied, and left for later.
+            nodes = {k: dict(n) for k, n in node_refs.items()}
+            edges = {k: dict(e) for k, e in edge_refs.items()}
+            taken, new_base = self._files(folder, rel, nodes, edges, base, m, now, flagged, examine)
+            foreground.give_way()
+            if any(taken.values()):  # _apply may put a key's old base back: never into the graph's own dicts
+                new_base = {k: dict(v) for k, v in new_base.items()}
+            return self._apply(durable, g, nodes, edges, taken, new_base)
+        except BaseException:
+            with self.store.lock:
+                m.tracker.all = True  # what this pass took is looked at again, whole
+            raise
 
-    def _files(self, folder, rel, nodes, edges, base, shared, now, ckey, flagged):
+    def _audit(self, m, now):
+        """Memory against what the passes saw, key by key (O(graph), outside the store's lock, once
+        per AUDIT_EVERY): a change made around Graph.refresh, which the tracker cannot see, is
+        logged and handed to the tracker, so it still travels."""
+        m.audited_at = now
+        g = m.graph
+        with self.store.lock:
+            node_refs, edge_refs = dict(g.nodes), dict(g.edges)
+            flagged = set(g.flagged)
+        recs, mine = m.recs, m.mine
+        missed_nodes = {k for k, n in node_refs.items() if k not in recs["node"]
+                        or recs["node"][k][0] != _signature("node", n)
+                        or k not in flagged and (k not in mine or mine[k][0] != _personal_signature(n))}
+        missed_nodes.update(k for k in recs["node"] if k not in node_refs)
+        missed_edges = {k for k, e in edge_refs.items() if k not in recs["edge"]
+                        or recs["edge"][k][0] != _signature("edge", e)}
+        missed_edges.update(k for k in recs["edge"] if k not in edge_refs)
+        with self.store.lock:
+            missed_nodes -= m.tracker.nodes  # changed since the last pass, and told
+            missed_edges -= m.tracker.edges
+            if m.tracker.all or not (missed_nodes or missed_edges):
+                return
+            m.tracker.nodes |= missed_nodes
+            m.tracker.edges |= missed_edges
+        self.untracked += len(missed_nodes) + len(missed_edges)
+        log.warning("remote sync: %d change(s) of %s reached memory around Graph.refresh (first: %r); "
+                    "synced now", len(missed_nodes) + len(missed_edges), m.rel,
+                    sorted(missed_nodes or missed_edges)[0][:100])
+
+    def _files(self, folder, rel, nodes, edges, base, m, now, flagged, examine):
         """Reconcile the snapshot with the folder's files and write them; what memory must take
-        ({"node": {key: rec or None}, "edge": ..., "personal": {id: rec}}) and the new base."""
+        ({"node": {key: rec or None}, "edge": ..., "personal": {id: rec}}) and the new base.
+        `examine` None: every key; else the only keys that can have changed."""
         taken = {"node": {}, "edge": {}, "personal": {}}
         new_base = {"node": base["node"], "edge": base["edge"], "personal": base["personal"]}
         writes = []
-        tombstoned = set()
+        node_disk = {}
         secret_ids = set()
-        if not shared:
+        if not m.shared:
             for kind, name, items in (("node", kgdir.NODES_FILE, nodes), ("edge", kgdir.EDGES_FILE, edges)):
                 path = os.path.join(folder, name)
+                keys = None if examine is None else examine[kind]
+                foreground.give_way()
                 taken[kind], new_base[kind], out, disk, frozen, stamps = self._content(
-                    path, rel, kind, items, base[kind], now, (ckey, kind), flagged[kind])
+                    path, rel, kind, items, base[kind], now, m, flagged[kind], keys)
                 if out is not None:
                     writes.append((path, out, kind, disk, stamps))
                 if kind == "node":
                     secret_ids.update(flagged["node"])
-                    tombstoned = {k for k, r in disk.items() if kgdir.is_tombstone(r)}
-        mine = self._personal(ckey, nodes, base["personal"], now, secret_ids)
+                    node_disk = disk
+        foreground.give_way()
+        mine = self._personal(m, nodes, base["personal"], now, secret_ids, None if examine is None else examine["node"])
         path = os.path.join(folder, personal.FILE)
         disk, unclean = self._disk(path, rel, "personal")
-        moved = {k: m for k, m in mine.items() if disk.get(k) != m}
+        p_base = base["personal"]
+        whole = examine is None or unclean or len(p_base) != len(disk)
+        ids = mine if whole else examine["node"]
+        moved = {k: mine[k] for k in ids if k in mine and disk.get(k) != mine[k]}
+        tombstoned = {k for k in (node_disk if whole else ids) if kgdir.is_tombstone(node_disk.get(k) or {})}
         gone = [k for k in tombstoned if k in disk and k not in mine]
         arriving = [k for k, r in taken["node"].items() if r is not None and k not in mine and k in disk]
         _, to_memory, _ = personal.reconcile(moved, {k: disk[k] for k in list(moved) + arriving if k in disk})
-        if moved or gone or unclean or len(base["personal"]) != len(disk):
+        merged = disk
+        changed = None
+        if whole and (moved or gone or unclean or len(p_base) != len(disk)):
             merged, _, p_base = personal.reconcile(mine, disk, drop=tombstoned)
-            if unclean or merged != disk:
-                writes.append((path, personal.render(merged, line=self._line_cache(path)), "personal", merged, None))
-        else:
-            p_base = base["personal"]
+        elif moved or gone:
+            merged, p_base = personal.update(disk, p_base, moved, gone)
+            changed = set(moved).union(gone)
+        if unclean or merged is not disk and merged != disk:
+            writes.append((path, self._render(path, merged, changed, None, disk), "personal", merged, None))
         taken["personal"] = to_memory
         new_base["personal"] = p_base
         if writes:
             ensure_dir(folder)
             for path, out, kind, parsed, stamps in writes:
+                foreground.give_way()
                 atomic_write(path, out, keep_prev=False)
                 self.files[path] = (_stat(path), parsed, stamps)
         return taken, new_base
 
-    def _content(self, path, rel, kind, items, base, now, ckey, flagged):
+    def _content(self, path, rel, kind, items, base, now, m, flagged, examine):
         """One content file: only the keys that moved on either side since the base are
-        reconciled (memory's records and the file's parse are cached, so an unchanged graph
-        costs a comparison per key). -> (to memory, new base, bytes to write or None, the
-        file's records after the write, frozen keys, their stamps)."""
-        mem, mem_stamps = self._records(ckey, kind, items)
+        reconciled (memory's records and the file's parse are cached; `examine`, when given,
+        names the only keys that can have moved). -> (to memory, new base, bytes to write or
+        None, the file's records after the write, frozen keys, their stamps)."""
+        mem, mem_stamps = self._records(m, kind, items, examine)
         disk, unclean = self._disk(path, rel, kind)
         disk_stamps = self.files[path][2] if path in self.files else _stamps(disk)
-        keys = {k for k, st in mem_stamps.items() if base.get(k) != st}
-        keys.update(k for k, st in disk_stamps.items() if base.get(k) != st)
-        keys.update(k for k in base if k not in mem_stamps or k not in disk_stamps)
+        if examine is None:
+            keys = {k for k, st in mem_stamps.items() if base.get(k) != st}
+            keys.update(k for k, st in disk_stamps.items() if base.get(k) != st)
+            keys.update(k for k in base if k not in mem_stamps or k not in disk_stamps)
+        else:
+            keys = examine
         sub_mem = {k: mem[k] for k in keys if k in mem}
         # Only a tombstone removes knowledge here: a line missing from the file (a folder made
         # afresh, a project whose identity changed, a file cut short) is written again.
@@ -222,13 +309,16 @@ class Bridge:
         frozen = sorted(k for k in sub_mem if k in flagged)  # a credential is never written here
         self._log_frozen(rel, kind, frozen)
         result = reconcile(sub_mem, {k: disk[k] for k in keys if k in disk}, sub_base, now, None, frozen)
-        new_base = {k: v for k, v in base.items() if k not in keys}
+        new_base = dict(base)
+        for k in keys:
+            new_base.pop(k, None)
         new_base.update(result.base)
         if not result.disk and not unclean:
             return result.memory, new_base, None, disk, frozen, disk_stamps
         merged = dict(disk)
         merged.update(result.disk)
-        out = kgdir.render(merged, now, line=self._line_cache(path))
+        foreground.give_way()
+        out = self._render(path, merged, result.disk.keys(), now, disk)
         stamps = dict(disk_stamps)
         for k, r in result.disk.items():
             if kgdir.is_tombstone(r):
@@ -237,41 +327,54 @@ class Bridge:
                 stamps[k] = kgdir.stamp(r)
         return result.memory, new_base, out, merged, frozen, stamps
 
-    def _personal(self, ckey, nodes, base, now, skip):
-        """Memory's personal lines, made again only for nodes whose read time or state moved."""
-        cache = self.mine.get(ckey, {})
-        fresh, out = {}, {}
-        for k, n in nodes.items():
-            if k in skip:
+    def _personal(self, m, nodes, base, now, skip, examine=None):
+        """Memory's personal lines ({node id: line}), made again only for nodes whose read time or
+        state moved (`examine`, when given: the only nodes that can have moved)."""
+        if examine is None:
+            old, m.mine, m.lines = m.mine, {}, {}
+            ids = nodes
+        else:
+            old, ids = m.mine, examine
+        for k in ids:
+            n = nodes.get(k)
+            if n is None or k in skip:
+                m.mine.pop(k, None)
+                m.lines.pop(k, None)
                 continue
-            sig = (n.get("_read_ts"), n.get("_archived"), n.get("_orphaned_ts"), n.get("_created_ts"))
+            sig = _personal_signature(n)
             b = base.get(k)
-            hit = cache.get(k)
+            hit = old.get(k)
             if hit is None or hit[0] != sig or hit[1] != b:
                 hit = (sig, b, personal.record(n, b, now))
-            fresh[k] = hit
-            out[k] = hit[2]
-        self.mine[ckey] = fresh
-        return out
+            m.mine[k] = hit
+            m.lines[k] = hit[2]
+        return m.lines
 
-    def _line_cache(self, path):
-        """line(key, rec) for kgdir.render: a record rendered before (the same object) is not
-        serialised again."""
-        old, new = self.lines.get(path, {}), {}
-        self.lines[path] = new
+    def _render(self, path, records, changed, now, previous):
+        """The file's bytes (kgdir.render's), only the changed lines serialised again."""
+        lines = self.lines.get(path)
+        if lines is None:
+            lines = self.lines[path] = FileLines()
+        return lines.render(records, changed, now, previous)
 
-        def line(key, rec):
-            hit = old.get(key)
-            text = hit[1] if hit is not None and hit[0] is rec else kgdir.canonical(rec)
-            new[key] = (rec, text)
-            return text
-        return line
-
-    def _records(self, ckey, kind, items):
-        """Memory's records and their stamps, recomputed only for what changed since the last pass."""
-        cache = self.recs.get(ckey, {})
-        fresh, recs, stamps = {}, {}, {}
-        for k, x in items.items():
+    def _records(self, m, kind, items, examine=None):
+        """Memory's records and their stamps, recomputed only for what changed since the last pass
+        (`examine`, when given: the only keys that can have changed)."""
+        cache = m.recs[kind]
+        if examine is None:
+            fresh, recs, stamps = {}, {}, {}
+            m.recs[kind], m.mem[kind] = fresh, (recs, stamps)
+            keys = items
+        else:
+            fresh = cache
+            recs, stamps = m.mem[kind]
+            keys = examine
+        for k in keys:
+            x = items.get(k)
+            if x is None:
+                for d in (fresh, recs, stamps):
+                    d.pop(k, None)
+                continue
             sig = _signature(kind, x)
             hit = cache.get(k)
             if hit is None or hit[0] != sig:
@@ -279,7 +382,6 @@ class Bridge:
                 hit = (sig, rec, kgdir.stamp(rec))
             fresh[k] = hit
             recs[k], stamps[k] = hit[1], hit[2]
-        self.recs[ckey] = fresh
         return recs, stamps
 
     def _disk(self, path, rel, kind):
@@ -394,6 +496,10 @@ def _signature(kind, x):
         return (x.get("gist"), tuple(x.get("notes") or ()), tuple(x.get("touches") or ()), x.get("_created_ts"),
                 x.get("_write_ts"))
     return (tuple(x.get("notes") or ()), x.get("_write_ts"))
+
+
+def _personal_signature(n):
+    return (n.get("_read_ts"), n.get("_archived"), n.get("_orphaned_ts"), n.get("_created_ts"))
 
 
 def _base(meta):

@@ -16,7 +16,6 @@ class Machine:
         self.store = Store(str(root), Settings(max_tokens=10 ** 6)).open()
         self.folder = os.path.join(str(root), "sync")
         self.bridge = Bridge(self.store, self.folder)
-        self.store.add_listener(self.bridge.note)
         self.repo = SyncRepo(self.folder, remote)
 
     def sync(self):
