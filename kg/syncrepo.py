@@ -29,7 +29,7 @@ import os
 import re
 import time
 
-from . import gitrun
+from . import foreground, gitrun
 from .storage import atomic_write, ensure_dir
 
 log = logging.getLogger(__name__)
@@ -40,8 +40,9 @@ ATTRIBUTES = "*.jsonl merge=union\n"
 IGNORE = ".tmp-*\n"  # a write cut short by a crash leaves its temp file: never committed
 PUSH_TRIES = 3
 NICE = 10  # git runs at a lower CPU priority than the daemon serving requests
-GC_EVERY = 10  # rounds between `git gc --auto` (packs once about 1,000 loose objects piled up)
+GC_EVERY = 10  # rounds between looks at the loose objects (kept in packs, see gc())
 GC_AUTO = 1000
+LOOSE_MAX_KIB = 32 * 1024  # a big graph's 3 MB file, committed a few dozen times: packed then
 CONFIG_NAME = "sync.json"  # written by `kgd sync`: {"remote": URL, "enabled": bool}
 STATUS_NAME = "sync-status.json"  # written by the daemon: the last round's outcome
 FOLDER_NAME = "sync"
@@ -146,6 +147,7 @@ class SyncRepo:
     def git(self, *args, check=True, timeout=None):
         if self.cancelled:
             raise gitrun.GitError("cancelled", "the daemon is stopping")
+        foreground.give_way()  # git starts while no request is being served
         try:
             return gitrun.run(list(args), self.folder, timeout or self.timeout, check=check, started=self._started,
                               nice=NICE)
@@ -273,6 +275,27 @@ class SyncRepo:
             changed = self.out("diff", "--name-only", "--no-renames", before, "HEAD").splitlines()
         return sorted(p for p in changed if p), conflicted
 
+    def loose_kib(self):
+        """What the loose objects weigh, in KiB (`git count-objects -v`'s size)."""
+        code, out, _ = self.git("count-objects", "-v", check=False)
+        for line in out.splitlines() if code == 0 else ():
+            name, _, value = line.partition(":")
+            if name.strip() == "size" and value.strip().isdigit():
+                return int(value)
+        return 0
+
+    def gc(self):
+        """Keep the repository packed: `git gc --auto` (about GC_AUTO loose objects, or many packs),
+        or a whole `git gc` once the loose objects weigh LOOSE_MAX_KIB, which a big graph reaches
+        long before their number counts (every commit stores its changed file whole until packed,
+        where it becomes a delta). In the foreground (git would detach it): under this call's
+        timeout, its lock released at the end."""
+        args = ["-c", "gc.autoDetach=false", "gc", "--quiet"]
+        if self.loose_kib() < LOOSE_MAX_KIB:
+            args[2:2] = ["-c", "gc.auto=%d" % GC_AUTO]
+            args.append("--auto")
+        self.git(*args, check=False, timeout=max(self.timeout, 300))
+
     def push(self):
         self.git("push", "--quiet", "--porcelain", "origin", "HEAD:refs/heads/" + BRANCH)
 
@@ -304,7 +327,5 @@ class SyncRepo:
                 time.sleep(0.05 * (attempt + 1))
         self.rounds += 1
         if self.rounds % GC_EVERY == 0:
-            # in the foreground (git would detach it): under this call's timeout, its lock released
-            self.git("-c", "gc.auto=%d" % GC_AUTO, "-c", "gc.autoDetach=false", "gc", "--auto", "--quiet",
-                     check=False, timeout=max(self.timeout, 300))
+            self.gc()
         return {"changed": sorted(changed), "conflicted": conflicted, "pushed": True}

@@ -222,6 +222,22 @@ def test_periodic_gc_runs_in_the_foreground_and_packs(tmp_path, remote, monkeypa
         len(os.listdir(os.path.join(a.folder, ".git", "objects", "17"))) < 3
 
 
+def test_periodic_gc_packs_heavy_loose_objects_before_their_number_counts(tmp_path, remote, monkeypatch):
+    import kg.syncrepo as syncrepo
+
+    monkeypatch.setattr(syncrepo, "GC_EVERY", 2)
+    monkeypatch.setattr(syncrepo, "GC_AUTO", 100000)  # the count alone would never pack these
+    monkeypatch.setattr(syncrepo, "LOOSE_MAX_KIB", 256)
+    a = machine(tmp_path, "a", remote)
+    a.ensure()
+    for i in range(2):  # a big file that does not compress, changed and committed twice
+        write(a, "user/nodes.jsonl", os.urandom(400 * 1024).hex()[: 400 * 1024] + "\n", mode="w")
+        a.round()
+    assert a.loose_kib() < 100
+    packs = os.listdir(os.path.join(a.folder, ".git", "objects", "pack"))
+    assert any(p.endswith(".pack") for p in packs)
+
+
 def test_a_password_or_token_in_the_remote_url_is_redacted_wherever_it_is_shown():
     from kg.syncrepo import redact_url, scrub
 
