@@ -140,9 +140,10 @@ class Bridge:
 
     # ------------------------------------------------------------ one graph
 
-    def _files_moved(self, folder):
-        """True when a file of the folder is not as kgd last wrote or read it (git, a person)."""
-        for name in (kgdir.NODES_FILE, kgdir.EDGES_FILE, personal.FILE):
+    def _files_moved(self, folder, shared):
+        """True when a file of the folder that the pass reads (a shared project's: personal.jsonl
+        only) is not as kgd last wrote or read it (git, a person)."""
+        for name in (personal.FILE,) if shared else (kgdir.NODES_FILE, kgdir.EDGES_FILE, personal.FILE):
             path = os.path.join(folder, name)
             hit = self.files.get(path)
             if hit is None or hit[0] != _stat(path):
@@ -160,9 +161,9 @@ class Bridge:
         self._ensure_identity(durable)
         now = self.clock()
         with self.store.lock:
-            rel = folder_of(durable.graph)
+            rel, shared = folder_of(durable.graph), is_shared(durable.graph)
         folder = os.path.join(self.sync_root, *rel.split("/")) if rel is not None else None
-        moved = folder is not None and self._files_moved(folder)
+        moved = folder is not None and self._files_moved(folder, shared)
         with self.store.lock:
             g = durable.graph
             rel = folder_of(g)

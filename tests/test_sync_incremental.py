@@ -286,3 +286,35 @@ def test_a_pass_that_fails_midway_leaves_its_changes_for_the_next(tmp_path, monk
     finally:
         s.close()
 
+
+
+def test_a_shared_projects_pass_is_incremental_too(tmp_path, monkeypatch):
+    """Its content lives in the repository's .kg/: only personal.jsonl is here, and the content
+    files it never reads must not count as moved."""
+    repo = tmp_path / "src" / "app"
+    repo.mkdir(parents=True)
+    gitrun.run(["init", "-q"], str(repo))
+    (repo / "f").write_text("x\n")
+    gitrun.run(["add", "-A"], str(repo))
+    gitrun.run(["commit", "-q", "-m", "m"], str(repo))
+    s = Store(str(tmp_path / "root"), Settings(max_tokens=10 ** 7)).open()
+    try:
+        for i in range(200):
+            s.put_node(None, "project", "p-%03d" % i, "knowledge %d" % i, project_path=str(repo))
+        g = s.graph("project", project_path=str(repo))
+        with s.lock:
+            g.shared = True  # as kg/shared.py marks a project whose repository holds .kg/
+        bridge = Bridge(s, str(tmp_path / "root" / "sync"))
+        bridge.export()
+        calls = []
+        real = personal.record
+        monkeypatch.setattr(personal, "record", lambda *a, **kw: calls.append(a[0]["id"]) or real(*a, **kw))
+        s.read_nodes(None, ["p-007"], level="project", project_path=str(repo))
+        bridge.export()
+        assert calls == ["p-007"]
+        folder = os.path.join(str(tmp_path / "root" / "sync"), syncexport.folder_of(g))
+        lines = personal.parse(open(os.path.join(folder, personal.FILE), "rb").read())[0]
+        assert lines["p-007"]["read"] is not None
+        assert not os.path.exists(os.path.join(folder, kgdir.NODES_FILE))
+    finally:
+        s.close()
