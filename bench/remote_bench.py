@@ -1,8 +1,8 @@
 #!/usr/bin/env python3
 """The personal remote (`kgd sync --remote`): what a sync costs.
 
-    python3 bench/remote_bench.py            # 10,000 nodes, 1,000 puts, 300 calls per latency run
-    python3 bench/remote_bench.py --quick    # 2,000 nodes, 200 puts, 100 calls
+    python3 bench/remote_bench.py            # 10,000 nodes, 1,000 puts, 600 calls per latency kind
+    python3 bench/remote_bench.py --quick    # 2,000 nodes, 200 puts, 160 calls
 
 1. One sync round on a user graph of N nodes with a handful of changes (a real daemon, a bare
    remote in a temp folder; POST /api/remote waits for the round): the first round (everything
@@ -12,8 +12,11 @@
    commits once writes pause) or every 10, a full round every 50 puts (with the daemon's
    periodic `git gc --auto`); `.git` of ROOT/sync and the bare remote, before and after `git gc`.
 3. Tool-call latency (kg_put_node over MCP on one keep-alive connection, 5 ms apart) while idle,
-   and while sync rounds run back to back in another thread (each exporting the puts made
-   meanwhile); idle and syncing blocks alternate eight times; p50 / p95 and their ratio, same run.
+   while sync rounds run back to back in another thread (each exporting the puts made
+   meanwhile), and, as a control, while another program does the same git work with no kgd
+   code in it (rewrite 5 lines of a copy of the 3 MB nodes.jsonl with fsync, git add, commit,
+   push to its own bare remote, at git's nice 10, back to back): what git itself costs this
+   machine. The three kinds of block alternate eight times; p50 / p95 and ratios, same run.
    On a shared machine the ratio moves with the load: the round's CPU time (1.) is the steadier figure.
 """
 
@@ -142,6 +145,36 @@ def size_figures(tmp, puts, every):
     return out
 
 
+GIT_ALONE = r"""
+import os, random, subprocess, sys
+folder = sys.argv[1]
+path = os.path.join(folder, "user", "nodes.jsonl")
+git = ["nice", "-n", "10", "git", "-c", "user.name=bench", "-c", "user.email=bench@localhost"]
+while True:
+    with open(path, "rb") as f:
+        lines = f.read().split(b"\n")
+    for _ in range(5):
+        i = random.randrange(len(lines) - 1)
+        lines[i] = lines[i][:-1] + b',"x":%d}' % random.randrange(10 ** 9) if lines[i].endswith(b"}") else lines[i]
+    with open(path + ".tmp", "wb") as f:
+        f.write(b"\n".join(lines))
+        f.flush()
+        os.fsync(f.fileno())
+    os.replace(path + ".tmp", path)
+    for args in (["add", "-A"], ["commit", "-q", "-m", "r"], ["push", "-q", "origin", "HEAD:main"]):
+        subprocess.run(git + args, cwd=folder, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+"""
+
+
+def git_alone(tmp, remote):
+    """A clone of the sync repository pushing to its own bare remote: the control's folder."""
+    folder = os.path.join(tmp, "control")
+    subprocess.run(["git", "clone", "-q", "-b", "main", remote, folder], check=True)
+    subprocess.run(["git", "init", "-q", "--bare", folder + "-remote.git"], check=True)
+    subprocess.run(["git", "remote", "set-url", "origin", folder + "-remote.git"], cwd=folder, check=True)
+    return folder
+
+
 def latency_figures(tmp, n, calls):
     root = os.path.join(tmp, "lat-root")
     os.makedirs(root, mode=0o700)
@@ -166,8 +199,9 @@ def latency_figures(tmp, n, calls):
                 time.sleep(0.005)  # an agent's pace, so the calls spread over many rounds
             return out
         run("warm", 20)
-        idle, busy, rounds = [], [], [0]
-        for block in range(8):  # idle and syncing blocks alternate: the machine's noise hits both
+        control = git_alone(tmp, remote)
+        idle, busy, alone, rounds = [], [], [], [0]
+        for block in range(8):  # the three kinds of block alternate: the machine's noise hits all
             idle.extend(run("idle%d" % block, calls // 8))
             stop = threading.Event()
 
@@ -180,6 +214,12 @@ def latency_figures(tmp, n, calls):
             busy.extend(run("busy%d" % block, calls // 8))
             stop.set()
             th.join(300)
+            other = subprocess.Popen([sys.executable, "-c", GIT_ALONE, control], start_new_session=True)
+            try:
+                alone.extend(run("alone%d" % block, calls // 8))
+            finally:
+                os.killpg(other.pid, 9)
+                other.wait()
         c.conn.close()
     finally:
         k.stop()
@@ -190,7 +230,9 @@ def latency_figures(tmp, n, calls):
 
     return {"calls": calls, "rounds_during": rounds[0], "idle_p50_ms": pct(idle, 0.5), "idle_p95_ms": pct(idle, 0.95),
             "sync_p50_ms": pct(busy, 0.5), "sync_p95_ms": pct(busy, 0.95),
-            "ratio_p50": pct(busy, 0.5) / pct(idle, 0.5), "ratio_p95": pct(busy, 0.95) / pct(idle, 0.95)}
+            "alone_p50_ms": pct(alone, 0.5), "alone_p95_ms": pct(alone, 0.95),
+            "ratio_p50": pct(busy, 0.5) / pct(idle, 0.5), "ratio_p95": pct(busy, 0.95) / pct(idle, 0.95),
+            "alone_ratio_p50": pct(alone, 0.5) / pct(idle, 0.5), "alone_ratio_p95": pct(alone, 0.95) / pct(idle, 0.95)}
 
 
 def main():
@@ -202,7 +244,7 @@ def main():
     args = ap.parse_args()
     n = args.nodes or (2000 if args.quick else 10000)
     puts = args.puts or (200 if args.quick else 1000)
-    calls = args.calls or (100 if args.quick else 300)
+    calls = args.calls or (160 if args.quick else 600)
     os.environ["KG_SYNC_INTERVAL"] = "3600"  # rounds only when the bench asks
     tmp = tempfile.mkdtemp(prefix="kgd-remote-bench-")
     try:
@@ -228,8 +270,11 @@ def main():
         print("  idle:          p50 %.2f ms, p95 %.2f ms" % (lat["idle_p50_ms"], lat["idle_p95_ms"]))
         print("  while syncing: p50 %.2f ms, p95 %.2f ms (%d rounds ran meanwhile)" % (
             lat["sync_p50_ms"], lat["sync_p95_ms"], lat["rounds_during"]))
-        print("  ratio: p50 x%.2f, p95 x%.2f (load average %.1f on %d CPUs)" % (
-            lat["ratio_p50"], lat["ratio_p95"], os.getloadavg()[0], os.cpu_count() or 1))
+        print("  while git alone does the same work (no kgd code): p50 %.2f ms, p95 %.2f ms" % (
+            lat["alone_p50_ms"], lat["alone_p95_ms"]))
+        print("  ratio to idle: syncing p50 x%.2f, p95 x%.2f; git alone p50 x%.2f, p95 x%.2f "
+              "(load average %.1f on %d CPUs)" % (lat["ratio_p50"], lat["ratio_p95"], lat["alone_ratio_p50"],
+                                                  lat["alone_ratio_p95"], os.getloadavg()[0], os.cpu_count() or 1))
     finally:
         shutil.rmtree(tmp, ignore_errors=True)
 
