@@ -8,8 +8,9 @@ Rules owned here:
   file of a write a crash cut short.
 - A round: export, commit what changed, fetch, merge (unrelated histories allowed: the first
   round joins what the remote holds with what this machine has), hand the changed files to the
-  pickup, export again and commit, push. A push refused because the remote moved is retried
-  after another fetch and merge (a few times per round).
+  pickup, export again and commit, push unless the remote already has our `main`. A push refused
+  because the remote moved is retried after another fetch and merge (a few times per round).
+  Few git calls (each is a process on a machine serving requests): four when nothing changed.
 - A conflict never stops the sync: whatever git leaves is committed as it is (the reader loads
   conflict markers and several versions of a node with the merge rule; the next export writes the
   files back clean).
@@ -18,7 +19,8 @@ Rules owned here:
   written elsewhere (status, logs, errors, commit messages) carries redact_url() of it.
 - ROOT/sync/ deleted while the daemon runs is made again; a `.git` there that is no usable
   repository (garbage HEAD, objects gone) is moved aside to ROOT/sync-broken-<time> and made
-  afresh: memory and the remote hold the knowledge, the next round joins them.
+  afresh: memory and the remote hold the knowledge, the next round joins them. It is checked
+  at the first round and again after any git call failed.
 - A merge left half-done by a crash is finished at the next round, and a stale index.lock (this
   daemon holds the storage root, so no other git runs here) is removed when the worker starts.
 """
@@ -140,6 +142,8 @@ class SyncRepo:
         self.remote = remote
         self.timeout = timeout
         self._remote_set = None
+        self._sound = False  # .git checked since the last git failure (ensure() looks again after one)
+        self._has_head = False  # main has a commit (known once seen)
         self.rounds = 0
         self.cancelled = False
         self._proc = None
@@ -151,6 +155,9 @@ class SyncRepo:
         try:
             return gitrun.run(list(args), self.folder, timeout or self.timeout, check=check, started=self._started,
                               nice=NICE)
+        except gitrun.GitError:
+            self._sound = False  # the repository may be what failed: ensure() checks it again
+            raise
         finally:
             self._proc = None
             if self.cancelled:
@@ -175,7 +182,7 @@ class SyncRepo:
     def ensure(self):
         """The folder is a repository on `main` with our attributes and `origin` = the remote."""
         ensure_dir(self.folder)
-        if os.path.exists(os.path.join(self.folder, ".git")) and self._broken():
+        if os.path.exists(os.path.join(self.folder, ".git")) and not self._sound and self._broken():
             aside = "%s-broken-%d" % (self.folder, int(time.time()))
             os.rename(os.path.join(self.folder, ".git"), aside)
             log.warning("remote sync: %s/.git is damaged; moved to %s and made afresh (memory and the remote "
@@ -184,6 +191,7 @@ class SyncRepo:
             self.git("init", "--quiet")
             self.git("symbolic-ref", "HEAD", "refs/heads/" + BRANCH)
             self._remote_set = None  # a fresh repository has no origin yet
+            self._has_head = False
         for name, text in ((".gitattributes", ATTRIBUTES), (".gitignore", IGNORE)):
             path = os.path.join(self.folder, name)
             try:
@@ -201,6 +209,7 @@ class SyncRepo:
                 self.git("remote", "set-url", "origin", self.remote)
             self._remote_set = self.remote
         self.finish_merge()
+        self._sound = True
 
     def _broken(self):
         """True when .git is no usable repository (its HEAD garbage, its commit's objects gone)."""
@@ -233,35 +242,44 @@ class SyncRepo:
 
     def head(self):
         code, out, _ = self.git("rev-parse", "--verify", "-q", "HEAD", check=False)
-        return out.strip() if code == 0 else None
+        head = out.strip() if code == 0 else None
+        self._has_head = head is not None
+        return head
 
     def commit(self, message=None):
         """Commit everything in the working tree; True when there was something to commit."""
         self.git("add", "-A")
         code, _, _ = self.git("diff", "--cached", "--quiet", check=False)
-        if code == 0 and self.head() is not None:
+        if code == 0 and (self._has_head or self.head() is not None):
             return False
         self.git("commit", "--quiet", "--no-verify", "--allow-empty", "-m",
                  message or "kgd: changes from %s" % gitrun.host_name())
+        self._has_head = True
         return True
 
     def fetch(self):
-        """Fetch the remote's `main`; True when the remote has one."""
-        self.git("fetch", "--quiet", "--no-tags", "origin")
-        code, _, _ = self.git("rev-parse", "--verify", "-q", REMOTE_REF, check=False)
-        return code == 0
+        """Fetch the remote's `main`: (ours, theirs), the commits of our `main` and the remote's
+        (None where there is none), read in one call."""
+        # --prune: a remote that lost its `main` (emptied, or another URL) leaves no stale
+        # origin/main behind to say it already holds ours
+        self.git("fetch", "--quiet", "--no-tags", "--prune", "origin")
+        refs = {}
+        for line in self.out("for-each-ref", "--format=%(refname) %(objectname)", "refs/heads/" + BRANCH,
+                             REMOTE_REF).splitlines():
+            name, _, sha = line.partition(" ")
+            refs[name] = sha
+        return refs.get("refs/heads/" + BRANCH), refs.get(REMOTE_REF)
 
-    def merge(self):
-        """Merge the remote's `main` into ours; the files it changed (sorted) and whether git
-        reported a conflict. Committed either way."""
-        before = self.head()
-        theirs = self.out("rev-parse", REMOTE_REF)
-        if before is not None:
-            code, _, _ = self.git("merge-base", "--is-ancestor", theirs, before, check=False)
+    def merge(self, ours, theirs):
+        """Merge the remote's `main` (commit `theirs`) into ours (`ours`, None before the first
+        commit); the files it changed (sorted) and whether git reported a conflict. Committed
+        either way."""
+        if ours is not None:
+            code, _, _ = self.git("merge-base", "--is-ancestor", theirs, ours, check=False)
             if code == 0:
                 return [], False
         code, _, err = self.git("merge", "--quiet", "--no-edit", "--no-verify", "--allow-unrelated-histories",
-                                "-m", "kgd: merge with %s" % redact_url(self.remote), REMOTE_REF, check=False)
+                                "-m", "kgd: merge with %s" % redact_url(self.remote), theirs, check=False)
         conflicted = code != 0
         if conflicted:
             if not os.path.exists(os.path.join(self.folder, ".git", "MERGE_HEAD")):
@@ -269,10 +287,10 @@ class SyncRepo:
             log.info("remote sync: git left a conflict in %s; committing it as it is for kgd to resolve",
                      self.folder)
             self.finish_merge()
-        if before is None:
+        if ours is None:
             changed = self.out("ls-tree", "-r", "--name-only", "HEAD").splitlines()
         else:
-            changed = self.out("diff", "--name-only", "--no-renames", before, "HEAD").splitlines()
+            changed = self.out("diff", "--name-only", "--no-renames", ours, "HEAD").splitlines()
         return sorted(p for p in changed if p), conflicted
 
     def loose_kib(self):
@@ -300,16 +318,18 @@ class SyncRepo:
         self.git("push", "--quiet", "--porcelain", "origin", "HEAD:refs/heads/" + BRANCH)
 
     def round(self, export=None, pickup=None):
-        """One full round; returns {"changed": [...], "conflicted": bool, "pushed": True}. Raises
-        gitrun.GitError (local commits are kept)."""
+        """One full round; returns {"changed": [...], "conflicted": bool, "pushed": bool}. Raises
+        gitrun.GitError (local commits are kept). Nothing is pushed when the remote already has
+        our `main`: a round where nothing changed anywhere is four git calls."""
         self.ensure()
         if export:
             export()
         self.commit()
-        changed, conflicted = [], False
+        changed, conflicted, pushed = [], False, False
         for attempt in range(PUSH_TRIES):
-            if self.fetch():
-                got, c = self.merge()
+            ours, theirs = self.fetch()
+            if theirs is not None and theirs != ours:
+                got, c = self.merge(ours, theirs)
                 conflicted = conflicted or c
                 if got:
                     changed.extend(p for p in got if p not in changed)
@@ -318,8 +338,12 @@ class SyncRepo:
                     if export:
                         export()
                     self.commit("kgd: merged on %s" % gitrun.host_name())
+                ours = self.head()
+            if ours is None or ours == theirs:
+                break  # the remote holds all we have
             try:
                 self.push()
+                pushed = True
                 break
             except gitrun.GitError as exc:
                 if exc.kind != "rejected" or attempt == PUSH_TRIES - 1:
@@ -328,4 +352,4 @@ class SyncRepo:
         self.rounds += 1
         if self.rounds % GC_EVERY == 0:
             self.gc()
-        return {"changed": sorted(changed), "conflicted": conflicted, "pushed": True}
+        return {"changed": sorted(changed), "conflicted": conflicted, "pushed": pushed}

@@ -3,6 +3,7 @@ that wrote while apart converge, a conflict never stops the sync, a missing remo
 and local commits are kept until it is back."""
 
 import os
+import shutil
 
 import pytest
 
@@ -183,6 +184,38 @@ def test_remote_url_changed_is_followed(tmp_path, remote):
     a2 = SyncRepo(a.folder, other)
     a2.round()
     assert gitrun.output(["rev-parse", "refs/heads/main"], other) == a.head()
+
+
+def test_a_remote_emptied_at_the_same_url_gets_everything_again(tmp_path, remote):
+    a = machine(tmp_path, "a", remote)
+    a.ensure()
+    write(a, "user/n.jsonl", '{"id":"1"}\n')
+    a.round()
+    shutil.rmtree(remote)
+    gitrun.run(["init", "-q", "--bare", remote], str(tmp_path))  # re-made empty: origin/main is stale
+    out = a.round()
+    assert out["pushed"] and gitrun.output(["rev-parse", "refs/heads/main"], remote) == a.head()
+
+
+def test_a_round_where_nothing_changed_is_four_git_calls_and_no_push(tmp_path, remote, monkeypatch):
+    a, b = machine(tmp_path, "a", remote), machine(tmp_path, "b", remote)
+    a.ensure()
+    write(a, "user/n.jsonl", '{"id":"1"}\n')
+    a.round()
+    b.round()
+    a.round()
+    calls = []
+    real = gitrun.run
+    monkeypatch.setattr(gitrun, "run", lambda args, *x, **kw: calls.append(args) or real(args, *x, **kw))
+    out = a.round()
+    assert [c[0] for c in calls] == ["add", "diff", "fetch", "for-each-ref"] and not out["pushed"]
+    calls.clear()
+    write(a, "user/n.jsonl", '{"id":"2"}\n')
+    out = a.round()
+    assert out["pushed"] and len(calls) <= 8, [c[0] for c in calls]  # add diff commit fetch refs ... push
+    calls.clear()
+    b.round()  # a fast-forward: nothing of b's own to push back
+    assert "push" not in [c[0] for c in calls]
 
 
 def test_config_file_round_trip_and_mode(tmp_path):
