@@ -244,6 +244,12 @@ class Reader:
         self.lines = {}  # line -> (record, stamp), for the lines of the last parse
         self.cut = False
 
+    def learn(self, known):
+        """(line, record, stamp) triples known without parsing (the lines kgd itself last wrote),
+        used by the next parse."""
+        for line, rec, st in known:
+            self.lines.setdefault(line, (rec, st))
+
     def parse(self, data):
         fresh = {}
         records, problems, stamps, self.cut = _parse(data, self.kind, self.lines, fresh)

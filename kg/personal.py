@@ -70,6 +70,29 @@ def check(obj):
 
 def parse(data):
     """({id: line}, [problem]) from the file's bytes; never raises on bad content."""
+    return _parse(data, {}, None)
+
+
+class Reader:
+    """Parses one personal.jsonl again and again, reading only the lines the last parse did not
+    see (a pull changes a few lines of a large file)."""
+
+    def __init__(self):
+        self.lines = {}  # line -> its record, for the lines of the last parse
+
+    def learn(self, known):
+        """(line, record) pairs known without parsing (the lines kgd itself last wrote)."""
+        for line, rec in known:
+            self.lines.setdefault(line, rec)
+
+    def parse(self, data):
+        fresh = {}
+        out = _parse(data, self.lines, fresh)
+        self.lines = fresh
+        return out
+
+
+def _parse(data, known, fresh):
     if not data:
         return {}, []
     if len(data) > kgdir.MAX_FILE:
@@ -79,14 +102,18 @@ def parse(data):
         line = raw.rstrip(b"\r")
         if not line.strip() or line.startswith(kgdir.CONFLICT_MARKERS):
             continue
-        try:
-            if len(line) > kgdir.MAX_LINE:
-                raise BadInput("line over %d bytes" % kgdir.MAX_LINE)
-            rec = check(json.loads(line.decode("utf-8")))
-        except (ValueError, RecursionError, BadInput) as exc:
-            if len(problems) < kgdir.MAX_PROBLEMS:
-                problems.append("%s line %d: %s" % (FILE, lineno, getattr(exc, "message", None) or "not JSON"))
-            continue
+        rec = known.get(line)
+        if rec is None:
+            try:
+                if len(line) > kgdir.MAX_LINE:
+                    raise BadInput("line over %d bytes" % kgdir.MAX_LINE)
+                rec = check(json.loads(line.decode("utf-8")))
+            except (ValueError, RecursionError, BadInput) as exc:
+                if len(problems) < kgdir.MAX_PROBLEMS:
+                    problems.append("%s line %d: %s" % (FILE, lineno, getattr(exc, "message", None) or "not JSON"))
+                continue
+        if fresh is not None:
+            fresh[line] = rec
         out[rec["id"]] = merge(out[rec["id"]], rec) if rec["id"] in out else rec
     return out, problems
 

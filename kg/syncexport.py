@@ -24,7 +24,8 @@ Rules owned here:
 - Nothing holding a credential is written here: a node or edge the secrets gate flagged
   (Graph.flagged, kg/secrets.py) is skipped and logged once, its base left as it was, and its
   personal line left out.
-- Files are written atomically, 0600, only when their bytes change.
+- Files are written atomically, 0600, only when their bytes change. A file read again (a pull
+  changed it) is parsed only where its lines differ from what kgd last wrote or read there.
 """
 
 import logging
@@ -103,6 +104,7 @@ class Bridge:
         self.lock = threading.Lock()  # one pass at a time (the worker's thread, a test)
         self.files = {}  # path -> (stat, parsed records, their stamps) as kgd last wrote or read it
         self.lines = {}  # path -> FileLines: the file's lines as last rendered (kg/filelines.py)
+        self.readers = {}  # path -> kgdir.Reader / personal.Reader: lines parsed before are not parsed again
         self.untracked = 0  # changes only an audit found (should stay 0)
 
     # ------------------------------------------------------------ what the worker calls
@@ -393,15 +395,34 @@ class Bridge:
         if hit is not None and st is not None and hit[0] == st:
             return hit[1], False
         data = _read(path)
+        reader = self.readers.get(path)
+        if reader is None:
+            reader = self.readers[path] = personal.Reader() if kind == "personal" else kgdir.Reader(kind)
+        self._teach(reader, path, kind, hit)
+        stamps = None
         if kind == "personal":
-            parsed, problems = personal.parse(data)
-            clean = personal.render(parsed)
+            parsed, problems = reader.parse(data)
         else:
-            parsed, problems = kgdir.parse(data, kind)
-            clean = kgdir.render(parsed)
+            parsed, problems, known = reader.parse(data)  # only lines not seen before are parsed
+            stamps = {k: known.get(k) or kgdir.stamp(r) for k, r in parsed.items() if not kgdir.is_tombstone(r)}
         self._report(rel, problems)
-        self.files[path] = (st, parsed, _stamps(parsed) if kind != "personal" else None)
+        self.files[path] = (st, parsed, stamps)
+        # the records of lines seen before are the objects last rendered: their lines are reused
+        clean = self._render(path, parsed, None, None, None)
         return parsed, data is not None and data != clean
+
+    def _teach(self, reader, path, kind, hit):
+        """The lines kgd last rendered for this file, with their records, so that reading it again
+        after a pull parses only the lines the pull changed."""
+        lines = self.lines.get(path)
+        if lines is None or hit is None or not lines.follows(hit[1]):
+            return
+        if kind == "personal":
+            reader.learn((t.encode("utf-8"), lines.recs[k]) for k, t in lines.text.items())
+            return
+        stamps = hit[2] or {}
+        reader.learn((t.encode("utf-8"), lines.recs[k], stamps.get(k) or kgdir.stamp(lines.recs[k]))
+                     for k, t in lines.text.items())
 
     def _log_frozen(self, rel, kind, frozen):
         fresh = [k for k in frozen if (rel, kind, k) not in self.problems_logged]

@@ -318,3 +318,40 @@ def test_a_shared_projects_pass_is_incremental_too(tmp_path, monkeypatch):
         assert not os.path.exists(os.path.join(folder, kgdir.NODES_FILE))
     finally:
         s.close()
+
+
+@pytest.mark.parametrize("seed", range(10))
+def test_personal_reader_reads_what_parse_reads(seed):
+    rnd = random.Random(seed)
+    reader = personal.Reader()
+    pool = [b'{"id":"n%d","read":%s,"state":"%s","since":%d}' % (
+        i % 7, b"null" if i % 3 else b"1800000000.5", [b"active", b"archived", b"orphaned"][i % 3], 1800000000 + i)
+        for i in range(30)] + [b"<<<<<<< ours", b"=======", b"not json", b'{"id":"x","state":"gone","since":1}', b""]
+    for _ in range(30):
+        data = b"\n".join(rnd.choice(pool) for _ in range(rnd.randint(0, 12))) + rnd.choice([b"", b"\n", b"\r\n"])
+        assert reader.parse(data) == personal.parse(data)
+
+
+def test_a_pickup_parses_only_the_lines_that_changed(tmp_path, monkeypatch):
+    s, bridge, now = big_machine(tmp_path)
+    try:
+        folder = tmp_path / "root" / "sync" / "user"
+        bridge.pickup(["user/nodes.jsonl"])  # the files read once, as after a start
+        nodes_file, personal_file = folder / kgdir.NODES_FILE, folder / personal.FILE
+        data = nodes_file.read_bytes().replace(b'"insight 1234"', b'"insight 1234, pulled"')
+        nodes_file.write_bytes(data.replace(b'"_write_ts":%d' % T0, b'"_write_ts":%d' % (T0 + 10), 0))
+        lines = personal_file.read_bytes().split(b"\n")
+        lines[7] = lines[7].replace(b'"read":null', b'"read":%d' % (T0 + 5))
+        personal_file.write_bytes(b"\n".join(lines))
+        parsed = {"content": 0, "personal": 0}
+        for mod, name, what in ((kgdir, "check_record", "content"), (personal, "check", "personal")):
+            real = getattr(mod, name)
+            monkeypatch.setattr(mod, name, lambda *a, _r=real, _w=what, **kw: parsed.__setitem__(
+                _w, parsed[_w] + 1) or _r(*a, **kw))
+        bridge.pickup(["user/nodes.jsonl", "user/personal.jsonl"])
+        assert parsed == {"content": 1, "personal": 1}
+        g = s.graph("user")
+        assert g.nodes["node-01234"]["gist"] == "insight 1234, pulled"
+        assert g.nodes["node-00007"]["_read_ts"] == T0 + 5
+    finally:
+        s.close()
