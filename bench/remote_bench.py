@@ -7,11 +7,13 @@
 1. One sync round on a user graph of N nodes with a handful of changes (a real daemon, a bare
    remote in a temp folder; POST /api/remote waits for the round): the first round (everything
    exported), then rounds after 5 changed nodes, median of several.
-2. The sync repository's size after P puts: in-process (the store, the bridge and the git round
+2. A round that brings another machine's 5 changed nodes (two stores in process, one remote):
+   its time and the daemon's CPU, the pickup into memory included.
+3. The sync repository's size after P puts: in-process (the store, the bridge and the git round
    of the daemon, without HTTP), a local commit after every put (the worst case: the daemon
    commits once writes pause) or every 10, a full round every 50 puts (with the daemon's
    periodic `git gc --auto`); `.git` of ROOT/sync and the bare remote, before and after `git gc`.
-3. Tool-call latency (kg_put_node over MCP on one keep-alive connection, 5 ms apart) while idle,
+4. Tool-call latency (kg_put_node over MCP on one keep-alive connection, 5 ms apart) while idle,
    while sync rounds run back to back in another thread (each exporting the puts made
    meanwhile), and, as a control, while another program does the same git work with no kgd
    code in it (rewrite 5 lines of a copy of the 3 MB nodes.jsonl with fsync, git add, commit,
@@ -106,6 +108,47 @@ def round_figures(tmp, n, rounds=5):
             "rounds": times, "round_cpu_s": statistics.median(cpu), "round_nothing_changed_s": statistics.median(idle),
             "sync_git_bytes": du(os.path.join(root, "sync", ".git")),
             "sync_files_bytes": du(os.path.join(root, "sync")) - du(os.path.join(root, "sync", ".git"))}
+
+
+def pickup_figures(tmp, n, rounds=5):
+    """Two machines in process on one bare remote, a user graph of n nodes: after machine A
+    changed 5 nodes and synced, machine B's round (fetch, merge, the pickup into memory): its
+    wall time and its thread's CPU time (git apart), median of `rounds`."""
+    remote = os.path.join(tmp, "pickup-remote.git")
+    subprocess.run(["git", "init", "-q", "--bare", remote], check=True)
+    machines = []
+    for name in ("a", "b"):
+        root = os.path.join(tmp, "pickup-" + name)
+        os.makedirs(root, mode=0o700)
+        if name == "a":
+            with open(os.path.join(root, "user.json"), "w") as f:
+                json.dump(user_graph(n, time.time()), f)
+        store = Store(root, Settings(max_tokens=10 ** 7)).open()
+        folder = os.path.join(root, "sync")
+        bridge = Bridge(store, folder)
+        machines.append((store, SyncRepo(folder, remote), bridge))
+
+    def sync(m):
+        return m[1].round(export=lambda: m[2].export(full=True), pickup=m[2].pickup)
+    try:
+        a, b = machines
+        sync(a)
+        sync(b)  # b takes all of a's graph
+        walls, cpus = [], []
+        for r in range(rounds):
+            for j in range(5):
+                a[0].put_node(None, "user", "node-%05d" % (r * 37 + j * 11), "changed on a in round %d" % r)
+            sync(a)
+            t, c = time.perf_counter(), time.thread_time()
+            out = sync(b)
+            walls.append(time.perf_counter() - t)
+            cpus.append(time.thread_time() - c)
+            assert out["changed"], out
+        assert b[0].graph("user").nodes["node-00011"]["gist"].startswith("changed on a")
+    finally:
+        for m in machines:
+            m[0].close()
+    return {"wall_s": statistics.median(walls), "cpu_s": statistics.median(cpus)}
 
 
 def size_figures(tmp, puts, every):
@@ -257,6 +300,9 @@ def main():
               % r["round_cpu_s"])
         print("  round with nothing changed: %.3f s" % r["round_nothing_changed_s"])
         print("  ROOT/sync files %.1f MB, its .git %.1f MB" % (r["sync_files_bytes"] / 1e6, r["sync_git_bytes"] / 1e6))
+        p = pickup_figures(tmp, n)
+        print("a round that brings another machine's 5 changes into a %d-node user graph: %.3f s, "
+              "the daemon's own CPU %.3f s (median of 5)" % (n, p["wall_s"], p["cpu_s"]))
         for every in (1, 10):
             s = size_figures(tmp, puts, every)
             print("sync repository after %d puts, a commit every %d put(s) and a round every 50 (%d commits; %.1f s):"

@@ -70,7 +70,7 @@ def _read(path):
 class Mirror:
     """What the bridge knows of one graph between passes: the graph object it follows, the
     tracker that graph tells of every change (kg/graph.py), memory's records and personal lines
-    as last computed, and when the last full pass ran."""
+    as last computed, and when memory was last audited."""
 
     def __init__(self, graph, rel, shared, now):
         self.graph = graph
@@ -220,13 +220,17 @@ class Bridge:
             node_refs, edge_refs = dict(g.nodes), dict(g.edges)
             flagged = set(g.flagged)
         recs, mine = m.recs, m.mine
-        missed_nodes = {k for k, n in node_refs.items() if k not in recs["node"]
-                        or recs["node"][k][0] != _signature("node", n)
-                        or k not in flagged and (k not in mine or mine[k][0] != _personal_signature(n))}
-        missed_nodes.update(k for k in recs["node"] if k not in node_refs)
-        missed_edges = {k for k, e in edge_refs.items() if k not in recs["edge"]
-                        or recs["edge"][k][0] != _signature("edge", e)}
-        missed_edges.update(k for k in recs["edge"] if k not in edge_refs)
+        missed_nodes = {k for k, n in node_refs.items()
+                        if k not in flagged and (k not in mine or mine[k][0] != _personal_signature(n))}
+        missed_nodes.update(k for k in mine if k not in node_refs)
+        missed_edges = set()
+        if not m.shared:  # a shared project's content is not mirrored here (kg/shared.py)
+            missed_nodes.update(k for k, n in node_refs.items()
+                                if k not in recs["node"] or recs["node"][k][0] != _signature("node", n))
+            missed_nodes.update(k for k in recs["node"] if k not in node_refs)
+            missed_edges = {k for k, e in edge_refs.items()
+                            if k not in recs["edge"] or recs["edge"][k][0] != _signature("edge", e)}
+            missed_edges.update(k for k in recs["edge"] if k not in edge_refs)
         with self.store.lock:
             missed_nodes -= m.tracker.nodes  # changed since the last pass, and told
             missed_edges -= m.tracker.edges

@@ -13,6 +13,7 @@ never slows a tool call), and gives what a pass over every key gives.
 
 import os
 import random
+import time
 
 import pytest
 
@@ -312,6 +313,9 @@ def test_a_shared_projects_pass_is_incremental_too(tmp_path, monkeypatch):
         s.read_nodes(None, ["p-007"], level="project", project_path=str(repo))
         bridge.export()
         assert calls == ["p-007"]
+        bridge.clock = lambda: time.time() + Bridge.AUDIT_EVERY  # the hourly audit finds nothing missed
+        bridge.export()
+        assert bridge.untracked == 0
         folder = os.path.join(str(tmp_path / "root" / "sync"), syncexport.folder_of(g))
         lines = personal.parse(open(os.path.join(folder, personal.FILE), "rb").read())[0]
         assert lines["p-007"]["read"] is not None
