@@ -6,7 +6,8 @@ git round) that holds the interpreter for even a millisecond at a time makes eve
 served meanwhile wait for it at each hand-over of the interpreter lock, which is what moved the
 slowest tool calls while a sync ran. Background work instead calls `give_way()` between its
 steps: while any request is being served it sleeps (the interpreter is free) until none is, or
-`max_wait` has passed, so it always makes progress, however busy the daemon.
+`max_wait` has passed, so it always makes progress, however busy the daemon. It sleeps on a
+condition the last request to end wakes: no polling competes for the interpreter.
 
 Rules owned here:
 - `serving()` marks one request from its parsed request line to its answer (kg/http.py); a
@@ -18,10 +19,9 @@ import contextlib
 import threading
 import time
 
-STEP = 0.0005  # how often a waiting background step looks again
 MAX_WAIT = 0.05  # the longest one step gives way before it runs anyway
 
-_lock = threading.Lock()
+_cond = threading.Condition(threading.Lock())
 _serving = 0
 _thread = threading.local()  # .on: this thread is serving a request
 
@@ -32,7 +32,7 @@ def begin():
     if getattr(_thread, "on", False):
         return
     _thread.on = True
-    with _lock:
+    with _cond:
         _serving += 1
 
 
@@ -41,8 +41,10 @@ def end():
     if not getattr(_thread, "on", False):
         return
     _thread.on = False
-    with _lock:
+    with _cond:
         _serving -= 1
+        if not _serving:
+            _cond.notify_all()
 
 
 def busy():
@@ -70,14 +72,11 @@ def aside():
             begin()
 
 
-def give_way(max_wait=MAX_WAIT, clock=time.monotonic, sleep=time.sleep):
-    """Sleep while a request is being served, at most `max_wait` seconds; the seconds waited."""
+def give_way(max_wait=MAX_WAIT, clock=time.monotonic):
+    """Wait while a request is being served, at most `max_wait` seconds; the seconds waited."""
     if not _serving:
         return 0.0
     start = clock()
-    while _serving:
-        waited = clock() - start
-        if waited >= max_wait:
-            return waited
-        sleep(STEP)
+    with _cond:
+        _cond.wait_for(lambda: not _serving, timeout=max_wait)
     return clock() - start

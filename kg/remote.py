@@ -100,6 +100,8 @@ class RemoteSync:
             self.repo.cancel()
             self.worker.stop(timeout=30)
             self.worker = None
+            if self.bridge is not None:
+                self.bridge.close()  # no tracker collects changes while no worker syncs them
 
     # ------------------------------------------------------------ what the worker runs
 

@@ -82,6 +82,8 @@ class Mirror:
         self.mem = {"node": ({}, {}), "edge": ({}, {})}  # kind -> ({key: record}, {key: stamp})
         self.mine = {}  # node id -> (personal signature, base entry, personal line)
         self.lines = {}  # node id -> personal line
+        self.stats = {}  # path -> the file's stat when this graph's last pass read or wrote it
+        self.redo = False  # this incremental pass met a file it did not expect: the next is full
 
     def current(self, g, rel):
         return self.graph is g and self.rel == rel and self.shared == is_shared(g)
@@ -138,34 +140,53 @@ class Bridge:
             m = self.mirrors.pop(gone)
             if m is not None:
                 m.drop()
+                if not any(o is not None and o.rel == m.rel for o in self.mirrors.values()):
+                    self._forget(os.path.join(self.sync_root, *m.rel.split("/")))
         return durables
+
+    def close(self):
+        """Forget every graph (the remote is off or changes): trackers detached, caches dropped,
+        so nothing is collected meanwhile; the next pass compares every key."""
+        with self.lock:
+            for m in self.mirrors.values():
+                if m is not None:
+                    m.drop()
+            self.mirrors.clear()
+            self._forget(None)
+
+    def _forget(self, folder):
+        """Drop what is cached of the files in `folder` (None: of every file)."""
+        for cache in (self.files, self.lines, self.readers):
+            for path in [p for p in cache if folder is None or os.path.dirname(p) == folder]:
+                del cache[path]
 
     # ------------------------------------------------------------ one graph
 
-    def _files_moved(self, folder, shared):
-        """True when a file of the folder that the pass reads (a shared project's: personal.jsonl
-        only) is not as kgd last wrote or read it (git, a person)."""
-        for name in (personal.FILE,) if shared else (kgdir.NODES_FILE, kgdir.EDGES_FILE, personal.FILE):
-            path = os.path.join(folder, name)
-            hit = self.files.get(path)
-            if hit is None or hit[0] != _stat(path):
-                return True
-        return False
+    @staticmethod
+    def _paths(folder, shared):
+        """The files of the folder a pass reads (a shared project's: personal.jsonl only)."""
+        names = (personal.FILE,) if shared else (kgdir.NODES_FILE, kgdir.EDGES_FILE, personal.FILE)
+        return [os.path.join(folder, name) for name in names]
+
+    def _files_moved(self, m, folder, shared):
+        """True when a file of the folder is not as this graph's last pass left it (git, a
+        person, or another graph with the same folder: worktrees of one shared repository)."""
+        return m is None or any(m.stats.get(path, False) != _stat(path) for path in self._paths(folder, shared))
 
     def sync_graph(self, durable, force=True):
         """One graph with its folder, both ways. Returns the number of changes taken into memory.
 
         Only the keys the graph's tracker saw change are reconciled; every key is, for a graph
-        met for the first time or recounted, when the folder's files moved (a merge, an edit)
-        and when `force`d. Every AUDIT_EVERY seconds memory is checked against what the passes
-        saw (_audit)."""
-        foreground.give_way()  # each step of a pass waits while a request is being served
+        met for the first time or recounted, when the folder's files moved since its last pass
+        (a merge, an edit, another graph with the same folder) and when `force`d. Every
+        AUDIT_EVERY seconds memory is checked against what the passes saw (_audit)."""
         self._ensure_identity(durable)
         now = self.clock()
         with self.store.lock:
             rel, shared = folder_of(durable.graph), is_shared(durable.graph)
+            m = self.mirrors.get(id(durable))
         folder = os.path.join(self.sync_root, *rel.split("/")) if rel is not None else None
-        moved = folder is not None and self._files_moved(folder, shared)
+        moved = folder is not None and self._files_moved(m, folder, shared)
         with self.store.lock:
             g = durable.graph
             rel = folder_of(g)
@@ -177,15 +198,17 @@ class Bridge:
                 if m is not None:
                     m.drop()
                 m = self.mirrors[id(durable)] = Mirror(g, rel, is_shared(g), now)
+                moved = True
         if now - m.audited_at >= self.AUDIT_EVERY:
             self._audit(m, now)
         with self.store.lock:  # only dicts are taken here: nothing grows with the graph
             if durable.graph is not g:
                 return 0  # reloaded meanwhile: the next pass starts over
             touched_nodes, touched_edges, everything = m.tracker.take()
-            full = force or moved or everything
+            full = force or moved or everything or m.redo
             if not full and not touched_nodes and not touched_edges:
                 return 0
+            m.redo = False
             if full:
                 node_refs, edge_refs = dict(g.nodes), dict(g.edges)
             else:
@@ -195,6 +218,7 @@ class Bridge:
             flagged = {"node": set(g.flagged), "edge": set(g.flagged_edges)}  # the secrets gate's findings
         folder = os.path.join(self.sync_root, *rel.split("/"))
         examine = None if full else {"node": touched_nodes, "edge": touched_edges}
+        foreground.give_way()  # each step of a pass waits while a request is being served
         try:
             # Each node is copied whole (one C call, atomic under the GIL) outside the lock; a key
             # written meanwhile is found changed when the result is applied, and left for later.
@@ -204,7 +228,11 @@ class Bridge:
             foreground.give_way()
             if any(taken.values()):  # _apply may put a key's old base back: never into the graph's own dicts
                 new_base = {k: dict(v) for k, v in new_base.items()}
-            return self._apply(durable, g, nodes, edges, taken, new_base)
+            applied = self._apply(durable, g, nodes, edges, taken, new_base)
+            for path in self._paths(folder, m.shared):
+                hit = self.files.get(path)
+                m.stats[path] = hit[0] if hit is not None else None
+            return applied
         except BaseException:
             with self.store.lock:
                 m.tracker.all = True  # what this pass took is looked at again, whole
@@ -262,14 +290,16 @@ class Bridge:
                 if out is not None:
                     writes.append((path, out, kind, disk, stamps))
                 if kind == "node":
-                    secret_ids.update(flagged["node"])
                     node_disk = disk
+        secret_ids.update(flagged["node"])  # not even a shared project's personal line names them
         foreground.give_way()
         mine = self._personal(m, nodes, base["personal"], now, secret_ids, None if examine is None else examine["node"])
         path = os.path.join(folder, personal.FILE)
-        disk, unclean = self._disk(path, rel, "personal")
+        disk, unclean = self._disk(path, rel, "personal", m if examine is not None else None)
         p_base = base["personal"]
         whole = examine is None or unclean or len(p_base) != len(disk)
+        if whole and examine is not None:
+            m.redo = True  # lines for nodes outside this pass's snapshot may wait: the next pass sees all
         ids = mine if whole else examine["node"]
         moved = {k: mine[k] for k in ids if k in mine and disk.get(k) != mine[k]}
         tombstoned = {k for k in (node_disk if whole else ids) if kgdir.is_tombstone(node_disk.get(k) or {})}
@@ -301,7 +331,7 @@ class Bridge:
         names the only keys that can have moved). -> (to memory, new base, bytes to write or
         None, the file's records after the write, frozen keys, their stamps)."""
         mem, mem_stamps = self._records(m, kind, items, examine)
-        disk, unclean = self._disk(path, rel, kind)
+        disk, unclean = self._disk(path, rel, kind, m if examine is not None else None)
         disk_stamps = self.files[path][2] if path in self.files else _stamps(disk)
         if examine is None:
             keys = {k for k, st in mem_stamps.items() if base.get(k) != st}
@@ -391,13 +421,17 @@ class Bridge:
             recs[k], stamps[k] = hit[1], hit[2]
         return recs, stamps
 
-    def _disk(self, path, rel, kind):
+    def _disk(self, path, rel, kind, incremental=None):
         """A file's records (parsed again only when it changed since kgd last wrote or read it)
-        and whether its bytes are not the clean rendering (a merge left duplicates or markers)."""
+        and whether its bytes are not the clean rendering (a merge left duplicates or markers).
+        `incremental`: the Mirror of an incremental pass, which expected the file unchanged; if
+        it changed after all (edited meanwhile), its next pass compares every key."""
         st = _stat(path)
         hit = self.files.get(path)
         if hit is not None and st is not None and hit[0] == st:
             return hit[1], False
+        if incremental is not None:
+            incremental.redo = True
         data = _read(path)
         reader = self.readers.get(path)
         if reader is None:

@@ -241,8 +241,7 @@ class SyncRepo:
     # ------------------------------------------------------------ the steps of a round
 
     def head(self):
-        code, out, _ = self.git("rev-parse", "--verify", "-q", "HEAD", check=False)
-        head = out.strip() if code == 0 else None
+        head = self._ref("HEAD")
         self._has_head = head is not None
         return head
 
@@ -258,17 +257,28 @@ class SyncRepo:
         return True
 
     def fetch(self):
-        """Fetch the remote's `main`: (ours, theirs), the commits of our `main` and the remote's
-        (None where there is none), read in one call."""
+        """Fetch the remote's `main`: (ours, theirs), the commits of our HEAD (normally `main`)
+        and of the remote's `main` (None where there is none), read in one call."""
         # --prune: a remote that lost its `main` (emptied, or another URL) leaves no stale
         # origin/main behind to say it already holds ours
         self.git("fetch", "--quiet", "--no-tags", "--prune", "origin")
+        try:
+            with open(os.path.join(self.folder, ".git", "HEAD"), "r", encoding="utf-8") as f:
+                head = f.read().strip()
+        except (OSError, ValueError):
+            head = ""
+        if not head.startswith("ref: refs/"):  # detached by hand (or unreadable): ask git
+            return self.head(), self._ref(REMOTE_REF)
+        local = head[len("ref: "):]
         refs = {}
-        for line in self.out("for-each-ref", "--format=%(refname) %(objectname)", "refs/heads/" + BRANCH,
-                             REMOTE_REF).splitlines():
+        for line in self.out("for-each-ref", "--format=%(refname) %(objectname)", local, REMOTE_REF).splitlines():
             name, _, sha = line.partition(" ")
             refs[name] = sha
-        return refs.get("refs/heads/" + BRANCH), refs.get(REMOTE_REF)
+        return refs.get(local), refs.get(REMOTE_REF)
+
+    def _ref(self, name):
+        code, out, _ = self.git("rev-parse", "--verify", "-q", name, check=False)
+        return out.strip() if code == 0 else None
 
     def merge(self, ours, theirs):
         """Merge the remote's `main` (commit `theirs`) into ours (`ours`, None before the first

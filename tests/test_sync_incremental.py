@@ -359,3 +359,99 @@ def test_a_pickup_parses_only_the_lines_that_changed(tmp_path, monkeypatch):
         assert g.nodes["node-00007"]["_read_ts"] == T0 + 5
     finally:
         s.close()
+
+
+def shared_worktrees(tmp_path, clock):
+    """Two checkouts of one repository that holds .kg/: two shared graphs, one identity, so one
+    folder projects/<id>/ and one personal.jsonl."""
+    s = Store(str(tmp_path / "root"), Settings(max_tokens=10 ** 7), clock=clock).open()
+    graphs = []
+    for name in ("wt-a", "wt-b"):
+        p = tmp_path / name
+        p.mkdir()
+        s.put_node(None, "project", "x", "same knowledge", project_path=str(p))
+        s.put_node(None, "project", "y", "other", project_path=str(p))
+        graphs.append((str(p), s.graph("project", project_path=str(p))))
+    with s.lock:
+        for _, g in graphs:
+            g.meta["repo_id"] = "git-" + "a" * 40  # one repository: every checkout agrees (kg/repoid.py)
+            g.shared = True
+    return s, graphs
+
+
+def test_two_graphs_with_one_folder_take_each_others_personal_lines(tmp_path):
+    now = [T0]
+    s, ((a, ga), (b, gb)) = shared_worktrees(tmp_path, lambda: now[0])
+    try:
+        bridge = Bridge(s, str(tmp_path / "root" / "sync"), clock=lambda: now[0])
+        bridge.export()
+        bridge.export()
+        now[0] += 100
+        s.read_nodes(None, ["x"], level="project", project_path=a)
+        bridge.export()  # a's pass writes x's read to the one personal.jsonl
+        now[0] += 100
+        s.read_nodes(None, ["y"], level="project", project_path=b)
+        bridge.export()  # b's pass must see the file moved since its own last pass
+        assert gb.nodes["x"]["_read_ts"] == ga.nodes["x"]["_read_ts"] == T0 + 100
+    finally:
+        s.close()
+
+
+def test_a_file_edited_while_a_pass_runs_is_taken_by_the_next(tmp_path, monkeypatch):
+    s, bridge, now = big_machine(tmp_path, n=5)
+    try:
+        path = tmp_path / "root" / "sync" / "user" / kgdir.NODES_FILE
+        real = Bridge._files_moved
+
+        def then_edit(self, m, folder, shared):
+            out = real(self, m, folder, shared)
+            data = path.read_bytes().replace(b'"insight 3"', b'"insight 3, edited by hand"')
+            path.write_bytes(data.replace(b'"changed":%d' % T0, b'"changed":%d' % (T0 + 50)))
+            return out
+        now[0] += 100
+        s.put_node(None, "user", "node-00000", "touched")  # something for an incremental pass to do
+        monkeypatch.setattr(Bridge, "_files_moved", then_edit)
+        bridge.export()
+        monkeypatch.setattr(Bridge, "_files_moved", real)
+        bridge.export()
+        assert s.graph("user").nodes["node-00003"]["gist"] == "insight 3, edited by hand"
+    finally:
+        s.close()
+
+
+def test_a_shared_projects_personal_line_never_names_a_flagged_node(tmp_path):
+    import string
+
+    now = [T0]
+    s, ((a, ga), _) = shared_worktrees(tmp_path, lambda: now[0])
+    try:
+        rnd = random.Random(7)
+        token = "ghp_" + "".join(rnd.choice(string.ascii_letters + string.digits) for _ in range(36))
+        leaky = node("leaky-" + token, "the deploy token is " + token)
+        durable = next(d for d in s.registry.durables() if d.graph is ga)
+        with s.writes.writing(None) as w:  # as a graph loaded from an old file would hold it
+            s.writes.change(w, durable, [{"op": "node", "node": leaky}], lambda g: g.put_node(leaky), compact=False)
+        assert leaky["id"] in ga.flagged
+        bridge = Bridge(s, str(tmp_path / "root" / "sync"), clock=lambda: now[0])
+        bridge.export()
+        folder = tmp_path / "root" / "sync" / syncexport.folder_of(ga)
+        text = (folder / personal.FILE).read_text()
+        assert '"x"' in text and token not in text
+    finally:
+        s.close()
+
+
+def test_close_detaches_every_tracker_and_a_later_pass_starts_whole(tmp_path):
+    s, bridge, now = big_machine(tmp_path, n=20)
+    try:
+        g = s.graph("user")
+        assert len(g.trackers) == 1 and bridge.files
+        bridge.close()  # the remote switched off: nothing may collect changes meanwhile
+        assert g.trackers == () and not bridge.files and not bridge.lines and not bridge.readers
+        s.put_node(None, "user", "node-00002", "changed while off")
+        bridge.export()
+        assert len(g.trackers) == 1
+        path = tmp_path / "root" / "sync" / "user" / kgdir.NODES_FILE
+        assert b"changed while off" in path.read_bytes()
+    finally:
+        s.close()

@@ -218,6 +218,17 @@ def test_a_round_where_nothing_changed_is_four_git_calls_and_no_push(tmp_path, r
     assert "push" not in [c[0] for c in calls]
 
 
+def test_head_moved_off_main_by_hand_still_reaches_the_remotes_main(tmp_path, remote):
+    a = machine(tmp_path, "a", remote)
+    a.ensure()
+    write(a, "user/n.jsonl", '{"id":"1"}\n')
+    a.round()
+    gitrun.run(["checkout", "-q", "-b", "elsewhere"], a.folder)
+    write(a, "user/n.jsonl", '{"id":"2"}\n')
+    out = a.round()
+    assert out["pushed"] and gitrun.output(["rev-parse", "refs/heads/main"], remote) == a.head()
+
+
 def test_config_file_round_trip_and_mode(tmp_path):
     assert read_config(str(tmp_path)) == {}
     write_config(str(tmp_path), {"remote": "/r", "enabled": True})
