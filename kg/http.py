@@ -35,6 +35,7 @@ MAX_BODY = 4 * 1024 * 1024
 MAX_CONNECTIONS = 256
 IDLE_TIMEOUT = 30.0  # seconds a keep-alive connection may sit silent
 HEADER_DEADLINE = 30.0  # seconds from waiting for a request to having its headers
+MAX_TRAILERS = 64  # trailer lines accepted after a chunked body's last chunk
 MCP_ONLY = "MCP here is POST only (stateless Streamable HTTP: no SSE stream, no session)."
 
 
@@ -318,6 +319,19 @@ class Handler(BaseHTTPRequestHandler):
             self.connection.settimeout(IDLE_TIMEOUT)
         return b"".join(parts)
 
+    def _skip_trailers(self, chunks, deadline):
+        """The trailer lines after the last chunk: at most MAX_TRAILERS, within the body's deadline
+        (a client sending trailers forever would hold this thread, and the background work that
+        gives way to requests, for good)."""
+        for _ in range(MAX_TRAILERS + 1):
+            if time.monotonic() > deadline:
+                break
+            if not self.rfile.readline(1024).strip():
+                return b"".join(chunks)
+        self.close_connection = True
+        self.error(400, "malformed chunked body: too many trailer lines, or too slow.")
+        return None
+
     def read_chunked(self):
         """A chunked body: hex sizes only, within MAX_BODY and one HEADER_DEADLINE overall."""
         chunks, total = [], 0
@@ -331,9 +345,7 @@ class Handler(BaseHTTPRequestHandler):
                 return None
             size = int(digits, 16)
             if size == 0:
-                while self.rfile.readline(1024).strip():
-                    pass
-                return b"".join(chunks)
+                return self._skip_trailers(chunks, deadline)
             total += size
             if total > MAX_BODY:
                 self.close_connection = True

@@ -407,6 +407,33 @@ def test_chunked_body_with_a_bad_size_is_400(daemon, size_line):
     assert daemon.json("GET", "/health")[0] == 200
 
 
+def test_chunked_body_with_endless_trailers_is_cut_off(daemon):
+    """Trailer lines after the last chunk are bounded: a client sending them forever is answered
+    400 and let go, not served for good."""
+    import socket as _socket
+    with _socket.create_connection(("127.0.0.1", daemon.port), timeout=10) as s:
+        s.sendall(b"POST /mcp HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Type: application/json\r\n"
+                  b"Transfer-Encoding: chunked\r\n\r\n2\r\n{}\r\n0\r\n")
+        data = b""
+        for i in range(10000):
+            try:
+                s.sendall(b"X-Trailer-%d: more\r\n" % i)
+            except OSError:
+                break
+            s.settimeout(0.001)
+            try:
+                data += s.recv(65536)
+            except (_socket.timeout, BlockingIOError):
+                pass
+            s.settimeout(10)
+            if data:
+                break
+        if not data:
+            data = s.recv(65536)
+    assert data.startswith(b"HTTP/1.1 400") and b"trailer" in data, data[:300]
+    assert daemon.json("GET", "/health")[0] == 200
+
+
 def test_ipv6_loopback_bind(make_daemon):
     """--host ::1 serves on the IPv6 loopback."""
     import socket as _socket
