@@ -430,7 +430,7 @@ class Bridge:
         hit = self.files.get(path)
         if hit is not None and st is not None and hit[0] == st:
             return hit[1], False
-        if incremental is not None:
+        if incremental is not None and (hit is None or hit[0] != st):  # (a file still missing is no news)
             incremental.redo = True
         data = _read(path)
         reader = self.readers.get(path)

@@ -240,6 +240,12 @@ def test_an_incremental_pass_serialises_only_what_changed(tmp_path, monkeypatch)
             s.put_node(None, "user", "node-%05d" % i, "changed %d" % i)
         s.read_nodes(None, ["node-00042"], level="user")
         bridge.export()
+        for k in calls:  # and so on, pass after pass (no edges.jsonl here: a missing file is no news)
+            calls[k] = 0
+        for i in (4, 501, 1998):
+            s.put_node(None, "user", "node-%05d" % i, "changed %d" % i)
+        s.read_nodes(None, ["node-00043"], level="user")
+        bridge.export()
         # the three put: their records; all four: their personal lines (a read moves only that)
         assert calls["node_record"] == 3 and calls["record"] == 4
         # a few canonical lines per changed node (stamp, file line, personal merge), none for the
