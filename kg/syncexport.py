@@ -24,8 +24,8 @@ Rules owned here:
 - Nothing holding a credential is written here: a node or edge the secrets gate flagged
   (Graph.flagged, kg/secrets.py) is skipped and logged once, its base left as it was, and its
   personal line left out.
-- Files are written atomically, 0600, only when their bytes change. A file read again (a pull
-  changed it) is parsed only where its lines differ from what kgd last wrote or read there.
+- Files are written (kg/syncfiles.py: atomically, 0600) only when their bytes change; a file
+  read again (a pull changed it) is parsed only where its lines differ from what kgd last wrote.
 """
 
 import logging
@@ -34,9 +34,8 @@ import threading
 import time
 
 from . import foreground, kgdir, model, personal, repoid
-from .filelines import FileLines
 from .reconcile import reconcile
-from .storage import atomic_write, ensure_dir
+from .syncfiles import SyncFiles, stat
 
 log = logging.getLogger(__name__)
 
@@ -57,14 +56,6 @@ def folder_of(graph):
         return USER_DIR
     ident = graph.meta.get("repo_id")
     return PROJECTS_DIR + "/" + ident if repoid.is_identity(ident) else None
-
-
-def _read(path):
-    try:
-        with open(path, "rb") as f:
-            return f.read(kgdir.MAX_FILE + 1)
-    except FileNotFoundError:
-        return None
 
 
 class Mirror:
@@ -104,9 +95,7 @@ class Bridge:
         self.mirrors = {}  # id(durable) -> Mirror (None: a graph with no identity yet)
         self.problems_logged = set()
         self.lock = threading.Lock()  # one pass at a time (the worker's thread, a test)
-        self.files = {}  # path -> (stat, parsed records, their stamps) as kgd last wrote or read it
-        self.lines = {}  # path -> FileLines: the file's lines as last rendered (kg/filelines.py)
-        self.readers = {}  # path -> kgdir.Reader / personal.Reader: lines parsed before are not parsed again
+        self.disk = SyncFiles(self._report)  # the folder's files as kgd last wrote or read them
         self.untracked = 0  # changes only an audit found (should stay 0)
 
     # ------------------------------------------------------------ what the worker calls
@@ -141,7 +130,7 @@ class Bridge:
             if m is not None:
                 m.drop()
                 if not any(o is not None and o.rel == m.rel for o in self.mirrors.values()):
-                    self._forget(os.path.join(self.sync_root, *m.rel.split("/")))
+                    self.disk.forget(os.path.join(self.sync_root, *m.rel.split("/")))
         return durables
 
     def close(self):
@@ -152,13 +141,7 @@ class Bridge:
                 if m is not None:
                     m.drop()
             self.mirrors.clear()
-            self._forget(None)
-
-    def _forget(self, folder):
-        """Drop what is cached of the files in `folder` (None: of every file)."""
-        for cache in (self.files, self.lines, self.readers):
-            for path in [p for p in cache if folder is None or os.path.dirname(p) == folder]:
-                del cache[path]
+            self.disk.forget()
 
     # ------------------------------------------------------------ one graph
 
@@ -171,7 +154,7 @@ class Bridge:
     def _files_moved(self, m, folder, shared):
         """True when a file of the folder is not as this graph's last pass left it (git, a
         person, or another graph with the same folder: worktrees of one shared repository)."""
-        return m is None or any(m.stats.get(path, False) != _stat(path) for path in self._paths(folder, shared))
+        return m is None or any(m.stats.get(path, False) != stat(path) for path in self._paths(folder, shared))
 
     def sync_graph(self, durable, force=True):
         """One graph with its folder, both ways. Returns the number of changes taken into memory.
@@ -230,7 +213,7 @@ class Bridge:
                 new_base = {k: dict(v) for k, v in new_base.items()}
             applied = self._apply(durable, g, nodes, edges, taken, new_base)
             for path in self._paths(folder, m.shared):
-                hit = self.files.get(path)
+                hit = self.disk.known(path)
                 m.stats[path] = hit[0] if hit is not None else None
             return applied
         except BaseException:
@@ -288,14 +271,16 @@ class Bridge:
                 taken[kind], new_base[kind], out, disk, frozen, stamps = self._content(
                     path, rel, kind, items, base[kind], now, m, flagged[kind], keys)
                 if out is not None:
-                    writes.append((path, out, kind, disk, stamps))
+                    writes.append((path, out, disk, stamps))
                 if kind == "node":
                     node_disk = disk
         secret_ids.update(flagged["node"])  # not even a shared project's personal line names them
         foreground.give_way()
         mine = self._personal(m, nodes, base["personal"], now, secret_ids, None if examine is None else examine["node"])
         path = os.path.join(folder, personal.FILE)
-        disk, unclean = self._disk(path, rel, "personal", m if examine is not None else None)
+        disk, unclean, reread = self.disk.read(path, rel, "personal")
+        if reread and examine is not None:
+            m.redo = True  # changed after this pass looked: the next pass compares every key
         p_base = base["personal"]
         whole = examine is None or unclean or len(p_base) != len(disk)
         if whole and examine is not None:
@@ -314,15 +299,12 @@ class Bridge:
             merged, p_base = personal.update(disk, p_base, moved, gone)
             changed = set(moved).union(gone)
         if unclean or merged is not disk and merged != disk:
-            writes.append((path, self._render(path, merged, changed, None, disk), "personal", merged, None))
+            writes.append((path, self.disk.render(path, merged, changed, None, disk), merged, None))
         taken["personal"] = to_memory
         new_base["personal"] = p_base
-        if writes:
-            ensure_dir(folder)
-            for path, out, kind, parsed, stamps in writes:
-                foreground.give_way()
-                atomic_write(path, out, keep_prev=False)
-                self.files[path] = (_stat(path), parsed, stamps)
+        for path, out, parsed, stamps in writes:
+            foreground.give_way()
+            self.disk.write(path, out, parsed, stamps)
         return taken, new_base
 
     def _content(self, path, rel, kind, items, base, now, m, flagged, examine):
@@ -331,8 +313,10 @@ class Bridge:
         names the only keys that can have moved). -> (to memory, new base, bytes to write or
         None, the file's records after the write, frozen keys, their stamps)."""
         mem, mem_stamps = self._records(m, kind, items, examine)
-        disk, unclean = self._disk(path, rel, kind, m if examine is not None else None)
-        disk_stamps = self.files[path][2] if path in self.files else _stamps(disk)
+        disk, unclean, reread = self.disk.read(path, rel, kind)
+        if reread and examine is not None:
+            m.redo = True  # changed after this pass looked: the next pass compares every key
+        disk_stamps = self.disk.stamps(path, disk)
         if examine is None:
             keys = {k for k, st in mem_stamps.items() if base.get(k) != st}
             keys.update(k for k, st in disk_stamps.items() if base.get(k) != st)
@@ -355,7 +339,7 @@ class Bridge:
         merged = dict(disk)
         merged.update(result.disk)
         foreground.give_way()
-        out = self._render(path, merged, result.disk.keys(), now, disk)
+        out = self.disk.render(path, merged, result.disk.keys(), now, disk)
         stamps = dict(disk_stamps)
         for k, r in result.disk.items():
             if kgdir.is_tombstone(r):
@@ -387,13 +371,6 @@ class Bridge:
             m.lines[k] = hit[2]
         return m.lines
 
-    def _render(self, path, records, changed, now, previous):
-        """The file's bytes (kgdir.render's), only the changed lines serialised again."""
-        lines = self.lines.get(path)
-        if lines is None:
-            lines = self.lines[path] = FileLines()
-        return lines.render(records, changed, now, previous)
-
     def _records(self, m, kind, items, examine=None):
         """Memory's records and their stamps, recomputed only for what changed since the last pass
         (`examine`, when given: the only keys that can have changed)."""
@@ -420,47 +397,6 @@ class Bridge:
             fresh[k] = hit
             recs[k], stamps[k] = hit[1], hit[2]
         return recs, stamps
-
-    def _disk(self, path, rel, kind, incremental=None):
-        """A file's records (parsed again only when it changed since kgd last wrote or read it)
-        and whether its bytes are not the clean rendering (a merge left duplicates or markers).
-        `incremental`: the Mirror of an incremental pass, which expected the file unchanged; if
-        it changed after all (edited meanwhile), its next pass compares every key."""
-        st = _stat(path)
-        hit = self.files.get(path)
-        if hit is not None and st is not None and hit[0] == st:
-            return hit[1], False
-        if incremental is not None and (hit is None or hit[0] != st):  # (a file still missing is no news)
-            incremental.redo = True
-        data = _read(path)
-        reader = self.readers.get(path)
-        if reader is None:
-            reader = self.readers[path] = personal.Reader() if kind == "personal" else kgdir.Reader(kind)
-        self._teach(reader, path, kind, hit)
-        stamps = None
-        if kind == "personal":
-            parsed, problems = reader.parse(data)
-        else:
-            parsed, problems, known = reader.parse(data)  # only lines not seen before are parsed
-            stamps = {k: known.get(k) or kgdir.stamp(r) for k, r in parsed.items() if not kgdir.is_tombstone(r)}
-        self._report(rel, problems)
-        self.files[path] = (st, parsed, stamps)
-        # the records of lines seen before are the objects last rendered: their lines are reused
-        clean = self._render(path, parsed, None, None, None)
-        return parsed, data is not None and data != clean
-
-    def _teach(self, reader, path, kind, hit):
-        """The lines kgd last rendered for this file, with their records, so that reading it again
-        after a pull parses only the lines the pull changed."""
-        lines = self.lines.get(path)
-        if lines is None or hit is None or not lines.follows(hit[1]):
-            return
-        if kind == "personal":
-            reader.learn((t.encode("utf-8"), lines.recs[k]) for k, t in lines.text.items())
-            return
-        stamps = hit[2] or {}
-        reader.learn((t.encode("utf-8"), lines.recs[k], stamps.get(k) or kgdir.stamp(lines.recs[k]))
-                     for k, t in lines.text.items())
 
     def _log_frozen(self, rel, kind, frozen):
         fresh = [k for k in frozen if (rel, kind, k) not in self.problems_logged]
@@ -536,18 +472,6 @@ class Bridge:
             if (rel, p) not in self.problems_logged:
                 self.problems_logged.add((rel, p))
                 log.warning("remote sync: %s/%s skipped", rel, p)
-
-
-def _stat(path):
-    try:
-        st = os.stat(path)
-    except OSError:
-        return None
-    return (st.st_mtime_ns, st.st_size, st.st_ino)
-
-
-def _stamps(records):
-    return {k: kgdir.stamp(r) for k, r in records.items() if not kgdir.is_tombstone(r)}
 
 
 def _signature(kind, x):

@@ -17,7 +17,7 @@ import time
 
 import pytest
 
-from kg import gitrun, graph, kgdir, model, personal, syncexport
+from kg import gitrun, graph, kgdir, model, personal, syncexport, syncfiles
 from kg.filelines import FileLines
 from kg.store import Settings, Store
 from kg.syncexport import Bridge
@@ -279,14 +279,14 @@ def test_a_pass_that_fails_midway_leaves_its_changes_for_the_next(tmp_path, monk
     s, bridge, now = big_machine(tmp_path, n=20)
     try:
         s.put_node(None, "user", "node-00003", "changed before a failed write")
-        real = syncexport.atomic_write
+        real = syncfiles.atomic_write
 
         def failing(*a, **kw):
             raise OSError("disk full")
-        monkeypatch.setattr(syncexport, "atomic_write", failing)
+        monkeypatch.setattr(syncfiles, "atomic_write", failing)
         with pytest.raises(OSError):
             bridge.export()
-        monkeypatch.setattr(syncexport, "atomic_write", real)
+        monkeypatch.setattr(syncfiles, "atomic_write", real)
         bridge.export()
         path = tmp_path / "root" / "sync" / "user" / kgdir.NODES_FILE
         assert b"changed before a failed write" in path.read_bytes()
@@ -451,9 +451,9 @@ def test_close_detaches_every_tracker_and_a_later_pass_starts_whole(tmp_path):
     s, bridge, now = big_machine(tmp_path, n=20)
     try:
         g = s.graph("user")
-        assert len(g.trackers) == 1 and bridge.files
+        assert len(g.trackers) == 1 and bridge.disk.files
         bridge.close()  # the remote switched off: nothing may collect changes meanwhile
-        assert g.trackers == () and not bridge.files and not bridge.lines and not bridge.readers
+        assert g.trackers == () and not bridge.disk.files and not bridge.disk.lines and not bridge.disk.readers
         s.put_node(None, "user", "node-00002", "changed while off")
         bridge.export()
         assert len(g.trackers) == 1
