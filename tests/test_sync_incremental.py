@@ -212,6 +212,39 @@ def test_incremental_passes_reach_the_full_pass_fixpoint(tmp_path, remote, seed)
         b.store.close()
 
 
+@pytest.mark.parametrize("seed", range(6))
+def test_the_fixpoint_holds_through_maintenance_and_long_absences(tmp_path, remote, seed):
+    """Maintenance passes (deletion of long-orphaned nodes, a recount), clock jumps of a month or
+    more than a year (tombstones expire), both machines checked after their passes."""
+    rnd = random.Random(1000 + seed)
+    now = [T0]
+
+    def clock():
+        return now[0]
+    a = Machine(tmp_path / "a", remote, clock)
+    b = Machine(tmp_path / "b", remote, clock)
+    ids = ["n%02d" % i for i in range(15)]
+    try:
+        for i in range(60):
+            now[0] += rnd.choice([1, 60, 3600, 86400 * 30, 86400 * 400])
+            m = rnd.choice([a, a, b])
+            if rnd.random() < 0.08:
+                m.store.maintenance(now[0])
+            else:
+                step(m, rnd, ids)
+            for mach, p in ((a, 0.6), (b, 0.3)):
+                if rnd.random() < p:
+                    mach.bridge.export()
+                    assert_fixpoint(mach)
+            if i % 7 == 6:
+                rnd.choice([a, b]).round()
+                rnd.choice([a, b]).round()
+        assert a.bridge.untracked == 0 and b.bridge.untracked == 0
+    finally:
+        a.store.close()
+        b.store.close()
+
+
 # ------------------------------------------------------------------ cost, the hourly check, failures
 
 
