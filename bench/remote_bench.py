@@ -71,14 +71,21 @@ def post_sync(port, wait=300):
     return out
 
 
-def round_figures(tmp, n, rounds=5):
-    root = os.path.join(tmp, "round-root")
+def synced_root(tmp, name, n):
+    """ROOT with a user graph of n nodes and `kgd sync --remote` set to a fresh bare repository:
+    (root, remote)."""
+    root = os.path.join(tmp, name + "-root")
     os.makedirs(root, mode=0o700)
     with open(os.path.join(root, "user.json"), "w") as f:
         json.dump(user_graph(n, time.time()), f)
-    remote = os.path.join(tmp, "round-remote.git")
+    remote = os.path.join(tmp, name + "-remote.git")
     subprocess.run(["git", "init", "-q", "--bare", remote], check=True)
     write_config(root, {"remote": remote, "enabled": True})
+    return root, remote
+
+
+def round_figures(tmp, n, rounds=5):
+    root, remote = synced_root(tmp, "round", n)
     k = Kgd(root)
     try:
         c = Client(k.port)
@@ -219,13 +226,7 @@ def git_alone(tmp, remote):
 
 
 def latency_figures(tmp, n, calls):
-    root = os.path.join(tmp, "lat-root")
-    os.makedirs(root, mode=0o700)
-    with open(os.path.join(root, "user.json"), "w") as f:
-        json.dump(user_graph(n, time.time()), f)
-    remote = os.path.join(tmp, "lat-remote.git")
-    subprocess.run(["git", "init", "-q", "--bare", remote], check=True)
-    write_config(root, {"remote": remote, "enabled": True})
+    root, remote = synced_root(tmp, "lat", n)
     k = Kgd(root)
     try:
         post_sync(k.port)
