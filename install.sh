@@ -159,14 +159,14 @@ SRC_KIND=""
 if [ "$UNINSTALL" = 0 ]; then
     if [ -n "$FROM" ]; then
         FROM=$(abspath "$FROM"); FROM=${FROM%/}
-        if [ -d "$FROM" ] && [ -f "$FROM/kgd.py" ] && [ -f "$FROM/kg/cli.py" ]; then
+        if [ -d "$FROM" ] && [ -f "$FROM/kgd.py" ] && [ -f "$FROM/kg/__init__.py" ]; then
             SRC_KIND=tree; SRC=$FROM
         elif [ -f "$FROM" ]; then
             SRC_KIND=pyz; SRC=$FROM
         else
             die "--from $FROM is neither a kgd source tree (kgd.py + kg/) nor a kgd.pyz file."
         fi
-    elif [ -f "$SCRIPT_DIR/kgd.py" ] && [ -f "$SCRIPT_DIR/kg/cli.py" ]; then
+    elif [ -f "$SCRIPT_DIR/kgd.py" ] && [ -f "$SCRIPT_DIR/kg/__init__.py" ]; then
         SRC_KIND=tree; SRC=$SCRIPT_DIR
     elif [ -f "$SCRIPT_DIR/kgd.pyz" ]; then
         SRC_KIND=pyz; SRC="$SCRIPT_DIR/kgd.pyz"
@@ -419,7 +419,7 @@ if [ "$UNINSTALL" = 1 ]; then
     if [ "$n" -gt 0 ]; then
         if [ "$DRY" = 1 ]; then say "would remove $n program file(s) from $PREFIX"; else say "removed $n program file(s) from $PREFIX"; fi
     fi
-    for d in "$PREFIX/kg/__pycache__" "$PREFIX/__pycache__"; do
+    find "$PREFIX" -type d -name __pycache__ 2>/dev/null | while IFS= read -r d; do  # kg/ and each package's
         if [ -d "$d" ]; then
             if [ "$DRY" = 1 ]; then say "would remove $d"; else rm -rf "$d"; fi
         fi
@@ -482,7 +482,7 @@ if [ "$SRC_KIND" = tree ]; then
     for f in README.md LICENSE; do
         [ -f "$SRC/$f" ] && put_file "$SRC/$f" "$PREFIX/$f" 644 quiet
     done
-    # every file of the kg package (modules and the viewer's kg/ui/ files), no caches, and the
+    # every file of the kg package (modules and the viewer's kg/serve/ui/ files), no caches, and the
     # docs the README links to
     (cd "$SRC" && find kg docs -type f ! -name '*.pyc' ! -path '*/__pycache__/*' 2>/dev/null | LC_ALL=C sort) >"$TMPD/pkgfiles"
     while IFS= read -r f; do

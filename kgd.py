@@ -9,11 +9,11 @@ if sys.version_info < (3, 9):
 
 if __name__ == "__main__" and sys.argv[1:2] == ["hook"]:
     # Claude Code runs `kgd hook` once per session start: skip argparse and the rest of the CLI.
-    from kg.hookcmd import main as hook_main
+    from kg.ops.hook import main as hook_main
 
     sys.exit(hook_main(sys.argv[2:]))
 
-from kg.cli import main  # noqa: E402
+from kg.ops.cli import main  # noqa: E402
 
 if __name__ == "__main__":
     sys.exit(main())

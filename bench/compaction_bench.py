@@ -13,8 +13,8 @@ import time
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
 
-from kg.compaction import DAY, Settings, compact  # noqa: E402
-from kg.model import edge_key, estimate_tokens  # noqa: E402
+from kg.core.compaction import DAY, Settings, compact  # noqa: E402
+from kg.core.model import edge_key, estimate_tokens  # noqa: E402
 
 NOW = 1000 * DAY
 

@@ -83,7 +83,7 @@ def write_template(tmp, n):
     return root, dirs["big"], dirs["small"], os.path.join(root, "projects", "proj-big", "graph.json")
 
 
-LOAD = ("import sys,time; sys.path.insert(0, sys.argv[1]); from kg.durable import read_graph; "
+LOAD = ("import sys,time; sys.path.insert(0, sys.argv[1]); from kg.disk.durable import read_graph; "
         "t=time.process_time(); g,_=read_graph(sys.argv[2], 'project', sys.argv[3]); "
         "print(time.process_time()-t, len(g.nodes))")
 

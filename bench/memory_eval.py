@@ -37,9 +37,9 @@ sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 
 from memory_world import DAY, KINDS, World  # noqa: E402
 
-from kg import render  # noqa: E402
-from kg.errors import KgError  # noqa: E402
-from kg.store import Settings, Store  # noqa: E402
+from kg.api import render  # noqa: E402
+from kg.core.errors import KgError  # noqa: E402
+from kg.memory.store import Settings, Store  # noqa: E402
 
 PREFIX = 28
 TIMELINE_DAYS = 30
@@ -57,7 +57,7 @@ def node_tokens(n):
 
 def hooks_module():
     try:
-        from kg import hooks
+        from kg.agents import loop as hooks
     except ImportError:
         return None
     return hooks if hasattr(hooks, "handler") else None
@@ -683,7 +683,7 @@ def main(argv=None, out=sys.stdout):
         print(compare(*a.compare), file=out)
         return 0
     if "kgd-hooks" in a.policies and hooks_module() is None:
-        print("kgd-hooks skipped: kg.hooks.handler is not importable", file=out)
+        print("kgd-hooks skipped: kg.agents.loop.handler is not importable", file=out)
         a.policies.remove("kgd-hooks")
     if "reference" in a.policies:
         import memory_ref

@@ -21,8 +21,9 @@ import time
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
 
-from kg import hooks, recall  # noqa: E402
-from kg.store import Settings, Store  # noqa: E402
+from kg.agents import loop as hooks  # noqa: E402
+from kg.agents import recall
+from kg.memory.store import Settings, Store  # noqa: E402
 
 VOCAB = ["w%d" % i for i in range(20000)]
 WEIGHTS = [1.0 / (i + 1) for i in range(len(VOCAB))]

@@ -37,9 +37,9 @@ sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from bench import REPO, Client, Kgd  # noqa: E402
 
 sys.path.insert(0, REPO)
-from kg.store import Settings, Store  # noqa: E402
-from kg.syncexport import Bridge  # noqa: E402
-from kg.syncrepo import SyncRepo, write_config  # noqa: E402
+from kg.memory.store import Settings, Store  # noqa: E402
+from kg.travel.remote_bridge import Bridge  # noqa: E402
+from kg.travel.remote_repo import SyncRepo, write_config  # noqa: E402
 
 
 def du(path):

@@ -19,7 +19,8 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 REPO = os.path.dirname(HERE)
 sys.path[:0] = [REPO, os.path.join(REPO, "tests")]
 
-from kg import secretfields, secrets  # noqa: E402
+from kg.secrets import fields as secretfields  # noqa: E402
+from kg.secrets import kinds as secrets  # noqa: E402
 
 import secrets_corpus as corpus  # noqa: E402
 import secrets_hostile as hostile  # noqa: E402

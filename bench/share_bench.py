@@ -27,8 +27,9 @@ sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from bench import REPO, Client, Kgd  # noqa: E402
 
 sys.path.insert(0, REPO)
-from kg import kgdir, sharedmeta  # noqa: E402
-from kg.reconcile import memory_view, reconcile  # noqa: E402
+from kg.core import kg_format as kgdir  # noqa: E402
+from kg.core import team_state as sharedmeta
+from kg.core.reconcile import memory_view, reconcile  # noqa: E402
 
 T0 = 1_700_000_000.0
 
@@ -149,7 +150,7 @@ def bench_daemon(tmp, opts, nodes, edges):
 
 def bench_in_process(tmp, opts, nodes, edges):
     """The pickup's parts, without the beat's wait: parse, reconcile alone, the whole sync."""
-    from kg.store import Settings, Store
+    from kg.memory.store import Settings, Store
 
     repo = os.path.join(tmp, "inproc")
     os.makedirs(os.path.join(repo, ".git"))

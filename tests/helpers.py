@@ -304,7 +304,7 @@ class FeedPeer:
         self.buf = bytearray()
 
     def frame(self):
-        from kg.ws import parse_frame
+        from kg.serve.ws import parse_frame
         while True:
             parsed = parse_frame(self.buf, None)
             if parsed:
@@ -318,19 +318,19 @@ class FeedPeer:
             self.buf += data
 
     def json(self):
-        from kg.ws import OP_TEXT
+        from kg.serve.ws import OP_TEXT
         frame = self.frame()
         assert frame.opcode == OP_TEXT, frame
         return json.loads(frame.payload)
 
     def send(self, opcode, payload, fin=True, mask=_OWN_MASK):
         """mask=None sends an unmasked frame, which a client must never do."""
-        from kg.ws import encode_frame
+        from kg.serve.ws import encode_frame
         self.sock.sendall(encode_frame(opcode, payload, fin=fin, mask=self.mask if mask is _OWN_MASK else mask))
 
     def close_code(self):
         """Reads past other frames to the close frame -> its code."""
-        from kg.ws import OP_CLOSE, parse_close
+        from kg.serve.ws import OP_CLOSE, parse_close
         while True:
             frame = self.frame()
             if frame.opcode == OP_CLOSE:
@@ -358,7 +358,7 @@ class StoreEnv:
         self.t[0] += seconds
 
     def open(self, **settings):
-        from kg.store import Settings, Store
+        from kg.memory.store import Settings, Store
         s = Store(self.root, Settings(**dict(self.defaults, **settings)), clock=self.clock).open()
         self.stores.append(s)
         return s

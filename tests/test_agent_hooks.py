@@ -8,8 +8,10 @@ import re
 
 import pytest
 
-from kg import agents, hooks, mcp, tools
-from kg.store import Settings, Store
+from kg.agents import dialects as agents
+from kg.agents import loop as hooks
+from kg.api import mcp, tools
+from kg.memory.store import Settings, Store
 
 T0 = 1_700_000_000.0
 

@@ -8,9 +8,9 @@ import threading
 
 import pytest
 
-from kg import app as kgapp
-from kg import cli
-from kg import http as kghttp
+from kg.ops import cli
+from kg.serve import app as kgapp
+from kg.serve import http as kghttp
 
 from helpers import http_request
 

@@ -59,7 +59,7 @@ def test_archive_contents(pyz):
         names = set(z.namelist())
     assert "__main__.py" in names
     assert {"kg/__init__.py", "kg/cli.py", "kg/commands.py", "kg/stdio.py", "kg/viewer.py", "kg/http.py",
-            "kg/ui/index.html", "kg/ui/app.js", "kg/ui/app.css"} <= names
+            "kg/serve/ui/index.html", "kg/serve/ui/app.js", "kg/serve/ui/app.css"} <= names
     assert not any(n.startswith("tests/") or "__pycache__" in n for n in names)
     with open(pyz, "rb") as f:
         assert f.readline() == b"#!/usr/bin/env python3\n"
@@ -79,7 +79,7 @@ def test_runs_alone_and_speaks_mcp(alone, tmp_path, project):
         got = d.call_tool("kg_read", {"session_id": sid, "id": "from-pyz"})
         assert got["nodes"][0]["gist"] == "the single-file build works"
         status, page = d.request("GET", "/ui")[:3:2]
-        assert status == 200 and b"<html" in page  # kg/ui/ came along
+        assert status == 200 and b"<html" in page  # kg/serve/ui/ came along
         assert d.stop() == 0
     finally:
         d.stop()
@@ -143,7 +143,7 @@ def test_sources_only_build(tmp_path):
 
 
 def test_every_package_file_is_bundled(pyz):
-    """Not only *.py: the viewer's kg/ui/ files and any other package data come along (caches do not)."""
+    """Not only *.py: the viewer's kg/serve/ui/ files and any other package data come along (caches do not)."""
     src = os.path.join(REPO, "kg")
     want = set()
     for folder, dirs, files in os.walk(src):
@@ -156,7 +156,7 @@ def test_every_package_file_is_bundled(pyz):
 
 
 def test_package_data_is_readable_inside_the_archive(tmp_path):
-    """A tree with kg/ui/index.html (and a cache to leave out) bundles into a pyz where
+    """A tree with kg/serve/ui/index.html (and a cache to leave out) bundles into a pyz where
     pkgutil.get_data finds the page."""
     tree = tmp_path / "src"
     shutil.copytree(os.path.join(REPO, "kg"), str(tree / "kg"), ignore=shutil.ignore_patterns("__pycache__"))
@@ -171,7 +171,7 @@ def test_package_data_is_readable_inside_the_archive(tmp_path):
     assert r.returncode == 0, r.stderr
     with zipfile.ZipFile(out) as z:
         names = set(z.namelist())
-    assert "kg/ui/probe.html" in names and not any("__pycache__" in n for n in names)
+    assert "kg/serve/ui/probe.html" in names and not any("__pycache__" in n for n in names)
     probe = (
         "import sys, pkgutil; sys.path.insert(0, sys.argv[1]); print(pkgutil.get_data('kg', 'ui/probe.html').decode())"
     )

@@ -10,8 +10,8 @@ import sys
 
 import pytest
 
-from kg import cli
-from kg.config import ConfigError, resolve_config
+from kg.ops import cli
+from kg.ops.config import ConfigError, resolve_config
 
 from helpers import KGD, REPO, START_LINE, clean_env, free_port, run_kgd
 
@@ -76,23 +76,25 @@ def test_serve_imports_no_operator_module(tmp_path):
         p.wait(15)
     assert START_LINE.search(lines[-1]), "".join(lines[-5:])
     loaded = {line.rsplit("|", 1)[-1].strip() for line in lines if line.startswith("import time:")}
-    assert "kg.http" in loaded
-    for name in ("kg.commands", "kg.client", "kg.backup", "kg.doctor", "kg.desktop", "kg.browse", "kg.hookconf",
-                 "kg.hookcmd", "kg.lifecycle", "kg.diskview", "kg.bundle", "zipapp", "subprocess"):
+    assert "kg.serve.http" in loaded
+    for name in ("kg.ops.commands", "kg.ops.client", "kg.ops.backup", "kg.ops.doctor", "kg.ops.setup.desktop",
+                 "kg.ops.browse", "kg.ops.setup.claude_hooks", "kg.ops.hook", "kg.ops.lifecycle", "kg.ops.disk_view",
+                 "kg.ops.bundle", "zipapp", "subprocess"):
         assert name not in loaded, name
 
 
-@pytest.mark.parametrize("module", ["kg.cli", "kg.commands", "kg.client", "kg.stdio", "kg.backup", "kg.doctor",
-                                    "kg.desktop", "kg.lifecycle", "kg.bundle", "kg.browse", "kg.hookcmd",
-                                    "kg.hookconf", "kg.diskview", "kg.userconf", "kg.config", "kg.suggest"])
+@pytest.mark.parametrize("module", ["kg.ops.cli", "kg.ops.commands", "kg.ops.client", "kg.ops.stdio", "kg.ops.backup",
+                                    "kg.ops.doctor", "kg.ops.setup.desktop", "kg.ops.lifecycle", "kg.ops.bundle",
+                                    "kg.ops.browse", "kg.ops.hook", "kg.ops.setup.claude_hooks", "kg.ops.disk_view",
+                                    "kg.ops.setup.settings_file", "kg.ops.config", "kg.ops.suggest"])
 def test_each_command_module_imports_alone(module):
     """No import cycle: each module imports first in a fresh interpreter; the bridge does not
     need the command table."""
-    probe = "import sys, %s; print('kg.commands' in sys.modules)" % module
+    probe = "import sys, %s; print('kg.ops.commands' in sys.modules)" % module
     r = subprocess.run([sys.executable, "-S", "-c", probe], stdout=subprocess.PIPE, stderr=subprocess.PIPE,
                        cwd=REPO, env=clean_env(), timeout=30)
     assert r.returncode == 0, r.stderr.decode()
-    if module != "kg.commands":
+    if module != "kg.ops.commands":
         assert r.stdout.decode().strip() == "False"
 
 
@@ -117,7 +119,7 @@ def test_structured_output_bad_value_is_a_config_error():
 
 @pytest.mark.e2e
 def test_serve_hands_structured_output_to_the_daemon(tmp_path, monkeypatch):
-    from kg import app, http
+    from kg.serve import app, http
 
     seen = {}
 

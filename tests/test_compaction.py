@@ -17,7 +17,7 @@ from fractions import Fraction
 
 import pytest
 
-from kg.compaction import (
+from kg.core.compaction import (
     DAY,
     Result,
     Settings,
@@ -28,7 +28,7 @@ from kg.compaction import (
     promote_on_read,
     revive_on_put,
 )
-from kg.model import ACTIVE, ARCHIVED, ORPHANED, edge_key, estimate_tokens, is_active, node_state, recency
+from kg.core.model import ACTIVE, ARCHIVED, ORPHANED, edge_key, estimate_tokens, is_active, node_state, recency
 
 GRACE = 7 * DAY
 ORPHAN_GRACE = 365 * DAY

@@ -8,7 +8,7 @@ acknowledged state.
     that was never sent exists anywhere, and after a restart the graphs hold exactly the
     acknowledged writes; the one write per writer that was in flight may or may not be there,
     but only whole.
-(b) In-process fault injection: the os calls of kg/storage.py are wrapped so that, at the
+(b) In-process fault injection: the os calls of kg/disk/ are wrapped so that, at the
     k-th call of a phase (a fold, a close, a start-up replay, a write), the storage root is
     copied as it is at that instant (the image a power cut would leave) and a BaseException
     unwinds the writer, as a dying process would. Every k is tried. A new Store opened on the
@@ -27,8 +27,8 @@ import urllib.parse
 
 import pytest
 
-from kg import storage
-from kg.store import Settings, Store
+from kg.disk import files as storage
+from kg.memory.store import Settings, Store
 
 from helpers import Gone, ToolClient
 
@@ -344,7 +344,7 @@ T0 = 1_700_000_000.0
 
 
 class Injector:
-    """Wraps the os calls kg/storage.py writes with. While armed, call number `at` (counting
+    """Wraps the os calls kg/disk/ writes with. While armed, call number `at` (counting
     from 1) copies the storage root to a crash image and raises Crash. A write is torn: half
     its bytes reach the file before the image is taken."""
 

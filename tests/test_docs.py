@@ -41,7 +41,7 @@ def _first_commands():
 
 
 def test_first_line_runs_the_daemon_where_the_defaults_say():
-    from kg import config
+    from kg.ops import config
     (run, _), (line, _) = _first_commands()
     assert run == "python3 kgd.py"
     assert line.rstrip().endswith("# run the daemon on %s:%d" % (config.DEFAULTS["host"][1], config.DEFAULT_PORT))
@@ -59,7 +59,7 @@ def test_second_line_is_the_test_command_ci_runs():
 # ---------------------------------------------------------------- commands, settings, routes
 
 def _parser():
-    from kg import cli, commands
+    from kg.ops import cli, commands
     parser, sub = cli.build_parser()
     commands.register(sub, cli.add_common)
     return parser, sub
@@ -83,7 +83,7 @@ def test_every_option_of_kgd_help_is_documented():
 
 
 def test_every_setting_is_documented():
-    from kg import config
+    from kg.ops import config
     text = _all_docs()
     missing = [env for env, _, _ in config.DEFAULTS.values() if env not in text]
     assert not missing, "settings in neither README.md nor docs/: %s" % missing
@@ -99,7 +99,7 @@ def _routes_written(text):
 
 
 def test_every_rest_route_is_documented():
-    from kg.openapi import OPENAPI
+    from kg.api.openapi import OPENAPI
     routes = {(m.upper(), path) for path, ops in OPENAPI["paths"].items() for m in ops}
     assert ("PUT", "/api/nodes/{level}/{id}") in routes
     missing = sorted(routes - _routes_written(_all_docs()))
@@ -107,13 +107,13 @@ def test_every_rest_route_is_documented():
 
 
 def test_the_reference_lists_every_rest_route():
-    from kg.openapi import OPENAPI
+    from kg.api.openapi import OPENAPI
     routes = {(m.upper(), path) for path, ops in OPENAPI["paths"].items() for m in ops}
     assert routes <= _routes_written(_read("docs/reference.md"))
 
 
 def test_install_options_tools_and_addresses_are_documented():
-    from kg import tools
+    from kg.api import tools
     text = _all_docs()
     flags = set(re.findall(r"^\s+(--[a-z-]+)\)", _read("install.sh"), re.M))
     assert flags >= {"--prefix", "--port", "--no-service", "--no-client", "--dry-run", "--uninstall", "--desktop"}

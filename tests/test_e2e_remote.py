@@ -11,7 +11,7 @@ import time
 
 import pytest
 
-from kg import kgdir
+from kg.core import kg_format as kgdir
 
 from helpers import Daemon, clean_env, run_kgd
 

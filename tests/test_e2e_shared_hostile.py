@@ -15,7 +15,7 @@ import urllib.parse
 import pytest
 from test_e2e_shared import Repo, put, read_ids, share, team, wait_for  # noqa: F401, F811 (a fixture)
 
-from kg import kgdir
+from kg.core import kg_format as kgdir
 
 from helpers import git_env, http_request, run_kgd, start
 

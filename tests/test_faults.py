@@ -1,6 +1,6 @@
 """Faults while serving (acknowledged writes stand, reads keep working): a full disk (ENOSPC), a
 failing disk (EIO on fsync) and an unwritable root (EACCES on open), injected into the os calls of
-kg/storage.py; and graph files that do not parse at start.
+kg/disk/; and graph files that do not parse at start.
 
 For every fault: the write gets a StorageError (an isError tool result through MCP) that says
 what happened and what to do; the in-memory graph does not move ahead of the disk; reads keep
@@ -22,10 +22,13 @@ import urllib.parse
 
 import pytest
 
-from kg import model, storage, tools
-from kg.errors import StorageError
-from kg.store import Settings, Store
-from kg.writepath import WritePath
+from kg.api import tools
+from kg.core import model
+from kg.core.errors import StorageError
+from kg.disk import files as storage
+from kg.disk.journal import Journal
+from kg.memory.store import Settings, Store
+from kg.memory.write_path import WritePath
 
 T0 = 1_700_000_000.0
 BIG = 10 ** 9
@@ -52,7 +55,7 @@ def _fd_path(fd):
 
 
 class Fault:
-    """Injects one kind of failure into kg/storage.py's os calls, for files under `root` only."""
+    """Injects one kind of failure into kg/disk/'s os calls, for files under `root` only."""
 
     def __init__(self, monkeypatch, root):
         self.root = os.path.realpath(root) + os.sep
@@ -432,7 +435,7 @@ def test_write_racing_a_failed_fsync_is_not_acknowledged_then_lost(make_env, mon
             raise OSError(errno.EIO, os.strerror(errno.EIO))
         return real_fsync(fd)
 
-    real_commit = storage.Journal.commit
+    real_commit = Journal.commit
     real_recover = WritePath.recover
 
     def commit(self, ticket):
@@ -450,7 +453,7 @@ def test_write_racing_a_failed_fsync_is_not_acknowledged_then_lost(make_env, mon
     monkeypatch.setattr(storage.os, "fsync", fsync)
     if hasattr(os, "fdatasync"):
         monkeypatch.setattr(storage.os, "fdatasync", fsync)
-    monkeypatch.setattr(storage.Journal, "commit", commit)
+    monkeypatch.setattr(Journal, "commit", commit)
     monkeypatch.setattr(WritePath, "recover", recover)
     out = {}
 

@@ -10,9 +10,10 @@ import time
 
 import pytest
 
-from kg import feed, ws
-from kg.feed import Broadcaster, Hub
-from kg.ws import OP_CLOSE, OP_PING, OP_PONG, OP_TEXT, encode_close, encode_frame, parse_frame
+from kg.serve import hub as feed
+from kg.serve import ws
+from kg.serve.hub import Broadcaster, Hub
+from kg.serve.ws import OP_CLOSE, OP_PING, OP_PONG, OP_TEXT, encode_close, encode_frame, parse_frame
 
 from helpers import FeedPeer
 

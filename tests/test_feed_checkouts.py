@@ -9,8 +9,8 @@ from urllib.parse import urlencode
 
 import pytest
 
-from kg import gitrun
-from kg.store import Settings, Store
+from kg.memory import git_runner as gitrun
+from kg.memory.store import Settings, Store
 
 from helpers import real
 

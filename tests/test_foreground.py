@@ -14,8 +14,8 @@ import time
 
 import pytest
 
-from kg import foreground, store
-from kg import http as kghttp
+from kg.memory import foreground, store
+from kg.serve import http as kghttp
 
 from helpers import http_request
 

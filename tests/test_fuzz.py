@@ -1228,7 +1228,7 @@ def gen_ws(r, n):
 
 
 def check_ws_stream(h, case, data, outcome="closed"):
-    from kg.ws import OP_CLOSE, OP_TEXT, ProtocolError, parse_close, parse_frame
+    from kg.serve.ws import OP_CLOSE, OP_TEXT, ProtocolError, parse_close, parse_frame
     buf = data
     seen_close = False
     while buf:
@@ -1290,7 +1290,7 @@ WS_HANDSHAKES = [
 @pytest.mark.slow
 def test_fuzz_websocket_frames(harness):
     h = harness
-    from kg.ws import OP_CLOSE
+    from kg.serve.ws import OP_CLOSE
     for i, hs in enumerate(WS_HANDSHAKES):
         h.raw("ws-handshake", ("handshake", i, hs[:120]), hs)
         h.tick("ws-handshake")

@@ -8,9 +8,11 @@ import os
 
 import pytest
 
-from kg import gitrun, rest, shared
-from kg.errors import KgError
-from kg.store import Settings, Store
+from kg.api import rest
+from kg.core.errors import KgError
+from kg.memory import git_runner as gitrun
+from kg.memory.store import Settings, Store
+from kg.travel import team as shared
 
 
 def git(cwd, *args):

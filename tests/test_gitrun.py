@@ -6,7 +6,7 @@ import time
 
 import pytest
 
-from kg import gitrun
+from kg.memory import git_runner as gitrun
 
 from helpers import clean_env
 

@@ -13,9 +13,9 @@ import random
 
 import pytest
 
-from kg import model
-from kg.graph import Graph, apply_record, graph_from_obj
-from kg.model import ACTIVE, ARCHIVED, ORPHANED, edge_key
+from kg.core import model
+from kg.core.graph import Graph, apply_record, graph_from_obj
+from kg.core.model import ACTIVE, ARCHIVED, ORPHANED, edge_key
 
 from helpers import node
 

@@ -2,7 +2,7 @@
 
 import pytest
 
-from kg import guard
+from kg.serve import guard
 
 TOKEN = "guard-token-7c1d"
 

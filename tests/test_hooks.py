@@ -4,8 +4,9 @@ compact reset, recall promoting an archived node, nudge throttles, Stop at most 
 
 import pytest
 
-from kg import hooks, model
-from kg.store import Settings, Store
+from kg.agents import loop as hooks
+from kg.core import model
+from kg.memory.store import Settings, Store
 
 T0 = 1_700_000_000.0
 

@@ -8,7 +8,7 @@ import sys
 
 import pytest
 
-from kg.tools import TOOLS_BY_NAME
+from kg.api.tools import TOOLS_BY_NAME
 
 from helpers import KGD, run_kgd
 
@@ -150,7 +150,7 @@ def test_doctor_checks_the_hooks(tmp_path):
 
 
 def test_the_permissions_name_every_tool_kgd_serves():
-    from kg import hookconf
+    from kg.ops.setup import claude_hooks as hookconf
     assert sorted(hookconf.TOOL_NAMES) == sorted(TOOLS_BY_NAME) == sorted(TOOLS)
 
 

@@ -3,8 +3,9 @@ preloaded gists (it names them); a compact (the summary dropped them) renders th
 
 import re
 
-from kg import hooks, tools
-from kg.store import Settings, Store
+from kg.agents import loop as hooks
+from kg.api import tools
+from kg.memory.store import Settings, Store
 
 
 def test_kg_read_after_the_preload_names_instead_of_repeating(tmp_path):

@@ -13,9 +13,10 @@ from pathlib import Path
 
 import pytest
 
-from kg import app as kgapp
-from kg import cli, viewer
-from kg import http as kghttp
+from kg.ops import cli
+from kg.serve import app as kgapp
+from kg.serve import http as kghttp
+from kg.serve import viewer
 
 from helpers import clean_env, http_request
 
@@ -92,7 +93,7 @@ def test_csp_has_no_unsafe_inline_and_the_page_needs_none():
 
 @pytest.mark.e2e
 def test_viewer_files_come_from_a_zipapp(tmp_path):
-    """pkgutil.get_data finds kg/ui/ inside kgd.pyz (what `kgd bundle` builds: kg/ + kgd.py)."""
+    """pkgutil.get_data finds kg/serve/ui/ inside kgd.pyz (what `kgd bundle` builds: kg/ + kgd.py)."""
     src = tmp_path / "src"
     shutil.copytree(REPO / "kg", src / "kg", ignore=shutil.ignore_patterns("__pycache__"))
     shutil.copy2(REPO / "kgd.py", src / "__main__.py")
@@ -136,4 +137,4 @@ def test_a_missing_viewer_file_is_a_clear_500(running, monkeypatch):
 
     monkeypatch.setattr(viewer, "read", missing)
     st, _, data = http_request(running.port, "GET", "/ui/app.js")
-    assert st == 500 and "kg/ui/app.js is missing" in json.loads(data)["error"]
+    assert st == 500 and "kg/serve/ui/app.js is missing" in json.loads(data)["error"]

@@ -53,7 +53,7 @@ def snapshot(tmp_path_factory):
         path = os.path.join(REPO, "kg", name)
         if name.endswith(".py"):
             shutil.copy2(path, str(src / "kg" / name))
-        elif os.path.isdir(path) and name != "__pycache__":  # the viewer's files (kg/ui/)
+        elif os.path.isdir(path) and name != "__pycache__":  # the viewer's files (kg/serve/ui/)
             shutil.copytree(path, str(src / "kg" / name), ignore=shutil.ignore_patterns("__pycache__", "*.pyc"))
     INSTALL = str(src / "install.sh")
     yield src

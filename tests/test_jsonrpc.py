@@ -5,8 +5,8 @@ import logging
 
 import pytest
 
-from kg import jsonrpc
-from kg.jsonrpc import RpcError, handle
+from kg.api import jsonrpc
+from kg.api.jsonrpc import RpcError, handle
 
 SECRET = "s3cr3t-internal-detail /home/me/.knowledge-graph"
 
@@ -196,7 +196,7 @@ def test_rpc_error_default_status_and_no_data():
 
 @pytest.mark.parametrize("method", ["boom", "keyerror"])
 def test_unexpected_exception_is_internal_error_without_leak(method, caplog):
-    with caplog.at_level(logging.ERROR, logger="kg.jsonrpc"):
+    with caplog.at_level(logging.ERROR, logger="kg.api.jsonrpc"):
         resp, status = handle(json.dumps(req(method, 4)).encode(), dispatch)
     assert status in (200, 500)
     assert resp["id"] == 4

@@ -6,8 +6,9 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from kg import kgdir, model
-from kg.reconcile import reconcile
+from kg.core import kg_format as kgdir
+from kg.core import model
+from kg.core.reconcile import reconcile
 
 
 def N(nid, gist="g", notes=(), touches=(), created=1.0, changed=None):

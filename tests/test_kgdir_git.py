@@ -10,8 +10,9 @@ import subprocess
 
 import pytest
 
-from kg import kgdir, model
-from kg.reconcile import plan
+from kg.core import kg_format as kgdir
+from kg.core import model
+from kg.core.reconcile import plan
 
 from helpers import git_env
 

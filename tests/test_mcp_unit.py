@@ -5,10 +5,11 @@ import json
 
 import pytest
 
-from kg import __version__, jsonrpc, mcp
-from kg.jsonrpc import RpcError
-from kg.mcp import Request, Server
-from kg.store import Settings, Store
+from kg import __version__
+from kg.api import jsonrpc, mcp
+from kg.api.jsonrpc import RpcError
+from kg.api.mcp import Request, Server
+from kg.memory.store import Settings, Store
 
 STATELESS = "2026-07-28"
 HANDSHAKE = ["2025-03-26", "2025-06-18", "2025-11-25"]

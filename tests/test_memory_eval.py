@@ -10,7 +10,7 @@ import types
 import pytest
 
 import kg
-from kg import render
+from kg.api import render
 
 from helpers import clean_env
 
@@ -79,7 +79,7 @@ def test_unknown_policy_is_refused():
 
 
 def test_hooks_missing_is_skipped_with_a_line(tmp_path, monkeypatch):
-    monkeypatch.setitem(sys.modules, "kg.hooks", None)
+    monkeypatch.setitem(sys.modules, "kg.agents.loop", None)
     monkeypatch.delattr(kg, "hooks", raising=False)
     doc, text = run(tmp_path, "h.json", "--days", "10", "--max-tokens", "1500", "--policy", "kgd,kgd-hooks")
     assert "kgd-hooks skipped" in text
@@ -113,7 +113,7 @@ def fake_hooks():
 
 def test_hooks_mode_reads_context_from_the_hook_texts(tmp_path, monkeypatch):
     fake = fake_hooks()
-    monkeypatch.setitem(sys.modules, "kg.hooks", fake)
+    monkeypatch.setitem(sys.modules, "kg.agents.loop", fake)
     monkeypatch.setattr(kg, "hooks", fake, raising=False)
     doc, _ = run(tmp_path, "k.json", "--days", "45", "--max-tokens", "1500", "--seed", "3",
                  "--policy", "kgd,kgd-hooks")
@@ -147,7 +147,7 @@ def test_a_failing_hook_is_counted_not_fatal(tmp_path, monkeypatch):
     fake = fake_hooks()
     broken = types.SimpleNamespace(handler=lambda store: (lambda p: 1 / 0 if p["hook_event_name"] == "UserPromptSubmit"
                                                            else fake.handler(store)(p)))
-    monkeypatch.setitem(sys.modules, "kg.hooks", broken)
+    monkeypatch.setitem(sys.modules, "kg.agents.loop", broken)
     monkeypatch.setattr(kg, "hooks", broken, raising=False)
     doc, _ = run(tmp_path, "e.json", "--days", "10", "--max-tokens", "1500", "--policy", "kgd-hooks")
     r = doc["runs"][0]

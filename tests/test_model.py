@@ -5,9 +5,9 @@ Tables of cases; no store, no disk.
 
 import pytest
 
-from kg import model
-from kg.errors import BadInput
-from kg.model import (
+from kg.core import model
+from kg.core.errors import BadInput
+from kg.core.model import (
     ACTIVE,
     ARCHIVED,
     ORPHANED,

@@ -12,8 +12,8 @@ import re
 import jsonschema
 import pytest
 
-from kg.mcp import Request, Server
-from kg.store import Settings, Store
+from kg.api.mcp import Request, Server
+from kg.memory.store import Settings, Store
 
 STATELESS = "2026-07-28"
 META = {"io.modelcontextprotocol/protocolVersion": STATELESS, "io.modelcontextprotocol/clientCapabilities": {}}

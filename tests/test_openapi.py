@@ -13,7 +13,7 @@ from urllib.parse import quote, urlencode
 
 import pytest
 
-from kg import rest
+from kg.api import rest
 
 METHODS = ("get", "put", "post", "delete", "patch", "head", "options")
 

@@ -354,7 +354,7 @@ def test_operator_command_names_match_cli():
     line; every registered subcommand must be in that list or it would be unreachable."""
     import argparse
 
-    from kg import cli, commands
+    from kg.ops import cli, commands
     parser = argparse.ArgumentParser()
     sub = parser.add_subparsers(dest="command")
     commands.register(sub, cli.add_common)

@@ -5,8 +5,8 @@ repository merged by the merge rule with nothing lost."""
 import json
 import os
 
-from kg import gitrun
-from kg.store import Settings, Store
+from kg.memory import git_runner as gitrun
+from kg.memory.store import Settings, Store
 
 
 def git(cwd, *args):
@@ -166,8 +166,8 @@ def test_old_graph_gets_its_identity_recorded(tmp_path):
 def test_merge_graph_into_follows_the_one_merge_rule():
     """Two old graphs of one repository: a node only in the other arrives; a node in both takes the
     later gist and the union of notes, and the later read; an edge in both, the union of notes."""
-    from kg.graph import Graph
-    from kg.identities import merge_graph_into
+    from kg.core.graph import Graph
+    from kg.memory.identities import merge_graph_into
 
     def node(nid, gist, notes, t, read=None):
         return {"id": nid, "gist": gist, "notes": notes, "touches": [], "_created_ts": 1.0,

@@ -3,8 +3,8 @@ file and url matching, budgets and their truncation order. Pure: no store."""
 
 import pytest
 
-from kg import recall
-from kg.recall import Index, file_hits, fit_lines, prompt_hits, url_hits, user_text, words
+from kg.agents import recall
+from kg.agents.recall import Index, file_hits, fit_lines, prompt_hits, url_hits, user_text, words
 
 from helpers import node
 

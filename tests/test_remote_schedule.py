@@ -7,7 +7,7 @@ import time
 
 import pytest
 
-from kg.remotesync import Schedule, Status, Worker
+from kg.travel.remote_schedule import Schedule, Status, Worker
 
 
 class Fail(Exception):
@@ -92,7 +92,7 @@ def test_short_interval_bounds_the_backoff_base():
 
 def test_status_logs_each_state_change_once(caplog):
     st = Status(remote="/r")
-    with caplog.at_level(logging.INFO, logger="kg.remotesync"):
+    with caplog.at_level(logging.INFO, logger="kg.travel.remote_schedule"):
         assert st.error("offline", "could not resolve host", 1) is True
         for t in range(2, 12):
             assert st.error("offline", "could not resolve host", t) is False
@@ -162,7 +162,7 @@ def test_worker_survives_failures_and_records_them(caplog):
         raise Fail("no_remote", "'/gone' does not appear to be a git repository")
     w = _worker(do_round=failing).start()
     try:
-        with caplog.at_level(logging.WARNING, logger="kg.remotesync"):
+        with caplog.at_level(logging.WARNING, logger="kg.travel.remote_schedule"):
             for _ in range(4):
                 w.request_round(wait=True, timeout=10)
         assert len(calls) >= 4 and w.thread.is_alive()

@@ -5,7 +5,7 @@ import re
 
 import pytest
 
-from kg import render
+from kg.api import render
 
 
 def view(n_nodes=0, gist_len=20, n_edges=0, n_archived=0, prefix="", id_len=None, tokens=0):

@@ -4,7 +4,8 @@ machine; a repository with no commit is known by its origin; anything else by it
 
 import pytest
 
-from kg import gitrun, repoid
+from kg.memory import git_runner as gitrun
+from kg.memory import repo_id as repoid
 
 
 def git(cwd, *args):

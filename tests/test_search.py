@@ -2,7 +2,7 @@
 
 import pytest
 
-from kg import search
+from kg.core import search
 
 from helpers import node as N
 

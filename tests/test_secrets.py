@@ -10,7 +10,8 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from kg import secretfields, secrets
+from kg.secrets import fields as secretfields
+from kg.secrets import kinds as secrets
 
 import secrets_corpus as corpus
 import secrets_hostile as hostile

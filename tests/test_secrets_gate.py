@@ -12,8 +12,10 @@ import os
 
 import pytest
 
-from kg import hooks, secretfields, secrets
-from kg.errors import SecretRefused
+from kg.agents import loop as hooks
+from kg.core.errors import SecretRefused
+from kg.secrets import fields as secretfields
+from kg.secrets import kinds as secrets
 
 import secrets_corpus as corpus
 from helpers import StoreEnv, run_kgd
@@ -170,7 +172,7 @@ def _old_graph(root, nodes):
 def test_an_old_graph_holding_a_secret_loads_hidden_reported_and_deletable(senv, caplog):
     _old_graph(senv.root, [{"id": "old-leak", "gist": "prod db", "notes": [cred("url-password")]},
                            {"id": "prod-db", "gist": "the prod db is reached through the bastion"}])
-    with caplog.at_level(logging.WARNING, logger="kg.registry"):
+    with caplog.at_level(logging.WARNING, logger="kg.memory.registry"):
         store = senv.open()
     logged = "\n".join(r.getMessage() for r in caplog.records)
     assert "old-leak" in logged and "look like credentials" in logged
@@ -189,7 +191,7 @@ def test_hooks_never_inject_a_flagged_node(tmp_path):
     _old_graph(str(tmp_path / "root"), [
         {"id": "leak-bastion", "gist": "bastion login for app.py", "notes": [cred("password")], "touches": ["app.py"]},
         {"id": "bastion-how", "gist": "bastion login goes through ssh agent forwarding", "touches": ["app.py"]}])
-    from kg.store import Settings, Store
+    from kg.memory.store import Settings, Store
     store = Store(str(tmp_path / "root"), Settings(max_tokens=10 ** 9)).open()
     try:
         handle = hooks.handler(store, env={})
@@ -397,7 +399,7 @@ def test_the_live_feed_never_carries_a_flagged_nodes_text(senv):
 
 
 def test_the_viewers_graph_marks_a_flagged_node_and_withholds_its_text(senv):
-    from kg import rest
+    from kg.api import rest
     store = senv.open(secret_scan=False)
     store.put_node(None, "user", "leaky", "deploy key", notes=["see " + GITHUB])
     store.put_node(None, "user", "fine", "clean")

@@ -7,10 +7,11 @@ import os
 
 import pytest
 
-from kg import rest, sessions
-from kg.errors import BadInput, NotFound
-from kg.graph import Graph
-from kg.sessions import MAX_SHOWN, Session
+from kg.api import rest
+from kg.core.errors import BadInput, NotFound
+from kg.core.graph import Graph
+from kg.memory import sessions
+from kg.memory.sessions import MAX_SHOWN, Session
 
 from helpers import StoreEnv
 

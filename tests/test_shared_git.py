@@ -11,9 +11,9 @@ import time
 
 import pytest
 
-from kg import kgdir
-from kg.errors import KgError
-from kg.store import Settings, Store
+from kg.core import kg_format as kgdir
+from kg.core.errors import KgError
+from kg.memory.store import Settings, Store
 
 from helpers import git_env
 

@@ -8,8 +8,9 @@ import time
 
 import pytest
 
-from kg import kgdir, sharedmeta
-from kg.shared import holds_kg
+from kg.core import kg_format as kgdir
+from kg.core import team_state as sharedmeta
+from kg.travel.team import holds_kg
 
 from helpers import StoreEnv
 
@@ -277,7 +278,7 @@ def test_a_crash_after_the_pickup_record_replays_it(env):
 
 
 def test_a_linked_worktree_holding_kg_is_its_own_project(tmp_path):
-    from kg.projects import resolve_project_root
+    from kg.memory.projects import resolve_project_root
     main = tmp_path / "main"
     gitdir = main / ".git" / "worktrees" / "wt1"
     gitdir.mkdir(parents=True)

@@ -5,7 +5,7 @@ import os
 
 import pytest
 
-from kg import shellfiles
+from kg.agents import shell_files as shellfiles
 
 FILES = ("kg/store.py", "kg/a.py", "README.md", "src/x.rs", "20", "with space.txt")
 

@@ -17,7 +17,7 @@ import time
 
 import pytest
 
-from kg import http as kghttp
+from kg.serve import http as kghttp
 
 pytestmark = [pytest.mark.e2e, pytest.mark.slow]
 

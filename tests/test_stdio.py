@@ -209,8 +209,8 @@ def test_stdio_uses_a_running_daemon(make_daemon, tmp_path):
 def test_headers_the_bridge_derives_from_a_message():
     if REPO not in sys.path:
         sys.path.insert(0, REPO)
-    from kg import mcp
-    from kg.stdio import _http_headers
+    from kg.api import mcp
+    from kg.ops.stdio import _http_headers
 
     meta = {"_meta": {"io.modelcontextprotocol/protocolVersion": "2026-07-28"}}
     h = _http_headers({"jsonrpc": "2.0", "id": 1, "method": "tools/call", "params": dict(meta, name="kg_réad")}, None)

@@ -1,4 +1,4 @@
-"""kg/storage.py: atomic writes, healing loads, the journal with group commit, slugs, the lock
+"""kg/disk/: atomic writes, healing loads, the journal with group commit, slugs, the lock
 (contract section 4). Real files under tmp_path; failures injected by monkeypatching os."""
 
 import json
@@ -9,8 +9,10 @@ import threading
 
 import pytest
 
-from kg.errors import Conflict, StorageError
-from kg.storage import Journal, Layout, RootLock, atomic_write, base_slug, hashed_slug, load_json
+from kg.core.errors import Conflict, StorageError
+from kg.disk.files import RootLock, atomic_write, load_json
+from kg.disk.journal import Journal
+from kg.disk.layout import Layout, base_slug, hashed_slug
 
 
 def mode(path):
@@ -497,7 +499,7 @@ def test_a_shared_root_is_not_re_permissioned(tmp_path, caplog):
     with a warning; a folder holding only kgd's files is tightened to 0700."""
     import logging as _logging
 
-    from kg.store import Settings, Store
+    from kg.memory.store import Settings, Store
     shared = tmp_path / "home"
     shared.mkdir(mode=0o755)
     os.chmod(shared, 0o755)
@@ -517,7 +519,7 @@ def test_a_shared_root_is_not_re_permissioned(tmp_path, caplog):
 # ---------------------------------------------------------------- helpers the file-reading commands share
 
 def test_journal_paths(tmp_path):
-    from kg.storage import journal_path
+    from kg.disk.layout import journal_path
     layout = Layout(str(tmp_path))
     assert journal_path("/r/user.json") == "/r/user.journal"
     assert journal_path("/r/odd") == "/r/odd.journal"
@@ -538,7 +540,7 @@ def test_project_slugs_with_journal_only_projects(tmp_path):
 
 
 def test_lock_state_reads_what_root_lock_writes(tmp_path):
-    from kg.storage import lock_state
+    from kg.disk.files import lock_state
     layout = Layout(str(tmp_path / "root"))
     assert lock_state(layout) == (False, None, None, "")
     lock = RootLock(layout)

@@ -10,11 +10,12 @@ import threading
 
 import pytest
 
-from kg import model, tools
-from kg.errors import BadInput, Conflict, NotFound, StorageError
-from kg.model import ACTIVE, ARCHIVED, ORPHANED
-from kg.projects import resolve_project_root
-from kg.store import Settings, Store
+from kg.api import tools
+from kg.core import model
+from kg.core.errors import BadInput, Conflict, NotFound, StorageError
+from kg.core.model import ACTIVE, ARCHIVED, ORPHANED
+from kg.memory.projects import resolve_project_root
+from kg.memory.store import Settings, Store
 
 from helpers import StoreEnv
 
@@ -974,7 +975,7 @@ def test_old_project_file_without_path_is_adopted_not_duplicated(tmp_path):
 def test_change_log_overflow_and_trim_never_hide_a_change(tmp_path, monkeypatch):
     """The change log is bounded: when it drops entries a session has not synced, that session
     gets a full resync (never a silent gap); one that kept up gets exactly the new changes."""
-    import kg.store as store_mod
+    import kg.memory.store as store_mod
     monkeypatch.setattr(store_mod, "CHANGE_LOG_MAX", 20)
     store = Store(str(tmp_path / "root"), Settings(max_tokens=10 ** 6)).open()
     try:
@@ -1007,7 +1008,7 @@ def test_a_change_that_fails_after_its_record_was_written_is_cut_off(tmp_path, m
     """If applying a change in memory fails once its journal record is written (a bug, a stale
     index), the record is cut off and the graph reloaded: nothing the caller was told failed
     survives, in memory or on disk."""
-    from kg.graph import Graph
+    from kg.core.graph import Graph
     root = str(tmp_path / "root")
     store = Store(root, Settings()).open()
     s = store.start_session()

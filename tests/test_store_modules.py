@@ -13,19 +13,20 @@ import pytest
 from helpers import clean_env
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-ROOMS = ["kg.projects", "kg.sessions", "kg.changelog", "kg.durable", "kg.graph", "kg.storage", "kg.model",
-         "kg.registry", "kg.writepath"]
+ROOMS = ["kg.memory.projects", "kg.memory.sessions", "kg.core.changelog", "kg.disk.durable", "kg.core.graph",
+         "kg.disk.files", "kg.disk.layout", "kg.disk.journal", "kg.core.model", "kg.memory.registry",
+         "kg.memory.write_path"]
 
 
-@pytest.mark.parametrize("module", ROOMS + ["kg.store"])
+@pytest.mark.parametrize("module", ROOMS + ["kg.memory.store"])
 def test_imports_alone_and_never_the_store(module):
-    code = ("import sys, %s; bad = [m for m in ('kg.store', 'kg.tools', 'kg.http', 'kg.rest') if m in sys.modules]; "
-            "print(','.join(bad))" % module)
+    code = ("import sys, %s; bad = [m for m in ('kg.memory.store', 'kg.api.tools', 'kg.serve.http', 'kg.api.rest') "
+            "if m in sys.modules]; print(','.join(bad))" % module)
     out = subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True, timeout=60,
                          env=clean_env())
     assert out.returncode == 0, out.stderr
     loaded = [m for m in out.stdout.strip().split(",") if m]
-    assert loaded == (["kg.store"] if module == "kg.store" else []), loaded
+    assert loaded == (["kg.memory.store"] if module == "kg.memory.store" else []), loaded
 
 
 def _defined_at_top(tree):
@@ -39,15 +40,16 @@ def _defined_at_top(tree):
 
 
 def test_nothing_is_imported_from_the_store_that_it_does_not_define():
-    with open(os.path.join(ROOT, "kg", "store.py")) as f:
+    with open(os.path.join(ROOT, "kg", "memory", "store.py")) as f:
         tree = ast.parse(f.read())
     own = _defined_at_top(tree)
     assert "__all__" not in own
     borrowed = []
-    for path in glob.glob(os.path.join(ROOT, "*", "*.py")):
+    for path in glob.glob(os.path.join(ROOT, "**", "*.py"), recursive=True):
         with open(path) as f:
             for node in ast.walk(ast.parse(f.read())):
-                if isinstance(node, ast.ImportFrom) and (node.module, node.level) in (("kg.store", 0), ("store", 1)):
+                if isinstance(node, ast.ImportFrom) and (node.module, node.level) in (
+                        ("kg.memory.store", 0), ("store", 1), ("memory.store", 2)):
                     borrowed += ["%s: %s" % (os.path.relpath(path, ROOT), a.name) for a in node.names
                                  if a.name not in own]
     assert borrowed == [], borrowed

@@ -7,9 +7,9 @@ import os
 
 import pytest
 
-from kg import model
-from kg.errors import BadInput, NotFound
-from kg.store import Settings, Store
+from kg.core import model
+from kg.core.errors import BadInput, NotFound
+from kg.memory.store import Settings, Store
 
 T0 = 1_700_000_000.0
 DAY = 86400.0

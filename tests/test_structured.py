@@ -8,7 +8,7 @@ import json
 import jsonschema
 import pytest
 
-from kg import structured, tools
+from kg.api import structured, tools
 
 SCHEMAS = {t["name"]: t["outputSchema"] for t in tools.list_tools(structured=True)}
 

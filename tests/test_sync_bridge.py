@@ -5,10 +5,12 @@ import os
 
 import pytest
 
-from kg import gitrun, kgdir, personal
-from kg.store import Settings, Store
-from kg.syncexport import Bridge, folder_of
-from kg.syncrepo import SyncRepo
+from kg.core import kg_format as kgdir
+from kg.core import personal
+from kg.memory import git_runner as gitrun
+from kg.memory.store import Settings, Store
+from kg.travel.remote_bridge import Bridge, folder_of
+from kg.travel.remote_repo import SyncRepo
 
 
 class Machine:

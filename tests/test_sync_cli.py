@@ -5,9 +5,9 @@ import os
 
 import pytest
 
-from kg import gitrun
-from kg.synccmd import describe, offline_status, resolve_remote
-from kg.syncrepo import check_remote, write_config, write_status
+from kg.memory import git_runner as gitrun
+from kg.ops.sync import describe, offline_status, resolve_remote
+from kg.travel.remote_repo import check_remote, write_config, write_status
 
 
 @pytest.mark.parametrize("url", ["ext::sh -c touch% /tmp/pwned", "fd::3", "-uhack", "", " ", "a\x00b", "x" * 5000,
@@ -34,7 +34,7 @@ def test_a_missing_local_path_becomes_an_empty_bare_repository(tmp_path, monkeyp
 
 
 def test_a_path_under_a_missing_folder_is_refused(tmp_path):
-    from kg.console import CommandError
+    from kg.ops.console import CommandError
 
     with pytest.raises(CommandError):
         resolve_remote(str(tmp_path / "nope" / "mem.git"))

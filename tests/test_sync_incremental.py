@@ -17,11 +17,15 @@ import time
 
 import pytest
 
-from kg import gitrun, graph, kgdir, model, personal, syncexport, syncfiles
-from kg.filelines import FileLines
-from kg.store import Settings, Store
-from kg.syncexport import Bridge
-from kg.syncrepo import SyncRepo
+from kg.core import graph, model, personal
+from kg.core import kg_format as kgdir
+from kg.memory import git_runner as gitrun
+from kg.memory.store import Settings, Store
+from kg.travel import remote_bridge as syncexport
+from kg.travel import remote_files as syncfiles
+from kg.travel.file_lines import FileLines
+from kg.travel.remote_bridge import Bridge
+from kg.travel.remote_repo import SyncRepo
 
 T0 = 1_800_000_000.0
 

@@ -7,8 +7,8 @@ import shutil
 
 import pytest
 
-from kg import gitrun
-from kg.syncrepo import ATTRIBUTES, SyncRepo, read_config, write_config
+from kg.memory import git_runner as gitrun
+from kg.travel.remote_repo import ATTRIBUTES, SyncRepo, read_config, write_config
 
 
 def lines(path):
@@ -249,7 +249,7 @@ def test_a_temp_file_left_by_a_crash_is_never_committed(tmp_path, remote):
 
 
 def test_periodic_gc_runs_in_the_foreground_and_packs(tmp_path, remote, monkeypatch):
-    import kg.syncrepo as syncrepo
+    import kg.travel.remote_repo as syncrepo
 
     monkeypatch.setattr(syncrepo, "GC_EVERY", 2)
     monkeypatch.setattr(syncrepo, "GC_AUTO", 10)  # git estimates loose objects from objects/17/
@@ -267,7 +267,7 @@ def test_periodic_gc_runs_in_the_foreground_and_packs(tmp_path, remote, monkeypa
 
 
 def test_periodic_gc_packs_heavy_loose_objects_before_their_number_counts(tmp_path, remote, monkeypatch):
-    import kg.syncrepo as syncrepo
+    import kg.travel.remote_repo as syncrepo
 
     monkeypatch.setattr(syncrepo, "GC_EVERY", 2)
     monkeypatch.setattr(syncrepo, "GC_AUTO", 100000)  # the count alone would never pack these
@@ -283,7 +283,7 @@ def test_periodic_gc_packs_heavy_loose_objects_before_their_number_counts(tmp_pa
 
 
 def test_a_password_or_token_in_the_remote_url_is_redacted_wherever_it_is_shown():
-    from kg.syncrepo import redact_url, scrub
+    from kg.travel.remote_repo import redact_url, scrub
 
     pw = "pw" + "x" * 20  # made at run time: no credential-shaped literal
     assert redact_url("https://me:%s@host/a.git" % pw) == "https://me:***@host/a.git"

@@ -5,7 +5,7 @@ import os
 
 import pytest
 
-from kg.text import clip, compact_json
+from kg.core.text import clip, compact_json
 
 from helpers import REPO
 
@@ -28,8 +28,7 @@ def test_compact_json_keeps_non_ascii_and_has_no_spaces():
 
 
 def test_each_is_written_once():
-    sources = {
-        os.path.basename(p): open(p, encoding="utf-8").read() for p in glob.glob(os.path.join(REPO, "kg", "*.py"))
-    }
+    paths = glob.glob(os.path.join(REPO, "kg", "**", "*.py"), recursive=True)
+    sources = {os.path.basename(p): open(p, encoding="utf-8").read() for p in paths}
     assert [n for n, s in sources.items() if 'separators=(",", ":")' in s] == ["text.py"]
     assert sorted(n for n, s in sources.items() if "def clip(" in s or "def _clip(" in s) == ["text.py"]

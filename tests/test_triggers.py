@@ -6,7 +6,9 @@ import re
 
 import pytest
 
-from kg import secretfields, secrets, triggers
+from kg.secrets import fields as secretfields
+from kg.secrets import kinds as secrets
+from kg.secrets import prefilter as triggers
 
 import secrets_corpus as corpus
 import secrets_hostile as hostile

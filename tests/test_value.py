@@ -4,8 +4,10 @@ many parts kept in the preload (read back when archived) while the day's work fi
 
 import pytest
 
-from kg import hooks, model, value
-from kg.store import Settings, Store
+from kg.agents import loop as hooks
+from kg.agents import value
+from kg.core import model
+from kg.memory.store import Settings, Store
 
 T0 = 1_700_000_000.0
 DAY = 86400.0

@@ -19,7 +19,7 @@ websockets = pytest.importorskip("websockets")
 from websockets.exceptions import ConnectionClosed, InvalidStatus  # noqa: E402
 from websockets.sync.client import connect  # noqa: E402
 
-from kg.ws import accept_key  # noqa: E402
+from kg.serve.ws import accept_key  # noqa: E402
 
 pytestmark = pytest.mark.e2e
 

@@ -11,9 +11,10 @@ import time
 
 import pytest
 
-from kg import feed, ws
-from kg.feed import Hub
-from kg.ws import (
+from kg.serve import hub as feed
+from kg.serve import ws
+from kg.serve.hub import Hub
+from kg.serve.ws import (
     OP_BINARY,
     OP_CLOSE,
     OP_CONT,

@@ -8,6 +8,6 @@ max_tokens instead of 0.8 x max_tokens (contract section 5 fixes 0.8).
 
 It changes kg.compaction for every kgd run of this process (kgd and kgd-hooks alike)."""
 
-from kg import compaction
+from kg.core import compaction
 
 compaction.ARCHIVE_TARGET = (1, 1)

@@ -1,0 +1,127 @@
+"""Which texts of a node, an edge or a task's progress state the credential check reads, and how a
+refusal or a withheld text reads (contract section 10). Pure; kg/secrets/kinds.py says whether one text
+holds a credential.
+
+Rules this file owns:
+- A node's fields: id, gist, notes[i], touches[i]; an edge's: from, to, rel, edge notes[i]; a
+  progress state's keys and string values, by key path. The fields are also scanned joined, so a
+  private key pasted one line per note is found (named by its first field).
+- A refusal names the field and the kind in words ("notes[2] looks like a GitHub token: ..."),
+  never the secret; a withheld text is "[withheld: KIND]".
+"""
+
+from .kinds import Hit, find
+
+_JOIN = "\n"  # no value, token or name class spans a line break: only a key block crosses two fields
+
+
+def _fields_of_node(node):
+    yield "id", node.get("id")
+    yield "gist", node.get("gist")
+    for i, note in enumerate(node.get("notes") or ()):
+        yield "notes[%d]" % i, note
+    for i, touch in enumerate(node.get("touches") or ()):
+        yield "touches[%d]" % i, touch
+
+
+def _fields_of_edge(edge):
+    yield "from", edge.get("from")
+    yield "to", edge.get("to")
+    yield "rel", edge.get("rel")
+    for i, note in enumerate(edge.get("notes") or ()):
+        yield "edge notes[%d]" % i, note
+
+
+_last_whole = (None, None)  # (text, find's answer): a put scans what was sent, the node, then its graph
+
+
+def _scan(fields):
+    global _last_whole
+    texts = [(name, t) for name, t in fields if isinstance(t, str) and t]
+    joined = _JOIN.join(t for _, t in texts)
+    last = _last_whole
+    whole = last[1] if last[0] == joined else find(joined)  # one pass over the whole: the common case
+    _last_whole = (joined, whole)
+    if whole is None:
+        return None
+    for name, t in texts:
+        hit = find(t)
+        if hit is not None:
+            return name, hit
+    # Found only across fields: a private key pasted one line per note. Named by where it starts.
+    at = 0
+    for name, t in texts:
+        if whole.start < at + len(t) + 1:
+            return name, Hit(whole.kind, whole.label, max(whole.start - at, 0), len(t))
+        at += len(t) + 1
+    return texts[-1][0], whole
+
+
+def scan_state(state):
+    """("state.a.b[2]", Hit) for the first string of a kg_progress state holding a credential,
+    or None. Keys are scanned, and each `"key": "value"` pair as written, so a password under
+    a name ({"db_password": "..."}) is caught like one in a note. No recursion: a state may nest deep."""
+    stack = [("state", state)]
+    while stack:
+        path, value = stack.pop()
+        texts = ()
+        if isinstance(value, str):
+            texts = ((path, value),)
+        elif isinstance(value, dict):
+            pairs = [(k, v) for k, v in value.items() if isinstance(k, str)]
+            texts = [(path, k) for k, _ in pairs] + [
+                ("%s.%s" % (path, k), '"%s": "%s"' % (k, v)) for k, v in pairs if isinstance(v, (str, int, float))]
+            stack.extend(("%s.%s" % (path, k), v) for k, v in reversed(pairs))
+        elif isinstance(value, list):
+            stack.extend(("%s[%d]" % (path, i), v) for i, v in reversed(list(enumerate(value))))
+        for where, t in texts:
+            hit = find(t)
+            if hit is not None:
+                return where, hit
+    return None
+
+
+WITHHELD = "[withheld: %s]"
+
+
+def redact(text, limit=64):
+    """The text with each credential found replaced by WITHHELD and its kind, for a person's
+    own view of a flagged node (so it can be found and deleted without showing the secret)."""
+    out = []
+    for _ in range(limit):
+        hit = find(text)
+        if hit is None:
+            break
+        out.append(text[:hit.start] + WITHHELD % hit.kind)
+        text = text[hit.end:]
+    else:
+        return WITHHELD % "text"
+    return "".join(out) + text
+
+
+def redact_item(item):
+    """A public node or edge (a dict) with every text field redacted; lists copied."""
+    out = dict(item)
+    for key in ("id", "gist", "from", "to", "rel"):
+        if isinstance(out.get(key), str):
+            out[key] = redact(out[key])
+    for key in ("notes", "touches"):
+        if isinstance(out.get(key), list):
+            out[key] = [redact(t) if isinstance(t, str) else t for t in out[key]]
+    return out
+
+
+def scan_node(node):
+    """(field, Hit) for the first field of a node holding a credential, or None."""
+    return _scan(_fields_of_node(node))
+
+
+def scan_edge(edge):
+    """(field, Hit) for the first field of an edge holding a credential, or None."""
+    return _scan(_fields_of_edge(edge))
+
+
+def refusal(field, hit):
+    """The refusal an agent reads: the field and the kind, never the secret."""
+    return ("%s looks like %s: save where the secret lives (e.g. \"in .env as GITHUB_TOKEN\"), "
+            "not the secret. Nothing was written." % (field, hit.label))
