@@ -13,7 +13,7 @@ row's median):
 
 - start-up to the start line on an empty root (and the daemon's CPU time by then), and its
   resident memory 1.5 s later;
-- loading the N-node project graph file in a fresh interpreter (kg/durable.py read_graph), CPU time;
+- loading the N-node project graph file in a fresh interpreter (kg/disk/durable.py read_graph), CPU time;
 - the first kg_read(cwd) of that project through the daemon (load + read);
 - kg_put_node (new nodes) into the 100-node project and the N-node project, and their ratio;
 - kg_read full, kg_read by id, kg_search on the N-node project;
@@ -83,7 +83,9 @@ def write_template(tmp, n):
     return root, dirs["big"], dirs["small"], os.path.join(root, "projects", "proj-big", "graph.json")
 
 
-LOAD = ("import sys,time; sys.path.insert(0, sys.argv[1]); from kg.disk.durable import read_graph; "
+LOAD = ("import sys,time,importlib.util; sys.path.insert(0, sys.argv[1]); "  # kg/disk/durable.py before the packages
+        "m = 'kg.disk.durable' if importlib.util.find_spec('kg.disk') else 'kg.durable'; "
+        "read_graph = importlib.import_module(m).read_graph; "
         "t=time.process_time(); g,_=read_graph(sys.argv[2], 'project', sys.argv[3]); "
         "print(time.process_time()-t, len(g.nodes))")
 

@@ -40,6 +40,7 @@ from memory_world import DAY, KINDS, World  # noqa: E402
 from kg.api import render  # noqa: E402
 from kg.core.errors import KgError  # noqa: E402
 from kg.memory.store import Settings, Store  # noqa: E402
+from kg.travel import team
 
 PREFIX = 28
 TIMELINE_DAYS = 30
@@ -73,7 +74,7 @@ class Memory:
     def __init__(self, root, project, max_tokens, args, clock):
         self.max_tokens = max_tokens
         self.project = project
-        self.store = Store(root, self.settings(max_tokens, args), clock=clock).open()
+        self.store = team.install(Store(root, self.settings(max_tokens, args), clock=clock)).open()
         self.session = None
         self.read_chars = []
 
@@ -148,7 +149,7 @@ class KgdRead(Memory):
 
 
 class KgdHooks(Memory):
-    """kgd with its Claude Code hooks (kg/hooks.py): preload, prompt recall, file recall."""
+    """kgd with its Claude Code hooks (kg/agents/loop.py): preload, prompt recall, file recall."""
 
     name = "kgd-hooks"
 

@@ -5,7 +5,7 @@ Words follow a Zipf law over a 20,000-word vocabulary, as text does. Rows:
 - building the two recall indexes from nothing (once per daemon start; the SessionStart hook
   starts it on a thread) and rebuilding them after one node changed (after every write or recalled read);
 - prompt_hits and file_hits alone (the pure part, indexes cached);
-- the whole UserPromptSubmit hook through kg.hooks.handler on a real Store (in-process, no HTTP):
+- the whole UserPromptSubmit hook through kg.agents.loop.handler on a real Store (in-process, no HTTP):
   prompts that recall nothing (silence, the common case) and prompts that recall (each recall is a
   read: journal append + fsync, and the next prompt rebuilds the index incrementally).
 p50 / p99 over many prompts. Machines here are noisy: read the figures as orders of magnitude.
@@ -21,9 +21,12 @@ import time
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
 
-from kg.agents import loop as hooks  # noqa: E402
-from kg.agents import recall
+from kg.agents import (
+    loop,  # noqa: E402
+    recall,
+)
 from kg.memory.store import Settings, Store  # noqa: E402
+from kg.travel import team
 
 VOCAB = ["w%d" % i for i in range(20000)]
 WEIGHTS = [1.0 / (i + 1) for i in range(len(VOCAB))]
@@ -90,7 +93,7 @@ def whole_hook(rng, user, project):
     try:
         proj = os.path.join(tmp, "proj")
         os.makedirs(os.path.join(proj, ".git"))
-        store = Store(os.path.join(tmp, "root"), Settings(max_tokens=10 ** 9)).open()
+        store = team.install(Store(os.path.join(tmp, "root"), Settings(max_tokens=10 ** 9))).open()
         s = store.start_session(proj)
         with store.lock:
             for level, nodes in (("user", user), ("project", project)):
@@ -99,7 +102,7 @@ def whole_hook(rng, user, project):
                     node = dict(n, _created_ts=1.0, _write_ts=1.0, _read_ts=None, _archived=False, _orphaned_ts=None)
                     g.nodes[node["id"]] = node
                 g.recount()
-        handle = hooks.handler(store, env={})
+        handle = loop.handler(store, env={})
         base = {"session_id": "bench", "transcript_path": "/t", "cwd": proj}
         t = time.perf_counter()
         handle(dict(base, hook_event_name="SessionStart", source="startup"))

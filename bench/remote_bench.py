@@ -38,6 +38,7 @@ from bench import REPO, Client, Kgd  # noqa: E402
 
 sys.path.insert(0, REPO)
 from kg.memory.store import Settings, Store  # noqa: E402
+from kg.travel import team
 from kg.travel.remote_bridge import Bridge  # noqa: E402
 from kg.travel.remote_repo import SyncRepo, write_config  # noqa: E402
 
@@ -130,7 +131,7 @@ def pickup_figures(tmp, n, rounds=5):
         if name == "a":
             with open(os.path.join(root, "user.json"), "w") as f:
                 json.dump(user_graph(n, time.time()), f)
-        store = Store(root, Settings(max_tokens=10 ** 7)).open()
+        store = team.install(Store(root, Settings(max_tokens=10 ** 7))).open()
         folder = os.path.join(root, "sync")
         bridge = Bridge(store, folder)
         machines.append((store, SyncRepo(folder, remote), bridge))
@@ -164,7 +165,7 @@ def size_figures(tmp, puts, every):
     remote = os.path.join(tmp, "size-remote-%d.git" % every)
     subprocess.run(["git", "init", "-q", "--bare", remote], check=True)
     root = os.path.join(tmp, "size-root-%d" % every)
-    store = Store(root, Settings(max_tokens=10 ** 7)).open()
+    store = team.install(Store(root, Settings(max_tokens=10 ** 7))).open()
     try:
         folder = os.path.join(root, "sync")
         bridge = Bridge(store, folder)

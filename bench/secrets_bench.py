@@ -19,11 +19,11 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 REPO = os.path.dirname(HERE)
 sys.path[:0] = [REPO, os.path.join(REPO, "tests")]
 
-from kg.secrets import fields as secretfields  # noqa: E402
+from kg.secrets import fields  # noqa: E402
 from kg.secrets import kinds as secrets  # noqa: E402
 
-import secrets_corpus as corpus  # noqa: E402
-import secrets_hostile as hostile  # noqa: E402
+import secrets_corpus  # noqa: E402
+import secrets_hostile  # noqa: E402
 
 
 def best_of(fn, n=3, clock=time.perf_counter):
@@ -43,14 +43,14 @@ def main():
     found, total, wrong = Counter(), Counter(), []
     lines = alarms = 0
     for seed in range(args.seeds):
-        for kind, text in corpus.credentials(seed):
+        for kind, text in secrets_corpus.credentials(seed):
             total[kind] += 1
             hit = secrets.find(text)
             if hit is not None and hit.kind == kind:
                 found[kind] += 1
             else:
                 wrong.append((seed, kind, hit and hit.kind))
-        for line in corpus.near_misses(seed + 1000):
+        for line in secrets_corpus.near_misses(seed + 1000):
             lines += 1
             alarms += secrets.find(line) is not None
     print("credentials corpus (%d seeds): detected %d of %d, %d of %d kinds complete"
@@ -61,19 +61,19 @@ def main():
     for w in wrong[:10]:
         print("  missed: seed %s %s -> %s" % w)
     print("near-miss corpus (%d seeds): false alarms %d of %d lines (%d distinct templates)"
-          % (args.seeds, alarms, lines, len(corpus.near_misses())))
+          % (args.seeds, alarms, lines, len(secrets_corpus.near_misses())))
 
     h_found, h_total, h_kind, h_missed = Counter(), Counter(), 0, []
     h_lines = h_alarms = 0
     for seed in range(args.seeds):
-        for kind, text, how in hostile.hostile_credentials(seed):
+        for kind, text, how in secrets_hostile.hostile_credentials(seed):
             h_total[how] += 1
             hit = secrets.find(text)
             h_found[how] += hit is not None
             h_kind += hit is not None and hit.kind == kind
             if hit is None:
                 h_missed.append((seed, kind, how))
-        for line in hostile.hostile_near_misses(seed + 1000):
+        for line in secrets_hostile.hostile_near_misses(seed + 1000):
             h_lines += 1
             h_alarms += secrets.find(line) is not None
     print("hostile corpus (%d seeds): refused %d of %d (%d named as their own kind)"
@@ -83,7 +83,7 @@ def main():
     for w in h_missed[:10]:
         print("  missed: seed %s %s %s" % w)
     print("hostile near misses (%d seeds): false alarms %d of %d lines (%d distinct templates)"
-          % (args.seeds, h_alarms, h_lines, len(hostile.hostile_near_misses())))
+          % (args.seeds, h_alarms, h_lines, len(secrets_hostile.hostile_near_misses())))
 
     repo_lines, repo_hits = 0, []
     for path in sorted(glob.glob(os.path.join(REPO, "**", "*"), recursive=True)):
@@ -107,7 +107,7 @@ def main():
 
     walls, cpus = {}, {}
     print("1 MB adversarial texts (best of 3; wall clock, and CPU time, which a loaded machine inflates less):")
-    for name, text in sorted(corpus.adversarial().items()):
+    for name, text in sorted(secrets_corpus.adversarial().items()):
         dt = best_of(lambda t=text: secrets.find(t))
         cpu = best_of(lambda t=text: secrets.find(t), clock=time.process_time)
         hit = secrets.find(text)
@@ -116,9 +116,10 @@ def main():
     w, c = max(walls, key=walls.get), max(cpus, key=cpus.get)
     print("worst 1 MB adversarial: %.1f ms wall (%s), %.1f ms cpu (%s); load average %.1f"
           % (walls[w] * 1000, w, cpus[c] * 1000, c, os.getloadavg()[0]))
-    node = {"id": "n", "gist": corpus.near_misses()[0], "notes": corpus.near_misses()[:60], "touches": ["kg/app.py"]}
+    node = {"id": "n", "gist": secrets_corpus.near_misses()[0], "notes": secrets_corpus.near_misses()[:60],
+            "touches": ["kg/app.py"]}
     print("one clean node of %d chars: %.3f ms" % (sum(len(x) for x in node["notes"]),
-                                                   best_of(lambda: secretfields.scan_node(fresh(node)), 20) * 1000))
+                                                   best_of(lambda: fields.scan_node(fresh(node)), 20) * 1000))
 
 
 _ids = iter(range(1 << 30))

@@ -27,8 +27,10 @@ sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from bench import REPO, Client, Kgd  # noqa: E402
 
 sys.path.insert(0, REPO)
-from kg.core import kg_format as kgdir  # noqa: E402
-from kg.core import team_state as sharedmeta
+from kg.core import (
+    kg_format,  # noqa: E402
+    team_state,
+)
 from kg.core.reconcile import memory_view, reconcile  # noqa: E402
 
 T0 = 1_700_000_000.0
@@ -63,10 +65,10 @@ def write_kg(root, nodes, edges):
     for name, recs in (("nodes.jsonl", nodes), ("edges.jsonl", edges)):
         tmp = os.path.join(d, "incoming")
         with open(tmp, "wb") as f:
-            f.write(kgdir.render(recs))
+            f.write(kg_format.render(recs))
         os.replace(tmp, os.path.join(d, name))
     with open(os.path.join(d, ".gitattributes"), "w") as f:
-        f.write(kgdir.GITATTRIBUTES)
+        f.write(kg_format.GITATTRIBUTES)
 
 
 def median_ms(xs):
@@ -151,11 +153,12 @@ def bench_daemon(tmp, opts, nodes, edges):
 def bench_in_process(tmp, opts, nodes, edges):
     """The pickup's parts, without the beat's wait: parse, reconcile alone, the whole sync."""
     from kg.memory.store import Settings, Store
+    from kg.travel import team
 
     repo = os.path.join(tmp, "inproc")
     os.makedirs(os.path.join(repo, ".git"))
     write_kg(repo, nodes, edges)
-    store = Store(os.path.join(tmp, "root2"), Settings(max_tokens=100000000)).open()
+    store = team.install(Store(os.path.join(tmp, "root2"), Settings(max_tokens=100000000))).open()
     try:
         store.start_session(repo)
         durable = store.registry.project(os.path.realpath(repo))
@@ -164,17 +167,17 @@ def bench_in_process(tmp, opts, nodes, edges):
         write_kg(repo, new_nodes, edges)
         data = open(os.path.join(repo, ".kg", "nodes.jsonl"), "rb").read()
         t = time.perf_counter()
-        disk, _ = kgdir.parse(data, "node")
+        disk, _ = kg_format.parse(data, "node")
         parse_ms = (time.perf_counter() - t) * 1000
-        reader = kgdir.Reader("node")
+        reader = kg_format.Reader("node")
         reader.parse(old_data)
         t = time.perf_counter()
         _, _, disk_stamps = reader.parse(data)
         reparse_ms = (time.perf_counter() - t) * 1000
         g = durable.graph
-        s = sharedmeta.state(g.meta)
-        live = {nid: kgdir.node_record(n) for nid, n in g.nodes.items()}
-        mem_stamps = {k: kgdir.stamp(v) for k, v in live.items()}
+        s = team_state.state(g.meta)
+        live = {nid: kg_format.node_record(n) for nid, n in g.nodes.items()}
+        mem_stamps = {k: kg_format.stamp(v) for k, v in live.items()}
         memory, base, dropped = memory_view(live, s["deleted"]["node"], s["base"]["node"], s["dropped"]["node"])
         t = time.perf_counter()
         r = reconcile(memory, disk, base, time.time(), dropped)
@@ -184,7 +187,7 @@ def bench_in_process(tmp, opts, nodes, edges):
         reconcile_warm_ms = (time.perf_counter() - t) * 1000
         assert len(r.memory) == opts.changed, len(r.memory)
         t, cpu = time.perf_counter(), time.process_time()
-        store.poll_shared()
+        store.team.poll()
         sync_ms = (time.perf_counter() - t) * 1000
         sync_cpu_ms = (time.process_time() - cpu) * 1000
         assert g.nodes["insight-00000"]["gist"].endswith("(v1)")

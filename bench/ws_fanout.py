@@ -30,7 +30,7 @@ write itself (journal append + fsync) as well as the fan-out.
 import argparse
 import http.client
 import json
-import multiprocessing as mp
+import multiprocessing
 import os
 import re
 import shutil
@@ -301,7 +301,7 @@ def run(n, puts, procs, kgd_args, grace, kgd=KGD, nice=0, raw=False):
         os.makedirs(os.path.join(cwd, ".git"))
         proc, port = start_kgd(os.path.join(tmp, "root"), kgd_args, kgd)
         try:
-            ctx = mp.get_context("spawn")
+            ctx = multiprocessing.get_context("spawn")
             ready_q, result_q, stop_evt = ctx.Queue(), ctx.Queue(), ctx.Event()
             procs = min(procs, n)
             shares = [n // procs + (1 if i < n % procs else 0) for i in range(procs)]

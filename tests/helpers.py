@@ -359,7 +359,8 @@ class StoreEnv:
 
     def open(self, **settings):
         from kg.memory.store import Settings, Store
-        s = Store(self.root, Settings(**dict(self.defaults, **settings)), clock=self.clock).open()
+        from kg.travel import team
+        s = team.install(Store(self.root, Settings(**dict(self.defaults, **settings)), clock=self.clock)).open()
         self.stores.append(s)
         return s
 

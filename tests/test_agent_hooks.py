@@ -1,4 +1,4 @@
-"""kg/agents.py and the one ambient loop (kg/hooks.py) for each agent (contract section 11): each
+"""kg/agents/dialects.py and the one ambient loop (kg/agents/loop.py) for each agent (contract section 11): each
 agent's events in its own input shape, the answer in the shape it reads; Gemini's <hook_context>
 never matched; Codex's shell reads and patches recalled; Copilot's camelCase with or without an
 event name; hostile input; kg_read / kg_sync bounded for the agent that asks."""
@@ -9,9 +9,10 @@ import re
 import pytest
 
 from kg.agents import dialects as agents
-from kg.agents import loop as hooks
+from kg.agents import loop
 from kg.api import mcp, tools
 from kg.memory.store import Settings, Store
+from kg.travel import team
 
 T0 = 1_700_000_000.0
 
@@ -25,8 +26,9 @@ class Env:
         self.file = self.proj / "kg" / "store.py"
         self.file.write_text("x")
         self.cwd = str(self.proj)
-        self.store = Store(str(tmp_path / "root"), Settings(max_tokens=10 ** 9), clock=lambda: self.t[0]).open()
-        self.handle = hooks.handler(self.store, env={})
+        store = Store(str(tmp_path / "root"), Settings(max_tokens=10 ** 9), clock=lambda: self.t[0])
+        self.store = team.install(store).open()
+        self.handle = loop.handler(self.store, env={})
         self.writer = self.store.start_session(self.cwd)
 
     def put(self, level, nid, gist, touches=None, notes=None):
@@ -72,7 +74,7 @@ NAMES = {"claude": CLAUDE_NAMES, "codex": CLAUDE_NAMES, "gemini": GEMINI_NAMES, 
 
 
 def read_call(agent, env):
-    """(tool_name, tool_input) of reading kg/store.py in that agent."""
+    """(tool_name, tool_input) of reading the project's kg/store.py in that agent."""
     path = str(env.file)
     return {"claude": ("Read", {"file_path": path}),
             "codex": ("Bash", {"command": "sed -n '1,120p' kg/store.py"}),
@@ -143,7 +145,7 @@ def test_each_agent_gets_file_recall_in_its_shape(env, agent):
 @pytest.mark.parametrize("agent", AGENTS)
 def test_each_agent_gets_the_stop_nudge_once(env, agent):
     name, args = edit_call(agent, env)
-    for _ in range(hooks.nudges.STOP_EDITS):
+    for _ in range(loop.nudges.STOP_EDITS):
         send(env, agent, "tool", tool_name=name, tool_input=args, tool_response={})
     out = send(env, agent, "stop", stop_hook_active=False)
     assert out["decision"] == "block" and "kg_put_node" in out["reason"] and set(out) == {"decision", "reason"}
@@ -153,7 +155,7 @@ def test_each_agent_gets_the_stop_nudge_once(env, agent):
 @pytest.mark.parametrize("agent", AGENTS)
 def test_a_kg_write_through_the_agent_means_no_stop_nudge(env, agent):
     name, args = edit_call(agent, env)
-    for _ in range(hooks.nudges.STOP_EDITS):
+    for _ in range(loop.nudges.STOP_EDITS):
         send(env, agent, "tool", tool_name=name, tool_input=args, tool_response={})
     mcp_name = {"claude": "mcp__kg__kg_put_node", "codex": "mcp__kg__kg_put_node", "gemini": "kg_put_node",
                 "copilot": "kg-kg_put_node"}[agent]
@@ -206,7 +208,7 @@ def test_a_stop_reason_sent_back_as_a_prompt_is_not_matched(env, agent):
     """Gemini CLI (AfterAgent) and Copilot CLI (agentStop) continue with the reason as the next prompt."""
     env.put("project", "gotcha-list", "decisions gotchas and how things work in this codebase")
     name, args = edit_call(agent, env)
-    for _ in range(hooks.nudges.STOP_EDITS):
+    for _ in range(loop.nudges.STOP_EDITS):
         send(env, agent, "tool", tool_name=name, tool_input=args, tool_response={})
     reason = send(env, agent, "stop", stop_hook_active=False)["reason"]
     assert send(env, agent, "prompt", prompt=reason) is None
@@ -278,7 +280,7 @@ def test_shell_reads_share_one_budget(env):
             env.put("project", "%s-%d" % (f, i), "note %d about %s.py " % (i, f) + "q" * 300, touches=["kg/%s.py" % f])
     out = send(env, "codex", "tool", tool_name="Bash", tool_input={"command": "cat kg/a.py kg/b.py kg/c.py"})
     text = context("codex", out, "tool")
-    assert len(re.findall(r"^- \[", text, re.M)) <= hooks.FILE_NODES and len(text) <= hooks.FILE_CHARS
+    assert len(re.findall(r"^- \[", text, re.M)) <= loop.FILE_NODES and len(text) <= loop.FILE_CHARS
 
 
 def test_gemini_tools(env):

@@ -1,4 +1,4 @@
-"""kg/app.py: the daemon wired in-process (port 0, a thread, a clean stop), `run(cfg)`'s start-up
+"""kg/serve/app.py: the daemon wired in-process (port 0, a thread, a clean stop), `run(cfg)`'s start-up
 errors, the structured_output switch, and POST /api/hooks through the daemon's hooks callable."""
 
 import argparse
@@ -9,8 +9,7 @@ import threading
 import pytest
 
 from kg.ops import cli
-from kg.serve import app as kgapp
-from kg.serve import http as kghttp
+from kg.serve import app, http
 
 from helpers import http_request
 
@@ -24,13 +23,13 @@ def config(root, **over):
 
 @pytest.fixture
 def running(tmp_path):
-    a = kgapp.App(config(tmp_path / "root")).start()
+    a = app.App(config(tmp_path / "root")).start()
     yield a
     a.stop()
 
 
 def test_in_process_start_serve_and_stop(tmp_path):
-    a = kgapp.App(config(tmp_path / "root")).start()
+    a = app.App(config(tmp_path / "root")).start()
     assert a.port > 0 and a.url == "http://127.0.0.1:%d/" % a.port and a.running()
     st, _, data = http_request(a.port, "GET", "/health")
     assert st == 200 and json.loads(data)["status"] == "ok"
@@ -42,7 +41,7 @@ def test_in_process_start_serve_and_stop(tmp_path):
     assert not a.running()
     with pytest.raises(OSError):
         socket.create_connection(("127.0.0.1", a.port), timeout=1).close()
-    b = kgapp.App(config(tmp_path / "root")).start()  # the lock was released, the write flushed
+    b = app.App(config(tmp_path / "root")).start()  # the lock was released, the write flushed
     try:
         st, _, data = http_request(b.port, "GET", "/api/nodes/user/kept")
         assert st == 200 and json.loads(data)["gist"] == "survives the stop"
@@ -51,43 +50,43 @@ def test_in_process_start_serve_and_stop(tmp_path):
 
 
 def test_a_second_daemon_on_the_same_root_is_refused(running, tmp_path):
-    with pytest.raises(kgapp.StartError):
-        kgapp.App(config(tmp_path / "root")).start()
+    with pytest.raises(app.StartError):
+        app.App(config(tmp_path / "root")).start()
 
 
 def test_port_in_use_is_one_clear_line(running, tmp_path, capsys):
     cfg = config(tmp_path / "other", port=running.port)
-    with pytest.raises(kgapp.StartError) as e:
-        kgapp.App(cfg).start()
+    with pytest.raises(app.StartError) as e:
+        app.App(cfg).start()
     assert str(e.value) == ("port %d on 127.0.0.1 is already in use (is kgd already running? try `kgd status`)."
                             % running.port)
-    assert kgapp.run(cfg) == 2
+    assert app.run(cfg) == 2
     err = capsys.readouterr().err
     assert err.startswith("kgd: port %d on 127.0.0.1 is already in use" % running.port) and err.count("\n") == 1
-    b = kgapp.App(config(tmp_path / "other")).start()
+    b = app.App(config(tmp_path / "other")).start()
     b.stop()
 
 
 def test_unusable_root_is_one_clear_line(tmp_path):
     blocker = tmp_path / "file"
     blocker.write_text("not a directory")
-    with pytest.raises(kgapp.StartError) as e:
-        kgapp.App(config(blocker / "root")).start()
+    with pytest.raises(app.StartError) as e:
+        app.App(config(blocker / "root")).start()
     assert "root" in str(e.value) and "\n" not in str(e.value)
 
 
 def test_run_serves_until_signalled(tmp_path, monkeypatch, capsys):
     """run(): the start line, then a clean stop when the loop is told to stop (as SIGTERM does)."""
     handlers = {}
-    monkeypatch.setattr(kgapp.signal, "signal", lambda sig, fn: handlers.setdefault(sig, fn))
+    monkeypatch.setattr(app.signal, "signal", lambda sig, fn: handlers.setdefault(sig, fn))
     result = {}
-    t = threading.Thread(target=lambda: result.setdefault("code", kgapp.run(config(tmp_path / "root"))))
+    t = threading.Thread(target=lambda: result.setdefault("code", app.run(config(tmp_path / "root"))))
     t.start()
     for _ in range(200):
         if len(handlers) == 2:
             break
         threading.Event().wait(0.05)
-    handlers[kgapp.signal.SIGTERM](kgapp.signal.SIGTERM, None)
+    handlers[app.signal.SIGTERM](app.signal.SIGTERM, None)
     t.join(10)
     assert result == {"code": 0}
     err = capsys.readouterr().err
@@ -103,9 +102,9 @@ def test_structured_output_reaches_the_mcp_server(tmp_path, monkeypatch):
         def __init__(self, store, **kw):
             seen.append(kw)
 
-    monkeypatch.setattr(kghttp.mcp, "Server", FakeServer)
+    monkeypatch.setattr(http.mcp, "Server", FakeServer)
     for flag in (False, True):
-        a = kgapp.App(config(tmp_path / ("root-%s" % flag), structured_output=flag)).start()
+        a = app.App(config(tmp_path / ("root-%s" % flag), structured_output=flag)).start()
         a.stop()
     assert seen == [{"structured": False}, {"structured": True}]
 
@@ -160,7 +159,7 @@ def test_hooks_method_and_content_type(running):
 
 
 def test_hooks_are_guarded_like_every_route(tmp_path):
-    a = kgapp.App(config(tmp_path / "root", token="hook-token-1")).start()
+    a = app.App(config(tmp_path / "root", token="hook-token-1")).start()
     try:
         a.daemon.hooks = lambda payload: {"systemMessage": "hi"}
         body = json.dumps(HOOK_INPUT)
@@ -174,10 +173,10 @@ def test_hooks_are_guarded_like_every_route(tmp_path):
 
 
 def test_kg_hooks_are_wired(tmp_path):
-    """The app answers /api/hooks with kg/hooks.py: a SessionStart binds a session and preloads."""
+    """The app answers /api/hooks with kg/agents/loop.py: a SessionStart binds a session and preloads."""
     project = tmp_path / "proj"
     (project / ".git").mkdir(parents=True)
-    a = kgapp.App(config(tmp_path / "root")).start()
+    a = app.App(config(tmp_path / "root")).start()
     try:
         body = {"session_id": "claude-1", "transcript_path": "/tmp/t.jsonl", "cwd": str(project),
                 "hook_event_name": "SessionStart", "source": "startup"}

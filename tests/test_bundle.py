@@ -58,8 +58,9 @@ def test_archive_contents(pyz):
     with zipfile.ZipFile(pyz) as z:
         names = set(z.namelist())
     assert "__main__.py" in names
-    assert {"kg/__init__.py", "kg/cli.py", "kg/commands.py", "kg/stdio.py", "kg/viewer.py", "kg/http.py",
-            "kg/serve/ui/index.html", "kg/serve/ui/app.js", "kg/serve/ui/app.css"} <= names
+    assert {"kg/__init__.py", "kg/ops/cli.py", "kg/ops/commands.py", "kg/ops/stdio.py", "kg/serve/viewer.py",
+            "kg/serve/http.py", "kg/ops/__init__.py", "kg/serve/ui/index.html", "kg/serve/ui/app.js",
+            "kg/serve/ui/app.css"} <= names
     assert not any(n.startswith("tests/") or "__pycache__" in n for n in names)
     with open(pyz, "rb") as f:
         assert f.readline() == b"#!/usr/bin/env python3\n"
@@ -161,10 +162,10 @@ def test_package_data_is_readable_inside_the_archive(tmp_path):
     tree = tmp_path / "src"
     shutil.copytree(os.path.join(REPO, "kg"), str(tree / "kg"), ignore=shutil.ignore_patterns("__pycache__"))
     shutil.copy(os.path.join(REPO, "kgd.py"), str(tree / "kgd.py"))
-    (tree / "kg" / "ui").mkdir(exist_ok=True)
-    (tree / "kg" / "ui" / "probe.html").write_text("<!doctype html><title>probe</title>")
-    (tree / "kg" / "ui" / "__pycache__").mkdir()
-    (tree / "kg" / "ui" / "__pycache__" / "junk.pyc").write_bytes(b"x")
+    (tree / "kg" / "serve" / "ui").mkdir(exist_ok=True)
+    (tree / "kg" / "serve" / "ui" / "probe.html").write_text("<!doctype html><title>probe</title>")
+    (tree / "kg" / "serve" / "ui" / "__pycache__").mkdir()
+    (tree / "kg" / "serve" / "ui" / "__pycache__" / "junk.pyc").write_bytes(b"x")
     out = tmp_path / "k.pyz"
     r = subprocess.run([sys.executable, str(tree / "kgd.py"), "bundle", "-o", str(out)], stdout=subprocess.PIPE,
                        stderr=subprocess.PIPE, timeout=60, env=clean_env())
@@ -173,7 +174,8 @@ def test_package_data_is_readable_inside_the_archive(tmp_path):
         names = set(z.namelist())
     assert "kg/serve/ui/probe.html" in names and not any("__pycache__" in n for n in names)
     probe = (
-        "import sys, pkgutil; sys.path.insert(0, sys.argv[1]); print(pkgutil.get_data('kg', 'ui/probe.html').decode())"
+        "import sys, pkgutil; sys.path.insert(0, sys.argv[1]); "
+        "print(pkgutil.get_data('kg.serve', 'ui/probe.html').decode())"
     )
     r = subprocess.run([sys.executable, "-S", "-c", probe, str(out)], stdout=subprocess.PIPE, env=clean_env(),
                        timeout=30, cwd=str(tmp_path))

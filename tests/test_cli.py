@@ -128,7 +128,7 @@ def test_serve_hands_structured_output_to_the_daemon(tmp_path, monkeypatch):
             seen.update(kwargs)
             raise OSError(98, "in use")
 
-    monkeypatch.setattr(app, "Daemon", Refused)  # kg/app.py wires the daemon for `serve`
+    monkeypatch.setattr(app, "Daemon", Refused)  # kg/serve/app.py wires the daemon for `serve`
     cfg = resolve_config(Args(root=str(tmp_path / "r"), port="0", structured_output=True), {})
     assert cli.serve(cfg) == 2  # the refused port: one line, exit code 2
     assert seen == {"structured_output": True}

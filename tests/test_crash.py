@@ -29,6 +29,7 @@ import pytest
 
 from kg.disk import files as storage
 from kg.memory.store import Settings, Store
+from kg.travel import team
 
 from helpers import Gone, ToolClient
 
@@ -446,7 +447,7 @@ class Workload:
         return self.t[0]
 
     def open(self, root):
-        return Store(root, Settings(max_tokens=BIG), clock=self.clock).open()
+        return team.install(Store(root, Settings(max_tokens=BIG), clock=self.clock)).open()
 
     def part1(self, store):
         a = store.start_session(self.projects[0])
@@ -564,7 +565,7 @@ def _run_phase(tmp_path, monkeypatch, caplog, phase, first_fold):
                 store.close()
             elif phase == "startup":
                 die(store)
-                store = Store(root, Settings(max_tokens=BIG), clock=wl.clock)
+                store = team.install(Store(root, Settings(max_tokens=BIG), clock=wl.clock))
                 inj.armed = True
                 store.open()
             inj.armed = False

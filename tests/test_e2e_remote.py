@@ -11,7 +11,7 @@ import time
 
 import pytest
 
-from kg.core import kg_format as kgdir
+from kg.core import kg_format
 
 from helpers import Daemon, clean_env, run_kgd
 
@@ -132,8 +132,8 @@ def test_three_machines_write_apart_sync_in_different_orders_and_converge(fleet)
         assert all(abs((v[k].get("updated_ts") or 0) - (n.get("updated_ts") or 0)) < 0.002 for v in views)
     # what the remote holds is clean: canonical, sorted, one line per node
     for m in (a, b, c):
-        data = (m.root / "sync" / "user" / kgdir.NODES_FILE).read_bytes()
-        assert data == kgdir.render(kgdir.parse(data, "node")[0])
+        data = (m.root / "sync" / "user" / kg_format.NODES_FILE).read_bytes()
+        assert data == kg_format.render(kg_format.parse(data, "node")[0])
     code, out, err, _ = a.kgd("status")
     assert code == 0 and "remote:" in out and "last sync" in out and "never" not in out, out
 
@@ -166,7 +166,7 @@ def test_same_repository_at_two_paths_is_one_graph_across_machines(fleet, tmp_pa
     assert set(a.project_nodes(on_a)) == {"arch", "bug"}
     assert set(b.project_nodes(on_b)) == {"arch", "bug"}
     root_commit = git(origin, "rev-list", "--max-parents=0", "HEAD")
-    assert (a.root / "sync" / "projects" / ("git-" + root_commit) / kgdir.NODES_FILE).exists()
+    assert (a.root / "sync" / "projects" / ("git-" + root_commit) / kg_format.NODES_FILE).exists()
     # a second checkout on the same machine is the same graph too
     other = tmp_path / "home-a" / "scratch" / "app"
     git(tmp_path, "clone", "-q", str(origin), str(other))

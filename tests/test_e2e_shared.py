@@ -11,7 +11,7 @@ import time
 
 import pytest
 
-from kg.core import kg_format as kgdir
+from kg.core import kg_format
 
 from helpers import git_env, real, run_kgd, start
 
@@ -37,7 +37,7 @@ class Repo:
     def nodes(self):
         p = self.path / ".kg" / "nodes.jsonl"
         data = p.read_bytes() if p.exists() else b""
-        recs, problems = kgdir.parse(data, "node")
+        recs, problems = kg_format.parse(data, "node")
         return {k: v for k, v in recs.items() if "deleted" not in v}, data
 
 
@@ -214,7 +214,7 @@ def test_sigkill_during_a_pickup_loses_nothing(make_daemon, team, tmp_path):
                          "created": 1.7e9, "changed": 1.7e9}
         pulled += ["pulled-%d-0000" % round_, "pulled-%d-2999" % round_]
         tmp = repo.path / ".kg" / "incoming"
-        tmp.write_bytes(kgdir.render(recs))
+        tmp.write_bytes(kg_format.render(recs))
         os.replace(str(tmp), str(repo.path / ".kg" / "nodes.jsonl"))
         t0 = time.monotonic()
         while time.monotonic() - t0 < delay:
@@ -223,7 +223,7 @@ def test_sigkill_during_a_pickup_loses_nothing(make_daemon, team, tmp_path):
             acked.append(nid)
             time.sleep(0.02)
         d.kill()
-        parsed, problems = kgdir.parse((repo.path / ".kg" / "nodes.jsonl").read_bytes(), "node")
+        parsed, problems = kg_format.parse((repo.path / ".kg" / "nodes.jsonl").read_bytes(), "node")
         assert problems == [] and len(parsed) >= 3000 * (round_ + 1)  # never half-written
         d = make_daemon(root)
         sid = start(d, repo.path)["session_id"]
@@ -239,16 +239,16 @@ def test_a_hostile_kg_loads_the_rest_and_the_daemon_keeps_serving(make_daemon, t
     repo = team[0]
     kg = repo.path / ".kg"
     kg.mkdir()
-    (kg / ".gitattributes").write_text(kgdir.GITATTRIBUTES)
-    lines = [kgdir.canonical({"id": "good", "gist": "fine", "notes": [], "touches": [], "created": 1.0,
+    (kg / ".gitattributes").write_text(kg_format.GITATTRIBUTES)
+    lines = [kg_format.canonical({"id": "good", "gist": "fine", "notes": [], "touches": [], "created": 1.0,
                               "changed": 1.0})]
-    lines += [kgdir.canonical({"id": "dup", "gist": "v%d" % i, "notes": [], "touches": [], "created": 1.0,
+    lines += [kg_format.canonical({"id": "dup", "gist": "v%d" % i, "notes": [], "touches": [], "created": 1.0,
                                "changed": float(i)}) for i in range(10000)]
-    lines += ["{not json", "x" * (kgdir.MAX_LINE + 1), "<<<<<<< HEAD", "=======", ">>>>>>> theirs",
+    lines += ["{not json", "x" * (kg_format.MAX_LINE + 1), "<<<<<<< HEAD", "=======", ">>>>>>> theirs",
               '{"id":"bad->id","gist":"g","notes":[],"touches":[],"created":1,"changed":1}',
-              kgdir.canonical({"id": "Case", "gist": "upper", "notes": [], "touches": [], "created": 1.0,
+              kg_format.canonical({"id": "Case", "gist": "upper", "notes": [], "touches": [], "created": 1.0,
                                "changed": 1.0}),
-              kgdir.canonical({"id": "case", "gist": "lower", "notes": [], "touches": [], "created": 1.0,
+              kg_format.canonical({"id": "case", "gist": "lower", "notes": [], "touches": [], "created": 1.0,
                                "changed": 1.0})]
     (kg / "nodes.jsonl").write_text("\n".join(lines) + "\n")
     (kg / "edges.jsonl").write_bytes(b"\x00\xff garbage\n")

@@ -15,7 +15,7 @@ import urllib.parse
 import pytest
 from test_e2e_shared import Repo, put, read_ids, share, team, wait_for  # noqa: F401, F811 (a fixture)
 
-from kg.core import kg_format as kgdir
+from kg.core import kg_format
 
 from helpers import git_env, http_request, run_kgd, start
 
@@ -60,7 +60,7 @@ def test_hostile_lines_load_the_rest_and_hide_the_secret(make_daemon, repo, tmp_
     secret = fake_token()
     kg = repo.path / ".kg"
     kg.mkdir()
-    (kg / ".gitattributes").write_text(kgdir.GITATTRIBUTES)
+    (kg / ".gitattributes").write_text(kg_format.GITATTRIBUTES)
     lines = [b"\xef\xbb\xbf" + line(id="bom-first"),  # an editor saved it with a BOM
              line(id="crlf-a") + b"\r", line(id="crlf-b") + b"\r",
              line(id="big-gist", gist="a" * (1 << 20)),
@@ -216,7 +216,7 @@ def view(d, sid, ids):
 
 def clean_parse(repo):
     data = (repo.path / ".kg" / "nodes.jsonl").read_bytes()
-    recs, problems = kgdir.parse(data, "node")
+    recs, problems = kg_format.parse(data, "node")
     assert problems == []
     return {k for k, r in recs.items() if "deleted" not in r}
 
@@ -378,9 +378,9 @@ def test_two_clones_write_one_node_concurrently_and_converge_to_identical_bytes(
     b.stop()
     for name in ("nodes.jsonl", "edges.jsonl"):  # the same commit on both, the same bytes
         assert (a_repo.path / ".kg" / name).read_bytes() == (b_repo.path / ".kg" / name).read_bytes()
-    na = kgdir.parse((a_repo.path / ".kg" / "nodes.jsonl").read_bytes(), "node")[0]
-    nb = kgdir.parse((b_repo.path / ".kg" / "nodes.jsonl").read_bytes(), "node")[0]
-    assert kgdir.render(na) == kgdir.render(nb)
+    na = kg_format.parse((a_repo.path / ".kg" / "nodes.jsonl").read_bytes(), "node")[0]
+    nb = kg_format.parse((b_repo.path / ".kg" / "nodes.jsonl").read_bytes(), "node")[0]
+    assert kg_format.render(na) == kg_format.render(nb)
     assert {k for k, r in na.items() if "deleted" not in r} == every
     no_traceback(a)
     no_traceback(b)
@@ -433,19 +433,19 @@ def test_a_checkout_during_an_export(make_daemon, repo, tmp_path):
     time.sleep(2)
     for name in ("nodes.jsonl", "edges.jsonl"):  # never half-written
         data = (repo.path / ".kg" / name).read_bytes()
-        assert kgdir.parse(data, name[:4].rstrip("s"))[1] == []
+        assert kg_format.parse(data, name[:4].rstrip("s"))[1] == []
     d.stop()
     no_traceback(d)
 
 
 def test_a_kg_over_the_line_bound_loads_its_first_lines_and_never_holds_the_lock(make_daemon, repo, tmp_path):
-    """A committed nodes.jsonl of more lines than kgdir.MAX_RECORDS: the first load parses it
+    """A committed nodes.jsonl of more lines than kg_format.MAX_RECORDS: the first load parses it
     outside the store's lock (/api/health answers at once), takes the first lines, reports the
     rest (log, `kgd doctor`) and never writes the file back, so the lines it skipped stay."""
-    bound = kgdir.MAX_RECORDS["node"]
+    bound = kg_format.MAX_RECORDS["node"]
     kg = repo.path / ".kg"
     kg.mkdir()
-    (kg / ".gitattributes").write_text(kgdir.GITATTRIBUTES)
+    (kg / ".gitattributes").write_text(kg_format.GITATTRIBUTES)
     data = b"".join(b'{"changed":1,"created":1,"gist":"g","id":"n%06d","notes":[],"touches":[]}\n' % i
                     for i in range(5 * bound))  # the red team's: 200,000 froze kgd ~25 s
     (kg / "nodes.jsonl").write_bytes(data)

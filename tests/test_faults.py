@@ -25,10 +25,11 @@ import pytest
 from kg.api import tools
 from kg.core import model
 from kg.core.errors import StorageError
-from kg.disk import files as storage
+from kg.disk import files
 from kg.disk.journal import Journal
 from kg.memory.store import Settings, Store
 from kg.memory.write_path import WritePath
+from kg.travel import team
 
 T0 = 1_700_000_000.0
 BIG = 10 ** 9
@@ -63,12 +64,12 @@ class Fault:
         self.hits = 0
         self.after = 0          # let this many matching calls through first
         self.real = {n: getattr(os, n) for n in ("write", "fsync", "open")}
-        monkeypatch.setattr(storage.os, "write", self._write)
-        monkeypatch.setattr(storage.os, "fsync", self._fsync)
+        monkeypatch.setattr(files.os, "write", self._write)
+        monkeypatch.setattr(files.os, "fsync", self._fsync)
         if hasattr(os, "fdatasync"):  # the journal syncs appends with fdatasync
             self.real["fdatasync"] = os.fdatasync
-            monkeypatch.setattr(storage.os, "fdatasync", self._fdatasync)
-        monkeypatch.setattr(storage.os, "open", self._open)
+            monkeypatch.setattr(files.os, "fdatasync", self._fdatasync)
+        monkeypatch.setattr(files.os, "open", self._open)
 
     def set(self, mode, after=0):
         self.mode, self.hits, self.after = mode, 0, after
@@ -147,7 +148,7 @@ class Env:
         return os.path.realpath(str(p))
 
     def open(self, root=None):
-        s = Store(root or self.root, Settings(**self.settings), clock=self.clock).open()
+        s = team.install(Store(root or self.root, Settings(**self.settings), clock=self.clock)).open()
         self.stores.append(s)
         return s
 
@@ -180,7 +181,7 @@ class Env:
         """What a new Store loads from the disk as it is now (on a copy: the root is locked)."""
         copy_root = str(self.tmp / ("copy-%d" % len(self.stores)))
         shutil.copytree(self.root, copy_root)
-        s = Store(copy_root, Settings(**self.settings), clock=self.clock).open()
+        s = team.install(Store(copy_root, Settings(**self.settings), clock=self.clock)).open()
         try:
             return [full_state(g) for g in (s.user, s.project_graph(self.project))]
         finally:
@@ -449,10 +450,10 @@ def test_write_racing_a_failed_fsync_is_not_acknowledged_then_lost(make_env, mon
         finally:
             recovered.set()
 
-    monkeypatch.setattr(storage.os, "write", write)
-    monkeypatch.setattr(storage.os, "fsync", fsync)
+    monkeypatch.setattr(files.os, "write", write)
+    monkeypatch.setattr(files.os, "fsync", fsync)
     if hasattr(os, "fdatasync"):
-        monkeypatch.setattr(storage.os, "fdatasync", fsync)
+        monkeypatch.setattr(files.os, "fdatasync", fsync)
     monkeypatch.setattr(Journal, "commit", commit)
     monkeypatch.setattr(WritePath, "recover", recover)
     out = {}
@@ -591,7 +592,7 @@ def _graph_obj(nodes, project_path=None, edges=()):
 
 
 def _open(root):
-    return Store(root, Settings(max_tokens=BIG), clock=Clock()).open()
+    return team.install(Store(root, Settings(max_tokens=BIG), clock=Clock())).open()
 
 
 def _warnings(caplog):

@@ -1,6 +1,6 @@
-"""kg/feed.py's broadcaster: one thread serves many live-feed sockets; publishing never waits on
+"""kg/serve/broadcaster.py: one thread serves many live-feed sockets; publishing never waits on
 a viewer; a slow reader is dropped; shutdown closes every feed with 1001. Over socket pairs,
-with the frames read back through kg/ws's parser."""
+with the frames read back through kg/serve/ws.py's parser."""
 
 import json
 import selectors
@@ -12,7 +12,8 @@ import pytest
 
 from kg.serve import hub as feed
 from kg.serve import ws
-from kg.serve.hub import Broadcaster, Hub
+from kg.serve.broadcaster import Broadcaster
+from kg.serve.hub import Hub
 from kg.serve.ws import OP_CLOSE, OP_PING, OP_PONG, OP_TEXT, encode_close, encode_frame, parse_frame
 
 from helpers import FeedPeer

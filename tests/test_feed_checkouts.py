@@ -9,8 +9,9 @@ from urllib.parse import urlencode
 
 import pytest
 
-from kg.memory import git_runner as gitrun
+from kg.memory import git_runner
 from kg.memory.store import Settings, Store
+from kg.travel import team
 
 from helpers import real
 
@@ -18,7 +19,7 @@ TIMEOUT = 5.0
 
 
 def git(cwd, *args):
-    return gitrun.output(list(args), str(cwd))
+    return git_runner.output(list(args), str(cwd))
 
 
 def make_repo(path):
@@ -41,7 +42,7 @@ def clones(tmp_path):
 
 @pytest.fixture
 def store(tmp_path):
-    s = Store(str(tmp_path / "root"), Settings(max_tokens=10 ** 6)).open()
+    s = team.install(Store(str(tmp_path / "root"), Settings(max_tokens=10 ** 6))).open()
     yield s
     s.close()
 
@@ -57,10 +58,10 @@ def test_another_checkout_resolves_to_the_graph_of_its_repository(store, clones)
 
 def test_a_graph_on_disk_not_loaded_yet_resolves_to_its_recorded_path(tmp_path, clones):
     a, b = clones
-    s = Store(str(tmp_path / "root"), Settings()).open()
+    s = team.install(Store(str(tmp_path / "root"), Settings())).open()
     s.start_session(a)
     s.close()
-    s = Store(str(tmp_path / "root"), Settings()).open()
+    s = team.install(Store(str(tmp_path / "root"), Settings())).open()
     try:
         assert s.registry.graph_path(b) == a
         assert not s.projects  # still not loaded

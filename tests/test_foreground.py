@@ -1,4 +1,4 @@
-"""Requests first (kg/foreground.py): background work gives way while a request is served.
+"""Requests first (kg/memory/foreground.py): background work gives way while a request is served.
 
 - Pure: begin/end per thread (idempotent), give_way returns at once when nothing is served,
   waits while a request is, never longer than max_wait; aside() lets a request wait on
@@ -15,7 +15,7 @@ import time
 import pytest
 
 from kg.memory import foreground, store
-from kg.serve import http as kghttp
+from kg.serve import http
 
 from helpers import http_request
 
@@ -101,7 +101,7 @@ def test_aside_frees_the_background_while_a_request_waits():
 @pytest.fixture
 def server(tmp_path):
     s = store.Store(str(tmp_path / "root")).open()
-    d = kghttp.Daemon(("127.0.0.1", 0), s)
+    d = http.Daemon(("127.0.0.1", 0), s)
     t = in_thread(d.serve_forever)
     yield d
     d.shutdown()

@@ -1,4 +1,4 @@
-"""git never runs under the store's lock (contract section 9): a project's identity (kg/repoid.py runs
+"""git never runs under the store's lock (contract section 9): a project's identity (kg/memory/repo_id.py runs
 git) is computed before the lock is taken, whichever way a request first names the project: a REST
 `project_path` with no session, a session restored after a restart, an old graph indexed at open,
 the read-only graph route, `kgd share`, another checkout of the same repository."""
@@ -12,7 +12,7 @@ from kg.api import rest
 from kg.core.errors import KgError
 from kg.memory import git_runner as gitrun
 from kg.memory.store import Settings, Store
-from kg.travel import team as shared
+from kg.travel import team
 
 
 def git(cwd, *args):
@@ -44,7 +44,7 @@ class GitWatch:
         monkeypatch.setattr(gitrun, "run", run)
 
     def open(self, root):
-        self.store = Store(str(root), Settings(max_tokens=10 ** 6))
+        self.store = team.install(Store(str(root), Settings(max_tokens=10 ** 6)))
         return self.store.open()
 
     def reset(self):
@@ -151,7 +151,7 @@ def test_share_runs_git_outside_the_lock(tmp_path, watch):
     repo = make_repo(tmp_path / "repo")
     store = watch.open(tmp_path / "root")
     watch.reset()
-    shared.share(store, str(repo))
+    store.team.share(str(repo))
     watch.check()
 
 

@@ -6,13 +6,13 @@ import time
 
 import pytest
 
-from kg.memory import git_runner as gitrun
+from kg.memory import git_runner
 
 from helpers import clean_env
 
 
 def test_env_drops_redirects_and_prompts(tmp_path):
-    env = gitrun.git_env(
+    env = git_runner.git_env(
         {
             "GIT_DIR": "/elsewhere",
             "GIT_WORK_TREE": "/x",
@@ -26,7 +26,7 @@ def test_env_drops_redirects_and_prompts(tmp_path):
     assert "GIT_ASKPASS" not in env
     assert env["GIT_TERMINAL_PROMPT"] == "0" and env["GIT_PAGER"] == "cat" and env["GIT_EDITOR"] == "true"
     assert "BatchMode=yes" in env["GIT_SSH_COMMAND"]
-    mine = gitrun.git_env({"GIT_SSH_COMMAND": "ssh -i key", "PATH": "/bin"})
+    mine = git_runner.git_env({"GIT_SSH_COMMAND": "ssh -i key", "PATH": "/bin"})
     assert mine["GIT_SSH_COMMAND"] == "ssh -i key"
 
 
@@ -34,9 +34,9 @@ def test_a_leaked_git_dir_does_not_redirect_git(tmp_path, monkeypatch):
     a, b = tmp_path / "a", tmp_path / "b"
     for d in (a, b):
         d.mkdir()
-        gitrun.run(["init", "-q"], str(d))
+        git_runner.run(["init", "-q"], str(d))
     monkeypatch.setenv("GIT_DIR", str(b / ".git"))
-    top = gitrun.output(["rev-parse", "--absolute-git-dir"], str(a))
+    top = git_runner.output(["rev-parse", "--absolute-git-dir"], str(a))
     assert os.path.realpath(top) == os.path.realpath(str(a / ".git"))
 
 
@@ -47,37 +47,38 @@ def test_commit_identity_and_no_signing_whatever_the_user_config(tmp_path):
     repo = tmp_path / "r"
     repo.mkdir()
     env = clean_env(home)
-    gitrun.run(["init", "-q"], str(repo), env=env)
+    git_runner.run(["init", "-q"], str(repo), env=env)
     (repo / "f").write_text("x\n")
-    gitrun.run(["add", "f"], str(repo), env=env)
-    gitrun.run(["commit", "-q", "-m", "m"], str(repo), env=env)
-    who = gitrun.output(["log", "-1", "--format=%an <%ae>"], str(repo))
-    assert who == "kgd <kgd@%s>" % gitrun.host_name()
+    git_runner.run(["add", "f"], str(repo), env=env)
+    git_runner.run(["commit", "-q", "-m", "m"], str(repo), env=env)
+    who = git_runner.output(["log", "-1", "--format=%an <%ae>"], str(repo))
+    assert who == "kgd <kgd@%s>" % git_runner.host_name()
 
 
 def test_repository_hooks_never_run(tmp_path):
     repo = tmp_path / "r"
     repo.mkdir()
-    gitrun.run(["init", "-q"], str(repo))
+    git_runner.run(["init", "-q"], str(repo))
     marker = tmp_path / "ran"
     hook = repo / ".git" / "hooks" / "pre-commit"
     hook.write_text("#!/bin/sh\ntouch %s\nexit 1\n" % marker)
     hook.chmod(0o755)
     (repo / "f").write_text("x\n")
-    gitrun.run(["add", "f"], str(repo))
-    gitrun.run(["commit", "-q", "-m", "m"], str(repo))
+    git_runner.run(["add", "f"], str(repo))
+    git_runner.run(["commit", "-q", "-m", "m"], str(repo))
     assert not marker.exists()
 
 
 def test_timeout_kills_git_and_its_children(tmp_path):
     repo = tmp_path / "r"
     repo.mkdir()
-    gitrun.run(["init", "-q"], str(repo))
+    git_runner.run(["init", "-q"], str(repo))
     pidfile = tmp_path / "pid"
     # an alias that runs a shell which starts a long sleep: both must die on timeout
     t0 = time.monotonic()
-    with pytest.raises(gitrun.GitError) as e:
-        gitrun.run(["-c", "alias.hang=!sh -c 'sleep 30 & echo $! > %s; wait'" % pidfile, "hang"], str(repo), timeout=1)
+    with pytest.raises(git_runner.GitError) as e:
+        git_runner.run(["-c", "alias.hang=!sh -c 'sleep 30 & echo $! > %s; wait'" % pidfile, "hang"], str(repo),
+                       timeout=1)
     assert e.value.kind == "timeout" and time.monotonic() - t0 < 10
     pid = int(pidfile.read_text())
     time.sleep(0.2)
@@ -93,19 +94,19 @@ def test_no_prompt_for_a_password(tmp_path):
     """An https remote that wants a password fails at once instead of asking on the terminal."""
     repo = tmp_path / "r"
     repo.mkdir()
-    gitrun.run(["init", "-q"], str(repo))
+    git_runner.run(["init", "-q"], str(repo))
     # A local HTTP server answering 401 would be nicer; a refused port must fail fast with no prompt.
-    with pytest.raises(gitrun.GitError) as e:
-        gitrun.run(["ls-remote", "https://127.0.0.1:9/x.git"], str(repo), timeout=30)
+    with pytest.raises(git_runner.GitError) as e:
+        git_runner.run(["ls-remote", "https://127.0.0.1:9/x.git"], str(repo), timeout=30)
     assert e.value.kind in ("offline", "auth")
 
 
 def test_missing_remote_path_is_no_remote(tmp_path):
     repo = tmp_path / "r"
     repo.mkdir()
-    gitrun.run(["init", "-q"], str(repo))
-    with pytest.raises(gitrun.GitError) as e:
-        gitrun.run(["fetch", str(tmp_path / "gone.git")], str(repo))
+    git_runner.run(["init", "-q"], str(repo))
+    with pytest.raises(git_runner.GitError) as e:
+        git_runner.run(["fetch", str(tmp_path / "gone.git")], str(repo))
     assert e.value.kind == "no_remote"
     assert "\n" not in e.value.message
 
@@ -119,12 +120,12 @@ def test_missing_remote_path_is_no_remote(tmp_path):
     ("fatal: something else", "failed"),
 ])
 def test_classify(stderr, kind):
-    assert gitrun.classify(stderr) == kind
+    assert git_runner.classify(stderr) == kind
 
 
 def test_git_missing_is_one_clear_error(tmp_path, monkeypatch):
     monkeypatch.setenv("PATH", str(tmp_path))
-    with pytest.raises(gitrun.GitError) as e:
-        gitrun.run(["--version"], str(tmp_path))
+    with pytest.raises(git_runner.GitError) as e:
+        git_runner.run(["--version"], str(tmp_path))
     assert e.value.kind == "missing" and "git" in e.value.message
-    assert gitrun.available() is False
+    assert git_runner.available() is False

@@ -1,4 +1,4 @@
-"""kg/graph.py: the incremental figures, deletion, loading the reference plugin's layout, and
+"""kg/core/graph.py: the incremental figures, deletion, loading the reference plugin's layout, and
 journal replay. Pure: no disk.
 
 The incremental token estimate and state counts are checked against a from-scratch recount

@@ -1,4 +1,4 @@
-"""kg/guard.py's Host / Origin / token policy as tables of cases (no sockets, no daemon)."""
+"""kg/serve/guard.py's Host / Origin / token policy as tables of cases (no sockets, no daemon)."""
 
 import pytest
 

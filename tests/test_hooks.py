@@ -1,12 +1,15 @@
-"""kg/hooks.py against a real Store in a temporary root, fed hook payloads in the shapes Claude
-Code sends: every event and source, output shapes and sizes, silence, dedup across events,
-compact reset, recall promoting an archived node, nudge throttles, Stop at most once."""
+"""kg/agents/loop.py and kg/agents/preload.py against a real Store in a temporary root, fed hook
+payloads in the shapes Claude Code sends: every event and source, output shapes and sizes, silence,
+dedup across events, compact reset, recall promoting an archived node, nudge throttles, Stop at
+most once."""
 
 import pytest
 
 from kg.agents import loop as hooks
+from kg.agents import preload
 from kg.core import model
 from kg.memory.store import Settings, Store
+from kg.travel import team
 
 T0 = 1_700_000_000.0
 
@@ -18,7 +21,8 @@ class Env:
         (self.proj / ".git").mkdir()
         (self.proj / "kg" / "store.py").write_text("x")
         self.cwd = str(self.proj)
-        self.store = Store(str(tmp_path / "root"), Settings(max_tokens=10 ** 9), clock=lambda: self.t[0]).open()
+        store = Store(str(tmp_path / "root"), Settings(max_tokens=10 ** 9), clock=lambda: self.t[0])
+        self.store = team.install(store).open()
         self.env = {}
         self.handle = hooks.handler(self.store, env=self.env)
         self.writer = self.store.start_session(self.cwd)
@@ -116,7 +120,7 @@ def test_preload_fits_and_starves_neither_level(env):
         env.put("user", "u%03d" % i, "user knowledge number %d " % i + "x" * 150)
         env.put("project", "p%03d" % i, "project knowledge number %d " % i + "y" * 150)
     text = ctx(env.start(), "SessionStart")
-    assert len(text) <= hooks.PRELOAD_LIMIT
+    assert len(text) <= preload.PRELOAD_LIMIT
     n_user = sum(1 for line in text.splitlines() if line.startswith("- u"))
     n_proj = sum(1 for line in text.splitlines() if line.startswith("- p"))
     assert n_user >= 20 and n_proj >= 20 and abs(n_user - n_proj) <= 2
@@ -133,7 +137,7 @@ def test_one_level_uses_what_the_other_leaves(env):
     n_proj = sum(1 for line in text.splitlines() if line.startswith("- p"))
     assert "- only-user:" in text
     assert n_proj > 40  # well past half the room
-    assert len(text) <= hooks.PRELOAD_LIMIT
+    assert len(text) <= preload.PRELOAD_LIMIT
 
 
 def _linked_preload_order(env):
@@ -166,8 +170,8 @@ def test_recency_leads_the_preload_order(env):
 
 
 def _crumbs(text):
-    lines = [x for x in text.splitlines() if x.startswith(hooks.CRUMB_HEAD)]
-    return [x[len(hooks.CRUMB_HEAD):].split(", ") for x in lines]
+    lines = [x for x in text.splitlines() if x.startswith(preload.CRUMB_HEAD)]
+    return [x[len(preload.CRUMB_HEAD):].split(", ") for x in lines]
 
 
 def test_preload_lists_archived_ids_as_crumbs(env):
@@ -196,13 +200,13 @@ def test_crumbs_keep_their_share_when_gists_overflow(env):
     for i in range(20):
         env.archive("project", "p%03d" % i)
     text = ctx(env.start(), "SessionStart")
-    assert len(text) <= hooks.PRELOAD_LIMIT
+    assert len(text) <= preload.PRELOAD_LIMIT
     gists = [x[2:6] for x in text.splitlines() if x.startswith("- p")]
     (crumbs,) = _crumbs(text)
     assert gists[0] == "p299" and len(crumbs) >= 25
     assert crumbs[0] == "p%03d" % (299 - len(gists))     # the next most valuable active node
     assert not set(gists) & set(crumbs)
-    assert sum(len(c) + 2 for c in crumbs) <= 10000 * hooks.CRUMB_SHARE[0] // hooks.CRUMB_SHARE[1] + 200
+    assert sum(len(c) + 2 for c in crumbs) <= 10000 * preload.CRUMB_SHARE[0] // preload.CRUMB_SHARE[1] + 200
 
 
 def test_empty_memory_still_gives_session_and_guide(env):
@@ -589,7 +593,7 @@ def test_preload_never_over_the_limit_with_long_ids(env):
         env.put("project", ("p%03d-" % i) + "x" * 190, "g" * 1900)
         env.put("user", ("u%03d-" % i) + "y" * 190, "h" * 1900)
     text = ctx(env.start(), "SessionStart")
-    assert len(text) <= hooks.PRELOAD_LIMIT
+    assert len(text) <= preload.PRELOAD_LIMIT
     assert "Left out here" in text
 
 

@@ -234,7 +234,7 @@ def test_session_start_stays_within_10000_with_long_ids_and_gists(kgd, project):
 
 
 def test_post_tool_use_knowledge_stays_within_1500(kgd, project):
-    """Was a bug: kg/hooks.py _about_target fits the lines into FILE_CHARS - 120 but its header
+    """Was a bug: kg/agents/loop.py _about_target fits the lines into FILE_CHARS - 120 but its header
     "kg memory about <path clipped to 200>:" takes up to 217: a long path gives 1,536 characters."""
     rel = "/".join("sub%02d" % i for i in range(40)) + "/module.py"
     sid = start(kgd, project)["session_id"]
@@ -266,7 +266,7 @@ def test_the_nudge_names_a_file_read_in_two_sessions(kgd, project):
 
 
 def test_a_nudge_about_a_long_path_stays_short(kgd, project):
-    """Was a bug: kg/hooks.py _nudge_text puts the whole relative path in three times, unclipped: a
+    """Was a bug: kg/agents/nudges.py _nudge_text puts the whole relative path in three times, unclipped: a
     PostToolUse nudge for a 5,000-character path is over 15,000 characters (169 kB path: 507 kB)."""
     deep = project / ("/".join("dir%03d" % i for i in range(700)) + "/x.py")
     first, second = _read_in_two_sessions(kgd, project, str(deep))
@@ -287,7 +287,7 @@ def test_a_nudge_about_a_long_url_stays_short(kgd, project):
 
 
 def test_a_path_without_components_does_not_crash_the_nudge(kgd, project):
-    """Was a bug: kg/hooks.py _nudge_text takes recall.path_parts(rel)[-1]; for "/" (or ".", "//") that is
+    """Was a bug: kg/agents/nudges.py _nudge_text takes recall.path_parts(rel)[-1]; for "/" (or ".", "//") that is
     an IndexError, raised after _nudge counted the nudge (nudges, nudge_ts, the target's nudged): the
     traceback lands in the log and the session's next real nudge is swallowed for NUDGE_GAP."""
     _read_in_two_sessions(kgd, project, "/")
@@ -446,7 +446,7 @@ def test_install_refuses_a_settings_file_it_cannot_read_leaving_it_as_it_was(hom
     '{"hooks": null}',
 ])
 def test_install_on_odd_hook_shapes_says_what_is_wrong(home, text):
-    """Was a bug: kg/hookconf.py found()/_matcher_of iterate group["hooks"] without checking it is a list
+    """Was a bug: kg/ops/setup/claude_hooks.py found()/_matcher_of iterate group["hooks"] without checking it is a list
     (TypeError), and install_into's new.setdefault("hooks", {}) returns the None already there
     (AttributeError): a Python traceback instead of one clear line."""
     _settings(home).parent.mkdir(parents=True)
@@ -461,7 +461,7 @@ def test_install_on_odd_hook_shapes_says_what_is_wrong(home, text):
 
 
 def test_install_refuses_nan_which_is_not_json(home):
-    """Was a bug: kg/userconf.py load() parses with json.loads, which takes NaN / Infinity; the file is
+    """Was a bug: kg/ops/setup/settings_file.py load() parses with json.loads, which takes NaN / Infinity; the file is
     then rewritten with NaN in it (not JSON for Claude Code) instead of being refused."""
     text = '{"model": "opus", "cleanupPeriodDays": NaN}'
     _settings(home).parent.mkdir(parents=True)
@@ -471,7 +471,7 @@ def test_install_refuses_nan_which_is_not_json(home):
 
 
 def test_install_through_a_symlinked_settings_file_keeps_the_link(home, tmp_path):
-    """Was a bug: kg/userconf.py save() -> storage.atomic_write os.replace()s the symlink itself: a
+    """Was a bug: kg/ops/setup/settings_file.py save() -> storage.atomic_write os.replace()s the symlink itself: a
     settings.json kept in a dotfiles repo and linked into ~/.claude becomes a plain file, and the
     person's real file never gets the hooks."""
     dot = tmp_path / "dotfiles" / "claude-settings.json"

@@ -150,8 +150,8 @@ def test_doctor_checks_the_hooks(tmp_path):
 
 
 def test_the_permissions_name_every_tool_kgd_serves():
-    from kg.ops.setup import claude_hooks as hookconf
-    assert sorted(hookconf.TOOL_NAMES) == sorted(TOOLS_BY_NAME) == sorted(TOOLS)
+    from kg.ops.setup import claude_hooks
+    assert sorted(claude_hooks.TOOL_NAMES) == sorted(TOOLS_BY_NAME) == sorted(TOOLS)
 
 
 @pytest.mark.parametrize("text", [

@@ -3,20 +3,21 @@ preloaded gists (it names them); a compact (the summary dropped them) renders th
 
 import re
 
-from kg.agents import loop as hooks
+from kg.agents import loop
 from kg.api import tools
 from kg.memory.store import Settings, Store
+from kg.travel import team
 
 
 def test_kg_read_after_the_preload_names_instead_of_repeating(tmp_path):
     project = tmp_path / "proj"
     (project / ".git").mkdir(parents=True)
-    store = Store(str(tmp_path / "root"), Settings()).open()
+    store = team.install(Store(str(tmp_path / "root"), Settings())).open()
     try:
         s = store.start_session(str(project))
         store.put_node(s, "project", "build-uses-make", "The build runs through make, never setup.py directly")
         store.put_node(s, "user", "prefer-small-commits", "Commit in small steps with honest messages")
-        handle = hooks.handler(store)
+        handle = loop.handler(store)
         payload = {"session_id": "claude-1", "transcript_path": "/tmp/t.jsonl", "cwd": str(project),
                    "hook_event_name": "SessionStart", "source": "startup"}
         pre = handle(payload)["hookSpecificOutput"]["additionalContext"]

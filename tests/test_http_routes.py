@@ -14,9 +14,7 @@ from pathlib import Path
 import pytest
 
 from kg.ops import cli
-from kg.serve import app as kgapp
-from kg.serve import http as kghttp
-from kg.serve import viewer
+from kg.serve import app, http, viewer
 
 from helpers import clean_env, http_request
 
@@ -27,7 +25,7 @@ REPO = Path(__file__).resolve().parent.parent
 def running(tmp_path_factory):
     cfg = cli.resolve_config(argparse.Namespace(), environ={})
     cfg.update(root=str(tmp_path_factory.mktemp("routes") / "root"), port=0)
-    a = kgapp.App(cfg).start()
+    a = app.App(cfg).start()
     yield a
     a.stop()
 
@@ -99,7 +97,7 @@ def test_viewer_files_come_from_a_zipapp(tmp_path):
     shutil.copy2(REPO / "kgd.py", src / "__main__.py")
     pyz = tmp_path / "kgd.pyz"
     zipapp.create_archive(str(src), str(pyz))
-    code = ("import sys; sys.path.insert(0, %r); from kg import viewer; "
+    code = ("import sys; sys.path.insert(0, %r); from kg.serve import viewer; "
             "print(len(viewer.read('index.html')), len(viewer.read('app.js')), len(viewer.read('app.css')), "
             "viewer.__file__)" % str(pyz))
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=30, cwd=str(tmp_path),
@@ -124,11 +122,11 @@ def test_viewer_files_come_from_a_zipapp(tmp_path):
 
 def test_route_table_is_the_only_dispatch():
     """Every exact route names a Handler method that exists; the prefix goes to the REST table."""
-    for path, route in kghttp.ROUTES.items():
+    for path, route in http.ROUTES.items():
         for method, name in route.methods.items():
-            assert callable(getattr(kghttp.Handler, name)), (path, method, name)
+            assert callable(getattr(http.Handler, name)), (path, method, name)
         assert route.allow and route.refusal
-    assert set(viewer.FILES) <= set(kghttp.ROUTES)
+    assert set(viewer.FILES) <= set(http.ROUTES)
 
 
 def test_a_missing_viewer_file_is_a_clear_500(running, monkeypatch):

@@ -1,4 +1,4 @@
-"""kg/jsonrpc.py: bytes in -> (response or None, HTTP status). No HTTP, no MCP."""
+"""kg/api/jsonrpc.py: bytes in -> (response or None, HTTP status). No HTTP, no MCP."""
 
 import json
 import logging

@@ -3,11 +3,9 @@
 import json
 
 import pytest
-from hypothesis import given, settings
-from hypothesis import strategies as st
+from hypothesis import given, settings, strategies
 
-from kg.core import kg_format as kgdir
-from kg.core import model
+from kg.core import kg_format, model
 from kg.core.reconcile import reconcile
 
 
@@ -25,39 +23,39 @@ def T(nid, deleted):
 
 
 def line(rec):
-    return kgdir.canonical(rec).encode("utf-8")
+    return kg_format.canonical(rec).encode("utf-8")
 
 
 # ---------------------------------------------------------------- render / parse
 
 def test_render_is_sorted_canonical_lf_with_final_newline():
     recs = {"b": N("b"), "B": N("B"), "a": N("a", notes=["é\nx"])}
-    data = kgdir.render(recs)
+    data = kg_format.render(recs)
     lines = data.split(b"\n")
     assert data.endswith(b"\n") and b"\r" not in data
     assert [json.loads(x)["id"] for x in lines[:-1]] == ["B", "a", "b"]  # code-point order
     assert "é".encode("utf-8") in data  # not escaped
     assert lines[0] == b'{"changed":1.0,"created":1.0,"gist":"g","id":"B","notes":[],"touches":[]}'
-    assert kgdir.render(dict(reversed(list(recs.items())))) == data
+    assert kg_format.render(dict(reversed(list(recs.items())))) == data
 
 
 def test_render_empty_is_empty_and_parse_round_trips():
-    assert kgdir.render({}) == b""
+    assert kg_format.render({}) == b""
     recs = {"a": N("a", notes=["x"], touches=["src/a.py"]), "b": T("b", 5)}
-    back, problems = kgdir.parse(kgdir.render(recs), "node")
+    back, problems = kg_format.parse(kg_format.render(recs), "node")
     assert back == recs and problems == []
 
 
 def test_ids_differing_in_case_are_two_nodes():
     recs = {"Cache": N("Cache", "upper"), "cache": N("cache", "lower")}
-    back, _ = kgdir.parse(kgdir.render(recs), "node")
+    back, _ = kg_format.parse(kg_format.render(recs), "node")
     assert back["Cache"]["gist"] == "upper" and back["cache"]["gist"] == "lower"
 
 
 def test_render_prunes_tombstones_older_than_a_year():
     now = 1000 * 86400.0
     recs = {"old": T("old", now - 366 * 86400), "new": T("new", now - 10), "n": N("n")}
-    out, _ = kgdir.parse(kgdir.render(recs, now=now), "node")
+    out, _ = kg_format.parse(kg_format.render(recs, now=now), "node")
     assert set(out) == {"new", "n"}
 
 
@@ -65,13 +63,13 @@ def test_parse_skips_conflict_markers_and_reads_both_sides():
     ours, theirs = N("x", "ours", ["a"], changed=5), N("x", "theirs", ["b"], changed=6)
     data = b"\n".join([line(N("a")), b"<<<<<<< HEAD", line(ours), b"||||||| base", line(N("x")),
                        b"=======", line(theirs), b">>>>>>> feature", line(N("z")), b""])
-    recs, problems = kgdir.parse(data, "node")
+    recs, problems = kg_format.parse(data, "node")
     assert problems == []
     assert recs["x"]["gist"] == "theirs" and recs["x"]["notes"] == ["b", "a"]
     assert set(recs) == {"a", "x", "z"}
-    assert kgdir.needs_rewrite(data, recs)
-    clean = kgdir.render(recs)
-    assert not kgdir.needs_rewrite(clean, recs) and b"<<<<<<<" not in clean
+    assert kg_format.needs_rewrite(data, recs)
+    clean = kg_format.render(recs)
+    assert not kg_format.needs_rewrite(clean, recs) and b"<<<<<<<" not in clean
 
 
 @pytest.mark.parametrize("bad, what", [
@@ -90,58 +88,58 @@ def test_parse_skips_conflict_markers_and_reads_both_sides():
 ])
 def test_bad_lines_are_reported_and_skipped(bad, what):
     data = line(N("a")) + b"\n" + bad + b"\n" + line(N("b")) + b"\n"
-    recs, problems = kgdir.parse(data, "node")
+    recs, problems = kg_format.parse(data, "node")
     assert set(recs) == {"a", "b"}
     assert len(problems) == 1 and problems[0].startswith("nodes.jsonl line 2:") and what in problems[0]
 
 
 def test_node_over_the_text_bound_is_skipped():
     notes = ["x" * model.MAX_NOTE] * 2
-    recs, problems = kgdir.parse(line(N("big", notes=notes)) + b"\n", "node")
+    recs, problems = kg_format.parse(line(N("big", notes=notes)) + b"\n", "node")
     assert recs == {} and "limit" in problems[0]
 
 
 def test_huge_line_and_huge_file_are_refused_without_parsing():
-    data = b'{"id":"' + b"x" * (kgdir.MAX_LINE + 10) + b'"}\n' + line(N("ok")) + b"\n"
-    recs, problems = kgdir.parse(data, "node")
+    data = b'{"id":"' + b"x" * (kg_format.MAX_LINE + 10) + b'"}\n' + line(N("ok")) + b"\n"
+    recs, problems = kg_format.parse(data, "node")
     assert set(recs) == {"ok"} and "bytes" in problems[0]
-    recs, problems = kgdir.parse(b" " * (kgdir.MAX_FILE + 1), "node")
+    recs, problems = kg_format.parse(b" " * (kg_format.MAX_FILE + 1), "node")
     assert recs == {} and "not loaded" in problems[0]
 
 
 def test_many_bad_lines_are_counted_not_listed():
     data = b"junk\n" * 1000 + line(N("ok")) + b"\n"
-    recs, problems = kgdir.parse(data, "node")
+    recs, problems = kg_format.parse(data, "node")
     assert set(recs) == {"ok"}
-    assert len(problems) == kgdir.MAX_PROBLEMS + 1 and "980 more" in problems[-1]
+    assert len(problems) == kg_format.MAX_PROBLEMS + 1 and "980 more" in problems[-1]
 
 
 def test_ten_thousand_duplicates_of_one_id_load_as_one():
     data = b"".join(line(N("dup", "v%d" % i, ["n%d" % (i % 50)], changed=i)) + b"\n" for i in range(10000))
-    recs, problems = kgdir.parse(data, "node")
+    recs, problems = kg_format.parse(data, "node")
     assert problems == [] and list(recs) == ["dup"]
     assert recs["dup"]["gist"] == "v9999" and recs["dup"]["notes"][0] == "n49" and len(recs["dup"]["notes"]) == 50
 
 
 def test_crlf_lines_load():
-    recs, _ = kgdir.parse(line(N("a")) + b"\r\n" + line(N("b")) + b"\r\n", "node")
+    recs, _ = kg_format.parse(line(N("a")) + b"\r\n" + line(N("b")) + b"\r\n", "node")
     assert set(recs) == {"a", "b"}
 
 
 def test_edges_parse_and_render():
     recs = {model.edge_key("a", "src/x.py", "touches"): E("a", "src/x.py", "touches", ["n"]),
             model.edge_key("a", "b", "uses"): {"from": "a", "to": "b", "rel": "uses", "deleted": 3.0}}
-    data = kgdir.render(recs)
+    data = kg_format.render(recs)
     assert data.split(b"\n")[0].startswith(b'{"deleted":3.0,"from":"a"')  # "a->b:uses" < "a->src/..."
-    back, problems = kgdir.parse(data, "edge")
+    back, problems = kg_format.parse(data, "edge")
     assert back == recs and problems == []
-    _, problems = kgdir.parse(b'{"from":"a","to":"b","rel":"x:y","notes":[],"changed":1}\n', "edge")
+    _, problems = kg_format.parse(b'{"from":"a","to":"b","rel":"x:y","notes":[],"changed":1}\n', "edge")
     assert "rel" in problems[0]
 
 
 def test_unknown_fields_are_dropped_and_integers_become_times():
-    recs, _ = kgdir.parse(b'{"id":"a","gist":"g","notes":[],"touches":[],"created":1,"changed":2,"run":"rm -rf /"}\n',
-                          "node")
+    line = b'{"id":"a","gist":"g","notes":[],"touches":[],"created":1,"changed":2,"run":"rm -rf /"}\n'
+    recs, _ = kg_format.parse(line, "node")
     assert recs["a"] == N("a", created=1, changed=2)
 
 
@@ -170,58 +168,58 @@ MERGE_TABLE = [
 
 @pytest.mark.parametrize("why, versions, expected", MERGE_TABLE, ids=[t[0] for t in MERGE_TABLE])
 def test_merge_table(why, versions, expected):
-    assert kgdir.merge_versions(versions) == expected
-    assert kgdir.merge_versions(list(reversed(versions))) == expected
+    assert kg_format.merge_versions(versions) == expected
+    assert kg_format.merge_versions(list(reversed(versions))) == expected
 
 
 def test_merge_of_edges_unions_notes():
-    out = kgdir.merge_versions([E("a", "b", notes=["x"], changed=1), E("a", "b", notes=["y", "x"], changed=2)])
+    out = kg_format.merge_versions([E("a", "b", notes=["x"], changed=1), E("a", "b", notes=["y", "x"], changed=2)])
     assert out == E("a", "b", notes=["y", "x"], changed=2)
     tomb = {"from": "a", "to": "b", "rel": "uses", "deleted": 5.0}
-    assert kgdir.merge_versions([E("a", "b", changed=1), tomb]) == tomb
+    assert kg_format.merge_versions([E("a", "b", changed=1), tomb]) == tomb
 
 
 def test_merge_clips_to_the_node_bound_keeping_the_winners_notes():
     big = "w" * (model.MAX_NOTE - 10)
     a = N("x", "win", [big, "mine"], changed=2)
     b = N("x", "lose", ["o" * model.MAX_NOTE, "short"], changed=1)
-    out = kgdir.merge_versions([a, b])
+    out = kg_format.merge_versions([a, b])
     assert out["gist"] == "win" and out["notes"][:2] == [big, "mine"]
     assert len(out["gist"]) + sum(map(len, out["notes"])) <= model.MAX_NODE_TEXT
     many = [N("x", "g", ["a%d" % i for i in range(60)], ["t%d" % i for i in range(60)], changed=2),
             N("x", "g", ["b%d" % i for i in range(60)], ["u%d" % i for i in range(60)], changed=1)]
-    out = kgdir.merge_versions(many)
+    out = kg_format.merge_versions(many)
     assert len(out["notes"]) == model.MAX_NOTES and out["notes"][:60] == many[0]["notes"]
     assert len(out["touches"]) == model.MAX_TOUCHES
 
 
-texts = st.text(alphabet="abcxyz é", min_size=1, max_size=6).filter(lambda s: s.strip())
-versions = st.one_of(
-    st.builds(lambda g, n, t, c, d: N("x", g, n, t, created=c, changed=c + d),
-              texts, st.lists(texts, max_size=4), st.lists(texts, max_size=3),
-              st.integers(0, 20), st.integers(0, 5)),
-    st.builds(lambda d: T("x", d), st.integers(0, 25)))
+texts = strategies.text(alphabet="abcxyz é", min_size=1, max_size=6).filter(lambda s: s.strip())
+versions = strategies.one_of(
+    strategies.builds(lambda g, n, t, c, d: N("x", g, n, t, created=c, changed=c + d),
+              texts, strategies.lists(texts, max_size=4), strategies.lists(texts, max_size=3),
+              strategies.integers(0, 20), strategies.integers(0, 5)),
+    strategies.builds(lambda d: T("x", d), strategies.integers(0, 25)))
 
 
 @settings(max_examples=300, deadline=None)
-@given(st.lists(versions, min_size=1, max_size=6), st.randoms())
+@given(strategies.lists(versions, min_size=1, max_size=6), strategies.randoms())
 def test_merge_is_order_independent_and_idempotent(vs, rnd):
-    m = kgdir.merge_versions(vs)
+    m = kg_format.merge_versions(vs)
     shuffled = list(vs)
     rnd.shuffle(shuffled)
-    assert kgdir.merge_versions(shuffled) == m
-    assert kgdir.merge_versions([m, m]) == m
+    assert kg_format.merge_versions(shuffled) == m
+    assert kg_format.merge_versions([m, m]) == m
     # A file holding the merged line beside the versions it came from (what a union merge of a
     # clean rewrite leaves) resolves to the same record.
-    assert kgdir.merge_versions(vs + [m]) == m
-    back, problems = kgdir.parse(kgdir.render({"x": m}), "node")
+    assert kg_format.merge_versions(vs + [m]) == m
+    back, problems = kg_format.parse(kg_format.render({"x": m}), "node")
     assert back == {"x": m} and problems == []
 
 
 @settings(max_examples=300, deadline=None)
-@given(st.lists(versions, min_size=1, max_size=6))
+@given(strategies.lists(versions, min_size=1, max_size=6))
 def test_merge_never_drops_a_version_not_older_than_every_delete(vs):
-    m = kgdir.merge_versions(vs)
+    m = kg_format.merge_versions(vs)
     deleted = max((v["deleted"] for v in vs if "deleted" in v), default=None)
     survivors = [v for v in vs if "deleted" not in v and (deleted is None or v["changed"] >= deleted)]
     if survivors:
@@ -235,7 +233,7 @@ def test_merge_never_drops_a_version_not_older_than_every_delete(vs):
 # ---------------------------------------------------------------- the three-way reconcile
 
 A1, A2, A3 = N("a", "one", changed=1), N("a", "two", changed=2), N("a", "three", ["t"], changed=3)
-S = kgdir.stamp
+S = kg_format.stamp
 
 RECONCILE_TABLE = [
     # (why, memory, disk, base, dropped, expect memory changes, expect disk writes)
@@ -328,11 +326,11 @@ def _assert_agrees(mem, disk, r, dropped=()):
     assert again.memory == {} and again.disk == {}
 
 
-pick = st.sampled_from([None, A1, A2, A3, T("a", 1.5), T("a", 2.5), T("a", 9)])
+pick = strategies.sampled_from([None, A1, A2, A3, T("a", 1.5), T("a", 2.5), T("a", 9)])
 
 
 @settings(max_examples=500, deadline=None)
-@given(pick, pick, st.sampled_from([None, S(A1), S(A2), S(A3)]), st.booleans())
+@given(pick, pick, strategies.sampled_from([None, S(A1), S(A2), S(A3)]), strategies.booleans())
 def test_reconcile_always_leaves_both_sides_agreeing(m, d, b, drop):
     mem = {} if m is None else {"a": m}
     disk = {} if d is None else {"a": d}
@@ -353,13 +351,13 @@ def test_reconcile_always_leaves_both_sides_agreeing(m, d, b, drop):
 
 def test_reader_rereads_only_changed_lines_and_agrees_with_parse():
     recs = {"n%03d" % i: N("n%03d" % i, "v0", changed=1) for i in range(50)}
-    reader = kgdir.Reader("node")
-    out, problems, stamps = reader.parse(kgdir.render(recs))
+    reader = kg_format.Reader("node")
+    out, problems, stamps = reader.parse(kg_format.render(recs))
     assert out == recs and problems == [] and stamps == {k: S(v) for k, v in recs.items()}
     recs2 = dict(recs, n007=N("n007", "v1", changed=2))
-    data = kgdir.render(recs2) + line(N("n001", "other", changed=3)) + b"\n{bad\n"
+    data = kg_format.render(recs2) + line(N("n001", "other", changed=3)) + b"\n{bad\n"
     out, problems, stamps = reader.parse(data)
-    assert (out, problems) == kgdir.parse(data, "node")
+    assert (out, problems) == kg_format.parse(data, "node")
     assert out["n001"]["gist"] == "other" and "n001" not in stamps  # merged: no cached stamp
     assert all(stamps[k] == S(out[k]) for k in stamps)
     assert len(reader.lines) == 51  # only the lines of the last parse are kept
@@ -367,31 +365,31 @@ def test_reader_rereads_only_changed_lines_and_agrees_with_parse():
 
 @pytest.mark.parametrize("rec", [N("a", created=0, changed=0), N("a", created=0, changed=5), N("a", created=3.25)])
 def test_a_record_taken_into_memory_gives_back_the_same_record(rec):
-    node = dict(kgdir.node_fields(rec), _read_ts=None)
-    assert kgdir.node_record(node) == rec
+    node = dict(kg_format.node_fields(rec), _read_ts=None)
+    assert kg_format.node_record(node) == rec
     e = E("a", "src/x.py", changed=0)
-    assert kgdir.edge_record(kgdir.edge_fields(e)) == e
+    assert kg_format.edge_record(kg_format.edge_fields(e)) == e
 
 
 def test_a_bom_is_ignored_and_a_lone_surrogate_escape_is_skipped_not_fatal():
-    good = kgdir.canonical({"id": "first", "gist": "g", "notes": [], "touches": [], "created": 1.0, "changed": 1.0})
+    good = kg_format.canonical({"id": "first", "gist": "g", "notes": [], "touches": [], "created": 1.0, "changed": 1.0})
     data = b"\xef\xbb\xbf" + good.encode() + b"\r\n"
     data += b'{"id":"bad-\\ud800","gist":"g","notes":[],"touches":[],"created":1,"changed":1}\n'
     data += b'{"id":"bad-tomb-\\udfff","deleted":1}\n'
-    recs, problems, stamps = kgdir.Reader("node").parse(data)  # the stamps encode every line
+    recs, problems, stamps = kg_format.Reader("node").parse(data)  # the stamps encode every line
     assert list(recs) == ["first"] and "first" in stamps
     assert len(problems) == 2 and all("surrogate" in p for p in problems)
 
 
 def test_a_file_over_the_line_bound_gives_its_first_lines_and_says_so(monkeypatch):
-    monkeypatch.setitem(kgdir.MAX_RECORDS, "node", 3)
+    monkeypatch.setitem(kg_format.MAX_RECORDS, "node", 3)
     recs = {"n%d" % i: N("n%d" % i) for i in range(5)}
-    data = kgdir.render(recs).replace(b"\n", b"\n\n", 1)  # blank lines are not counted
-    reader = kgdir.Reader("node")
+    data = kg_format.render(recs).replace(b"\n", b"\n\n", 1)  # blank lines are not counted
+    reader = kg_format.Reader("node")
     out, problems, _ = reader.parse(data)
     assert sorted(out) == ["n0", "n1", "n2"] and reader.cut
     assert problems == ["nodes.jsonl: more than 3 lines; the 2 lines from line 5 on are skipped, and kgd does "
                         "not write this file until it is back under the limit"]
-    assert kgdir.parse(data, "node") == (out, problems)
-    out, problems, _ = reader.parse(kgdir.render({k: recs[k] for k in ("n0", "n1", "n2")}))
+    assert kg_format.parse(data, "node") == (out, problems)
+    out, problems, _ = reader.parse(kg_format.render({k: recs[k] for k in ("n0", "n1", "n2")}))
     assert len(out) == 3 and problems == [] and not reader.cut

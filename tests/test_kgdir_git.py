@@ -10,8 +10,7 @@ import subprocess
 
 import pytest
 
-from kg.core import kg_format as kgdir
-from kg.core import model
+from kg.core import kg_format, model
 from kg.core.reconcile import plan
 
 from helpers import git_env
@@ -42,7 +41,7 @@ class Clone:
         self.merged_lines = 0  # lines a union merge left beside another version of their key
 
     def files(self):
-        return {"node": self.kg / kgdir.NODES_FILE, "edge": self.kg / kgdir.EDGES_FILE}
+        return {"node": self.kg / kg_format.NODES_FILE, "edge": self.kg / kg_format.EDGES_FILE}
 
     def sync(self, now, force=False):
         for kind, path in self.files().items():
@@ -53,7 +52,7 @@ class Clone:
             r, out, problems = plan(memory, data, self.base[kind], now, kind, force=force)
             assert problems == []
             if data:
-                self.merged_lines += data.count(b"\n") - len(kgdir.parse(data, kind)[0])
+                self.merged_lines += data.count(b"\n") - len(kg_format.parse(data, kind)[0])
             for k, rec in r.memory.items():
                 if rec is None:
                     held.pop(k, None)
@@ -89,7 +88,7 @@ def make_repo(tmp_path, n):
     git(tmp_path, "clone", "-q", str(remote), str(seed), env=env)
     git(seed, "checkout", "-q", "-b", "main", env=env, check=False)
     (seed / ".kg").mkdir()
-    (seed / ".kg" / ".gitattributes").write_text(kgdir.GITATTRIBUTES)
+    (seed / ".kg" / ".gitattributes").write_text(kg_format.GITATTRIBUTES)
     (seed / "README").write_text("app\n")
     git(seed, "add", "-A", ".", env=env)
     git(seed, "commit", "-q", "-m", "init", env=env)
@@ -117,15 +116,15 @@ class History:
 
 def random_ops(rnd, c, clock, hist):
     for _ in range(rnd.randint(1, 4)):
-        t = kgdir.ts(next(clock))
+        t = kg_format.ts(next(clock))
         roll = rnd.random()
         if roll < 0.15 and c.nodes:
             nid = rnd.choice(sorted(c.nodes))
             del c.nodes[nid]
-            c.deleted["node"][nid] = kgdir.tombstone(nid, t)
+            c.deleted["node"][nid] = kg_format.tombstone(nid, t)
             for key in [k for k, e in c.edges.items() if nid in (e["from"], e["to"])]:
                 del c.edges[key]
-                c.deleted["edge"][key] = kgdir.tombstone(None, t, edge=c_edge(key))
+                c.deleted["edge"][key] = kg_format.tombstone(None, t, edge=c_edge(key))
             hist.delete(nid, t)
         elif roll < 0.3 and len(c.nodes) >= 2:
             a, b = rnd.sample(sorted(c.nodes), 2)
@@ -190,20 +189,21 @@ def test_random_histories_converge_and_lose_nothing(tmp_path, seed):
         c.sync(next(clock))
         assert git(c.path, "status", "--porcelain", env=c.env).stdout == ""  # nothing left to write
     assert sum(c.merged_lines for c in clones) > 0  # concurrent edits of one node did happen
-    files = [(c.kg / kgdir.NODES_FILE).read_bytes() for c in clones]
+    files = [(c.kg / kg_format.NODES_FILE).read_bytes() for c in clones]
     assert files[0] == files[1] == files[2]
-    edges = [(c.kg / kgdir.EDGES_FILE).read_bytes() if (c.kg / kgdir.EDGES_FILE).exists() else b"" for c in clones]
+    edges = [(c.kg / kg_format.EDGES_FILE).read_bytes() if (c.kg / kg_format.EDGES_FILE).exists() else b""
+             for c in clones]
     assert edges[0] == edges[1] == edges[2]
     assert clones[0].nodes == clones[1].nodes == clones[2].nodes
     assert clones[0].edges == clones[1].edges == clones[2].edges
-    on_disk, problems = kgdir.parse(files[0], "node")
+    on_disk, problems = kg_format.parse(files[0], "node")
     assert problems == [] and {k: v for k, v in on_disk.items() if "deleted" not in v} == clones[0].nodes
     final = dict(clones[0].nodes)
     c = clones[0]  # the next write leaves the file clean (one sorted line per id)
     c.nodes["zz-next"] = {"id": "zz-next", "gist": "g", "notes": [], "touches": [], "created": 1.0, "changed": 1.0}
     c.sync(next(clock))
-    data = (c.kg / kgdir.NODES_FILE).read_bytes()
-    assert not kgdir.needs_rewrite(data, kgdir.parse(data, "node")[0])
+    data = (c.kg / kg_format.NODES_FILE).read_bytes()
+    assert not kg_format.needs_rewrite(data, kg_format.parse(data, "node")[0])
     for nid, puts in hist.puts.items():
         t, gist, notes = max(puts)
         last_delete = max(hist.deletes.get(nid, [float("-inf")]))
@@ -239,16 +239,16 @@ def test_conflict_markers_left_by_git_load_and_are_written_back_clean(tmp_path):
     b.commit("b")
     p = git(b.path, "pull", "-q", "--no-rebase", "--no-edit", "origin", "main", env=b.env, check=False)
     assert p.returncode != 0
-    data = (b.kg / kgdir.NODES_FILE).read_bytes()
+    data = (b.kg / kg_format.NODES_FILE).read_bytes()
     assert b"<<<<<<<" in data
     b.commit("commit the file as git left it")
     b.sync(14.0)
     assert b.nodes["x"]["gist"] == "from b" and b.nodes["x"]["notes"] == ["n0", "nb", "na"]
-    assert (b.kg / kgdir.NODES_FILE).read_bytes() == data  # a pickup alone leaves the file as git left it
+    assert (b.kg / kg_format.NODES_FILE).read_bytes() == data  # a pickup alone leaves the file as git left it
     b.nodes["y"] = {"id": "y", "gist": "new", "notes": [], "touches": [], "created": 15.0, "changed": 15.0}
     b.sync(15.0)
-    clean = (b.kg / kgdir.NODES_FILE).read_bytes()
-    assert b"<<<<<<<" not in clean and not kgdir.needs_rewrite(clean, kgdir.parse(clean, "node")[0])
+    clean = (b.kg / kg_format.NODES_FILE).read_bytes()
+    assert b"<<<<<<<" not in clean and not kg_format.needs_rewrite(clean, kg_format.parse(clean, "node")[0])
     b.commit("y")
     b.push()
     a.pull()

@@ -203,3 +203,35 @@ def test_each_package_says_what_it_holds_and_may_import():
         doc = ast.get_docstring(tree) or ""
         assert len(doc) > 80 and "import" in doc, "%s: say what lives here and what it may import" % path
         assert len(tree.body) == 1, "%s defines or imports something: a package's face stays empty" % path
+
+
+def test_kgd_hook_imports_only_its_few_modules():
+    """`kgd hook` runs in a fresh Python once per agent event: its import path stays tiny (no store,
+    no HTTP server, no http.client)."""
+    import subprocess
+    import sys
+
+    from helpers import clean_env
+
+    probe = "import sys, kg.ops.hook; print(' '.join(sorted(sys.modules)))"
+    out = subprocess.run([sys.executable, "-S", "-c", probe], cwd=ROOT, capture_output=True, text=True, timeout=60,
+                         env=clean_env())
+    assert out.returncode == 0, out.stderr
+    loaded = set(out.stdout.split())
+    assert {m for m in loaded if m == "kg" or m.startswith("kg.")} == {
+        "kg", "kg.agents", "kg.agents.dialects", "kg.core", "kg.core.errors", "kg.core.text", "kg.disk",
+        "kg.disk.files", "kg.disk.layout", "kg.ops", "kg.ops.config", "kg.ops.hook"}
+    assert loaded & {"http.client", "subprocess", "hashlib", "http.server"} == set()
+
+
+def test_the_architecture_page_names_every_package_and_real_modules():
+    import re
+
+    with open(os.path.join(ROOT, "docs", "architecture.md"), encoding="utf-8") as f:
+        page = f.read()
+    for package in BELOW:
+        assert "`kg/%s/`" % package in page, "docs/architecture.md does not describe kg/%s/" % package
+    named = set(re.findall(r"`((?:secrets|core|disk|memory|travel|agents|api|serve|ops)/[\w/]+\.py)", page))
+    assert len(named) > 30
+    missing = sorted(p for p in named if not os.path.exists(os.path.join(KG, p)))
+    assert missing == [], "docs/architecture.md names modules that do not exist: %s" % missing

@@ -1,4 +1,4 @@
-"""kg/mcp.py: Server.dispatch with dicts, no sockets (contract section 3; the stateless revision
+"""kg/api/mcp.py: Server.dispatch with dicts, no sockets (contract section 3; the stateless revision
 2026-07-28 as its specification pages define it)."""
 
 import json
@@ -10,6 +10,7 @@ from kg.api import jsonrpc, mcp
 from kg.api.jsonrpc import RpcError
 from kg.api.mcp import Request, Server
 from kg.memory.store import Settings, Store
+from kg.travel import team
 
 STATELESS = "2026-07-28"
 HANDSHAKE = ["2025-03-26", "2025-06-18", "2025-11-25"]
@@ -33,7 +34,7 @@ def server():
 @pytest.fixture
 def real(tmp_path):
     t = [1_000_000.0]
-    store = Store(str(tmp_path / "root"), Settings(), clock=lambda: t[0]).open()
+    store = team.install(Store(str(tmp_path / "root"), Settings(), clock=lambda: t[0])).open()
     yield Server(store), tmp_path
     store.close()
 

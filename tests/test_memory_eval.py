@@ -1,5 +1,5 @@
 """bench/memory_eval.py: deterministic, ordered as a ceiling should be, prints its table, and
-drives the hooks when kg.hooks is there (a stand-in module here)."""
+drives the hooks when kg.agents.loop is there (a stand-in module here)."""
 
 import io
 import json
@@ -9,7 +9,7 @@ import types
 
 import pytest
 
-import kg
+import kg.agents
 from kg.api import render
 
 from helpers import clean_env
@@ -80,14 +80,14 @@ def test_unknown_policy_is_refused():
 
 def test_hooks_missing_is_skipped_with_a_line(tmp_path, monkeypatch):
     monkeypatch.setitem(sys.modules, "kg.agents.loop", None)
-    monkeypatch.delattr(kg, "hooks", raising=False)
+    monkeypatch.delattr(kg.agents, "loop", raising=False)
     doc, text = run(tmp_path, "h.json", "--days", "10", "--max-tokens", "1500", "--policy", "kgd,kgd-hooks")
     assert "kgd-hooks skipped" in text
     assert [r["policy"] for r in doc["runs"]] == ["kgd"]
 
 
 def fake_hooks():
-    """A stand-in for kg/hooks.py with its interface: preload = the kg_read text, recall = search."""
+    """A stand-in for kg/agents/loop.py with its interface: preload = the kg_read text, recall = search."""
     def handler(store):
         sessions = {}
 
@@ -114,7 +114,7 @@ def fake_hooks():
 def test_hooks_mode_reads_context_from_the_hook_texts(tmp_path, monkeypatch):
     fake = fake_hooks()
     monkeypatch.setitem(sys.modules, "kg.agents.loop", fake)
-    monkeypatch.setattr(kg, "hooks", fake, raising=False)
+    monkeypatch.setattr(kg.agents, "loop", fake, raising=False)
     doc, _ = run(tmp_path, "k.json", "--days", "45", "--max-tokens", "1500", "--seed", "3",
                  "--policy", "kgd,kgd-hooks")
     runs = by_policy(doc)
@@ -148,7 +148,7 @@ def test_a_failing_hook_is_counted_not_fatal(tmp_path, monkeypatch):
     broken = types.SimpleNamespace(handler=lambda store: (lambda p: 1 / 0 if p["hook_event_name"] == "UserPromptSubmit"
                                                            else fake.handler(store)(p)))
     monkeypatch.setitem(sys.modules, "kg.agents.loop", broken)
-    monkeypatch.setattr(kg, "hooks", broken, raising=False)
+    monkeypatch.setattr(kg.agents, "loop", broken, raising=False)
     doc, _ = run(tmp_path, "e.json", "--days", "10", "--max-tokens", "1500", "--policy", "kgd-hooks")
     r = doc["runs"][0]
     assert r["hook_errors"] == r["sessions"] > 0

@@ -1,4 +1,4 @@
-"""kg/model.py: node states, the token estimate of contract section 5, and argument validation.
+"""kg/core/model.py: node states, the token estimate of contract section 5, and argument validation.
 
 Tables of cases; no store, no disk.
 """

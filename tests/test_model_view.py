@@ -14,6 +14,7 @@ import pytest
 
 from kg.api.mcp import Request, Server
 from kg.memory.store import Settings, Store
+from kg.travel import team
 
 STATELESS = "2026-07-28"
 META = {"io.modelcontextprotocol/protocolVersion": STATELESS, "io.modelcontextprotocol/clientCapabilities": {}}
@@ -37,7 +38,7 @@ def world(tmp_path_factory):
     tmp = tmp_path_factory.mktemp("model-view")
     proj = tmp / "proj"
     (proj / ".git").mkdir(parents=True)
-    store = Store(str(tmp / "root"), Settings()).open()
+    store = team.install(Store(str(tmp / "root"), Settings())).open()
     reader = store.start_session(str(proj))
     syncers = {(structured, stateless): store.start_session(str(proj))   # before the writes: each
                for structured in (False, True) for stateless in (False, True)}  # kg_sync sees them all

@@ -217,7 +217,7 @@ def test_every_route_kgd_answers_is_documented(doc):
     answered = {}
     for pattern, methods in rest.ROUTES:
         answered[_route_template(pattern)] = {m.lower() for m in methods}
-    answered["/api/health"] = {"get"}  # served by kg/http.py, next to /health
+    answered["/api/health"] = {"get"}  # served by kg/serve/http.py, next to /health
     documented = {path: {m for m in METHODS if m in item} for path, item in doc["paths"].items()}
     for path, methods in answered.items():
         assert path in documented, "route %s is not in the OpenAPI document" % path

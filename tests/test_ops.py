@@ -350,7 +350,7 @@ def test_desktop_path_on_macos(tmp_path):
 
 
 def test_operator_command_names_match_cli():
-    """cli.main imports kg/commands.py only when one of OPERATOR_COMMANDS is on the command
+    """cli.main imports kg/ops/commands.py only when one of OPERATOR_COMMANDS is on the command
     line; every registered subcommand must be in that list or it would be unreachable."""
     import argparse
 

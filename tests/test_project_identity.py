@@ -5,12 +5,13 @@ repository merged by the merge rule with nothing lost."""
 import json
 import os
 
-from kg.memory import git_runner as gitrun
+from kg.memory import git_runner
 from kg.memory.store import Settings, Store
+from kg.travel import team
 
 
 def git(cwd, *args):
-    return gitrun.output(list(args), str(cwd))
+    return git_runner.output(list(args), str(cwd))
 
 
 def make_repo(path):
@@ -23,7 +24,7 @@ def make_repo(path):
 
 
 def open_store(root):
-    return Store(str(root), Settings(max_tokens=10 ** 6)).open()
+    return team.install(Store(str(root), Settings(max_tokens=10 ** 6))).open()
 
 
 def put(store, path, nid, gist, notes=None):

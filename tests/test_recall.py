@@ -1,4 +1,4 @@
-"""kg/recall.py with tables: words, stopwords, harness prompts, IDF across levels, the bar,
+"""kg/agents/recall.py with tables: words, stopwords, harness prompts, IDF across levels, the bar,
 file and url matching, budgets and their truncation order. Pure: no store."""
 
 import pytest

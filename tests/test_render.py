@@ -1,4 +1,4 @@
-"""kg/render.py: the text an agent reads (contract section 3: kg_read <= 40,000 characters,
+"""kg/api/render.py: the text an agent reads (contract section 3: kg_read <= 40,000 characters,
 kg_search <= 10,000, whatever the graph holds; trimmed parts are named, never dropped silently)."""
 
 import re

@@ -2,7 +2,7 @@
 error status, over a real kgd process.
 
 409 note: the store raises Conflict when a delete names no level and the id (or edge) exists
-in both the user and the project graph (kg/store.py `_find_level`, `delete_edge`). Every REST
+in both the user and the project graph (kg/memory/store.py `_find_level`, `delete_edge`). Every REST
 route that deletes carries the level in its path, so REST cannot reach that 409; the MCP tools,
 whose `level` is optional, can, and `test_conflict_is_reachable_over_mcp_not_rest` pins both.
 """

@@ -1,4 +1,4 @@
-"""kg/search.py: query words and ranking (contract section 3, kg_search). Pure."""
+"""kg/core/search.py: query words and ranking (contract section 3, kg_search). Pure."""
 
 import pytest
 

@@ -1,4 +1,4 @@
-"""kg/secrets.py: which texts hold a credential (contract section 10). Pure, table-driven.
+"""kg/secrets/kinds.py: which texts hold a credential (contract section 10). Pure, table-driven.
 
 The corpora are generated at run time (tests/secrets_corpus.py): no credential-shaped literal
 lives in the repository.
@@ -7,22 +7,21 @@ lives in the repository.
 import time
 
 import pytest
-from hypothesis import given, settings
-from hypothesis import strategies as st
+from hypothesis import given, settings, strategies
 
-from kg.secrets import fields as secretfields
+from kg.secrets import fields
 from kg.secrets import kinds as secrets
 
-import secrets_corpus as corpus
-import secrets_hostile as hostile
+import secrets_corpus
+import secrets_hostile
 
-CREDENTIALS = corpus.credentials()
-NEAR_MISSES = corpus.near_misses()
+CREDENTIALS = secrets_corpus.credentials()
+NEAR_MISSES = secrets_corpus.near_misses()
 EVERY_KIND = {"private-key", "aws-access-key-id", "aws-secret", "github", "gitlab", "slack", "stripe",
               "google", "openai", "anthropic", "npm", "pypi", "jwt", "url-password", "bearer", "password",
               "assigned-secret", "slack-webhook", "basic-auth", "sendgrid", "discord-webhook"}
-HOSTILE = hostile.hostile_credentials()
-HOSTILE_NEAR = hostile.hostile_near_misses()
+HOSTILE = secrets_hostile.hostile_credentials()
+HOSTILE_NEAR = secrets_hostile.hostile_near_misses()
 
 
 def test_the_corpora_cover_every_kind_and_are_big_enough():
@@ -65,8 +64,8 @@ def test_hostile_near_misses_pass(i):
 @pytest.mark.parametrize("seed", [1, 2, 3])
 def test_other_seeds_same_figures(seed):
     """The corpora drawn from other seeds: every credential found, no near miss refused."""
-    assert [k for k, t in corpus.credentials(seed) if getattr(secrets.find(t), "kind", None) != k] == []
-    assert [t for t in corpus.near_misses(seed) if secrets.find(t) is not None] == []
+    assert [k for k, t in secrets_corpus.credentials(seed) if getattr(secrets.find(t), "kind", None) != k] == []
+    assert [t for t in secrets_corpus.near_misses(seed) if secrets.find(t) is not None] == []
 
 
 def test_a_credential_inside_ordinary_text_is_still_found():
@@ -87,7 +86,7 @@ def test_the_refusal_names_field_and_kind_never_the_secret():
     for _, text in CREDENTIALS:
         hit = secrets.find(text)
         assert hit.label in LABELS
-        message = secretfields.refusal("notes[2]", hit)
+        message = fields.refusal("notes[2]", hit)
         assert message == ('notes[2] looks like %s: save where the secret lives (e.g. "in .env as GITHUB_TOKEN"), '
                            "not the secret. Nothing was written." % hit.label)
         assert text[hit.start:hit.end] not in message
@@ -115,7 +114,7 @@ def _secret(kind="github"):
     (lambda s: {"id": "n", "gist": "g", "touches": [s, "src/app.py"]}, "touches[0]"),
 ])
 def test_scan_node_names_the_field(where, field):
-    found = secretfields.scan_node(where(_secret()))
+    found = fields.scan_node(where(_secret()))
     assert found is not None and found[0] == field and found[1].kind == "github"
 
 
@@ -126,22 +125,22 @@ def test_scan_node_names_the_field(where, field):
     (lambda s: {"from": "a", "to": "b", "rel": "r", "notes": ["ok", s]}, "edge notes[1]"),
 ])
 def test_scan_edge_names_the_field(where, field):
-    found = secretfields.scan_edge(where(_secret("jwt")))
+    found = fields.scan_edge(where(_secret("jwt")))
     assert found is not None and found[0] == field and found[1].kind == "jwt"
 
 
 def test_clean_node_and_edge_pass():
     node = {"id": "auth-flow", "gist": NEAR_MISSES[0], "notes": NEAR_MISSES[:40], "touches": ["kg/guard.py"]}
-    assert secretfields.scan_node(node) is None
-    assert secretfields.scan_edge({"from": "a", "to": "kg/guard.py", "rel": "uses", "notes": NEAR_MISSES[40:]}) is None
+    assert fields.scan_node(node) is None
+    assert fields.scan_edge({"from": "a", "to": "kg/guard.py", "rel": "uses", "notes": NEAR_MISSES[40:]}) is None
 
 
 def test_no_match_runs_from_one_field_into_the_next():
     """Fields are scanned joined once (the fast path); a value must not absorb the next field,
     where a placeholder word would hide it."""
     password = next(t for k, t in CREDENTIALS if k == "password" and t.startswith("DB_PASSWORD="))
-    assert secretfields.scan_node({"id": "n", "gist": "g", "notes": [password, "your-token-here"]})[0] == "notes[0]"
-    assert secretfields.scan_node({"id": "n", "gist": "password=", "notes": ["Tr0ub4dor&3xq"]}) is None
+    assert fields.scan_node({"id": "n", "gist": "g", "notes": [password, "your-token-here"]})[0] == "notes[0]"
+    assert fields.scan_node({"id": "n", "gist": "password=", "notes": ["Tr0ub4dor&3xq"]}) is None
 
 
 # ---------------------------------------------------------------- judging values
@@ -178,7 +177,7 @@ def test_plain_but_real_passwords_are_refused(name, value):
 
 # ---------------------------------------------------------------- linear time
 
-ADVERSARIAL = corpus.adversarial()
+ADVERSARIAL = secrets_corpus.adversarial()
 BOUND = 1.0  # seconds for 1 MB; measured in tens of ms (bench/secrets_bench.py): a shared CI box is slow
 CPU_BOUND = 0.5  # CPU seconds for 1 MB; the worst measured is about 0.2 (bench/secrets_bench.py)
 
@@ -203,7 +202,7 @@ def test_adversarial_megabyte_answers_fast(name):
 def test_time_grows_linearly(name):
     """Four times the text takes about four times as long, never sixteen (quadratic)."""
     def best_of(size):
-        text = corpus.adversarial(size)[name]
+        text = secrets_corpus.adversarial(size)[name]
         runs = []
         for _ in range(3):
             t0 = time.perf_counter()
@@ -224,8 +223,8 @@ def test_a_hostile_text_of_many_decoys_is_refused_but_a_node_sized_one_is_judged
 
 @settings(max_examples=300, deadline=None)
 @given(
-    st.lists(
-        st.sampled_from(
+    strategies.lists(
+        strategies.sampled_from(
             [
                 "g" + "hp_",
                 "s" + "k-",

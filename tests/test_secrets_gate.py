@@ -12,15 +12,15 @@ import os
 
 import pytest
 
-from kg.agents import loop as hooks
+from kg.agents import loop
 from kg.core.errors import SecretRefused
 from kg.secrets import fields as secretfields
 from kg.secrets import kinds as secrets
 
-import secrets_corpus as corpus
+import secrets_corpus
 from helpers import StoreEnv, run_kgd
 
-CREDS = corpus.credentials(seed=77)
+CREDS = secrets_corpus.credentials(seed=77)
 
 
 def cred(kind):
@@ -106,8 +106,8 @@ def test_put_edge_refused(senv, edge, field, label):
 
 def test_ordinary_notes_pass(senv):
     store = senv.open()
-    store.put_node(None, "user", "n", corpus.near_misses()[0], notes=corpus.near_misses()[:80])
-    store.put_edge(None, "user", "n", "kg/secrets.py", "explains", notes=corpus.near_misses()[80:])
+    store.put_node(None, "user", "n", secrets_corpus.near_misses()[0], notes=secrets_corpus.near_misses()[:80])
+    store.put_edge(None, "user", "n", "kg/secrets.py", "explains", notes=secrets_corpus.near_misses()[80:])
     assert store.user.shown("n") and not store.user.flagged_edges
 
 
@@ -192,9 +192,10 @@ def test_hooks_never_inject_a_flagged_node(tmp_path):
         {"id": "leak-bastion", "gist": "bastion login for app.py", "notes": [cred("password")], "touches": ["app.py"]},
         {"id": "bastion-how", "gist": "bastion login goes through ssh agent forwarding", "touches": ["app.py"]}])
     from kg.memory.store import Settings, Store
-    store = Store(str(tmp_path / "root"), Settings(max_tokens=10 ** 9)).open()
+    from kg.travel import team
+    store = team.install(Store(str(tmp_path / "root"), Settings(max_tokens=10 ** 9))).open()
     try:
-        handle = hooks.handler(store, env={})
+        handle = loop.handler(store, env={})
         base = {"session_id": "c1", "transcript_path": "/tmp/t", "cwd": str(proj)}
         start = handle(dict(base, hook_event_name="SessionStart", source="startup"))
         text = start["hookSpecificOutput"]["additionalContext"]
@@ -332,7 +333,7 @@ def test_import_with_the_scan_off_keeps_it_hidden_after_load(make_daemon, tmp_pa
 # ---------------------------------------------------------------- what an evaluator tries next
 
 def _pem_lines(seed=9):
-    return corpus._Gen(seed).pem("OPENSSH ").split("\n")
+    return secrets_corpus._Gen(seed).pem("OPENSSH ").split("\n")
 
 
 def test_a_private_key_pasted_one_line_per_note_is_refused(senv):
@@ -344,7 +345,7 @@ def test_a_private_key_pasted_one_line_per_note_is_refused(senv):
 
 
 @pytest.mark.parametrize("state, path", [
-    ({"step": 2, "env": {"db_password": corpus._Gen(3).password()}}, "state.env.db_password"),
+    ({"step": 2, "env": {"db_password": secrets_corpus._Gen(3).password()}}, "state.env.db_password"),
     ({"log": ["ok", "retrying", "export GITHUB_TOKEN=" + GITHUB]}, "state.log[2]"),
     ({"headers": {"Authorization": "Bearer " + JWT}}, "state.headers.Authorization"),
     ({GITHUB: "a token as a key"}, "state"),
@@ -411,7 +412,7 @@ def test_the_viewers_graph_marks_a_flagged_node_and_withholds_its_text(senv):
 
 
 @pytest.mark.parametrize("text", [
-    "password=" + corpus._Gen(4).password(),
+    "password=" + secrets_corpus._Gen(4).password(),
     "one " + GITHUB + " two " + JWT + " three",
     "%67hp_" + GITHUB[4:],  # found only percent-decoded: the whole text is withheld
 ])

@@ -1,4 +1,4 @@
-"""kg/sessions.py and the store's client binding (contract section 8): a Claude Code session id finds
+"""kg/memory/sessions.py and the store's client binding (contract section 8): a Claude Code session id finds
 its kgd session again, across a clean restart, for at least 30 days; what it was shown is
 bounded and persisted; old sessions.json files still load."""
 

@@ -11,9 +11,10 @@ import time
 
 import pytest
 
-from kg.core import kg_format as kgdir
+from kg.core import kg_format
 from kg.core.errors import KgError
 from kg.memory.store import Settings, Store
+from kg.travel import team
 
 from helpers import git_env
 
@@ -27,7 +28,7 @@ class Person:
         self.env, self.clock = env, clock
         self.repo = str(tmp / name / "app")
         self.git("clone", "-q", str(remote), self.repo, cwd=str(tmp))
-        self.store = Store(str(tmp / name / "root"), Settings(), clock=clock).open()
+        self.store = team.install(Store(str(tmp / name / "root"), Settings(), clock=clock)).open()
         self.session = None
 
     def git(self, *args, cwd=None, check=True):
@@ -55,8 +56,8 @@ class Person:
 
     def pull(self):
         self.git("pull", "-q", "--no-rebase", "--no-edit", "origin", "main")
-        time.sleep(0.15)  # the next beat comes after git has settled (kg/shared.py waits SETTLE_S)
-        self.store.poll_shared()
+        time.sleep(0.15)  # the next beat comes after git has settled (kg/travel/team.py waits SETTLE_S)
+        self.store.team.poll()
         self.pause()
         self.commit()
 
@@ -117,7 +118,7 @@ def test_two_people_random_histories_through_the_store(tmp_path, seed):
     alice.git("checkout", "-q", "-B", "main")
     alice.open()
     alice.store.put_node(alice.session, "project", "seed", "the first shared node")
-    alice.store.share(alice.repo)
+    alice.store.team.share(alice.repo)
     alice.commit()
     alice.git("push", "-q", "origin", "main")
     bob = Person(tmp_path, "bob", remote, env, clock)
@@ -147,7 +148,7 @@ def test_two_people_random_histories_through_the_store(tmp_path, seed):
         assert alice.content() == bob.content()
         a_bytes = open(os.path.join(alice.repo, ".kg", "nodes.jsonl"), "rb").read()
         assert a_bytes == open(os.path.join(bob.repo, ".kg", "nodes.jsonl"), "rb").read()
-        on_disk = {k for k, v in kgdir.parse(a_bytes, "node")[0].items() if "deleted" not in v}
+        on_disk = {k for k, v in kg_format.parse(a_bytes, "node")[0].items() if "deleted" not in v}
         assert on_disk == set(alice.graph.nodes)
         assert set(alice.graph.edges) == set(bob.graph.edges)
         final = alice.graph.nodes

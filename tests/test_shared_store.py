@@ -8,8 +8,7 @@ import time
 
 import pytest
 
-from kg.core import kg_format as kgdir
-from kg.core import team_state as sharedmeta
+from kg.core import kg_format, team_state
 from kg.travel.team import holds_kg
 
 from helpers import StoreEnv
@@ -33,9 +32,9 @@ def write_kg(root, nodes=(), edges=()):
     d = os.path.join(root, ".kg")
     os.makedirs(d, exist_ok=True)
     with open(os.path.join(d, "nodes.jsonl"), "wb") as f:
-        f.write(kgdir.render({n["id"]: n for n in nodes}))
+        f.write(kg_format.render({n["id"]: n for n in nodes}))
     with open(os.path.join(d, "edges.jsonl"), "wb") as f:
-        f.write(kgdir.render({"%s->%s:%s" % (e["from"], e["to"], e["rel"]): e for e in edges}))
+        f.write(kg_format.render({"%s->%s:%s" % (e["from"], e["to"], e["rel"]): e for e in edges}))
     # A write that ended a moment ago (a pickup waits for files still being written).
     past = time.time_ns() - 10**9
     for name in ("nodes.jsonl", "edges.jsonl"):
@@ -52,7 +51,7 @@ def pause(env, store):
 
 
 def share(env, store, root):
-    return store.share(root)
+    return store.team.share(root)
 
 
 def test_share_writes_the_graph_and_the_layout(env):
@@ -125,7 +124,7 @@ def test_a_repository_holding_kg_is_loaded_by_the_first_session(env):
     g = s.project_graph(os.path.realpath(root))
     assert g.shared and g.nodes["shared-one"]["_created_ts"] == 1_600_000_000.0
     assert len(g.edges) == 1
-    assert open(os.path.join(root, ".kg", "nodes.jsonl"), "rb").read() == kgdir.render(
+    assert open(os.path.join(root, ".kg", "nodes.jsonl"), "rb").read() == kg_format.render(
         {"shared-one": N("shared-one", "from a teammate", ["n"])})  # loading wrote nothing
 
 
@@ -139,7 +138,7 @@ def test_pickup_reaches_other_sessions_sync_and_keeps_personal_state(env):
     read_ts = g.nodes["a"]["_read_ts"]
     s.sync(sess)
     write_kg(root, [N("a", "v2", ["new"], changed=1_600_000_100.0), N("c", "new node")])
-    s.poll_shared()
+    s.team.poll()
     assert g.nodes["a"]["gist"] == "v2" and g.nodes["a"]["_read_ts"] == read_ts
     assert "b" not in g.nodes and "c" in g.nodes
     diff = s.sync(sess)
@@ -147,7 +146,7 @@ def test_pickup_reaches_other_sessions_sync_and_keeps_personal_state(env):
     assert diff["deleted_nodes"] == [{"level": "project", "id": "b"}]
     # b left the view because the files lost it: no tombstone was written for it
     assert all("deleted" not in n for n in kg_lines(root))
-    s.poll_shared()  # unchanged files: nothing
+    s.team.poll()  # unchanged files: nothing
     assert s.sync(sess)["nodes"] == []
 
 
@@ -168,11 +167,11 @@ def test_explicit_delete_writes_a_tombstone_and_compaction_drop_does_not(env):
     pause(env, s)
     lines = {n["id"]: n for n in kg_lines(root)}
     assert "deleted" not in lines["b"] and "b" not in g.nodes
-    assert "b" in sharedmeta.state(g.meta)["dropped"]["node"]
-    s.poll_shared()
+    assert "b" in team_state.state(g.meta)["dropped"]["node"]
+    s.team.poll()
     assert "b" not in g.nodes  # stays out while nobody changes it
     write_kg(root, [N("b", "a teammate changed it", changed=1_700_000_500.0), N("c")])
-    s.poll_shared()
+    s.team.poll()
     assert g.nodes["b"]["gist"] == "a teammate changed it"
 
 
@@ -183,7 +182,7 @@ def test_a_teammates_change_after_my_delete_survives_it(env):
     sess = s.start_session(root)
     s.delete_node(sess, "a")  # at T0, not yet written
     write_kg(root, [N("a", "changed later", changed=env.T0 + 1)])
-    s.poll_shared()
+    s.team.poll()
     g = s.project_graph(os.path.realpath(root))
     assert g.nodes["a"]["gist"] == "changed later"
     pause(env, s)
@@ -209,10 +208,10 @@ def test_hostile_files_load_the_rest(env, caplog):
     root = env.project()
     d = os.path.join(root, ".kg")
     os.makedirs(d)
-    good = kgdir.canonical(N("ok")).encode()
-    dup = b"\n".join(kgdir.canonical(N("dup", "v%d" % i, changed=i + 1.0)).encode() for i in range(10000))
-    junk = b'{"id":"x","gist":' + b'"y' * 10 + b"\n" + b"x" * (kgdir.MAX_LINE + 5) + b"\n<<<<<<< HEAD\n"
-    case = kgdir.canonical(N("Case")).encode() + b"\n" + kgdir.canonical(N("case")).encode()
+    good = kg_format.canonical(N("ok")).encode()
+    dup = b"\n".join(kg_format.canonical(N("dup", "v%d" % i, changed=i + 1.0)).encode() for i in range(10000))
+    junk = b'{"id":"x","gist":' + b'"y' * 10 + b"\n" + b"x" * (kg_format.MAX_LINE + 5) + b"\n<<<<<<< HEAD\n"
+    case = kg_format.canonical(N("Case")).encode() + b"\n" + kg_format.canonical(N("case")).encode()
     with open(os.path.join(d, "nodes.jsonl"), "wb") as f:
         f.write(good + b"\n" + dup + b"\n" + junk + case + b"\n>>>>>>> x\n")
     os.symlink("/dev/zero", os.path.join(d, "edges.jsonl"))
@@ -227,7 +226,7 @@ def test_hostile_files_load_the_rest(env, caplog):
     s.put_node(sess, "project", "new", "still serving")
     pause(env, s)
     data = open(os.path.join(d, "nodes.jsonl"), "rb").read()
-    assert not kgdir.needs_rewrite(data, kgdir.parse(data, "node")[0])  # written back clean
+    assert not kg_format.needs_rewrite(data, kg_format.parse(data, "node")[0])  # written back clean
     assert os.path.islink(os.path.join(d, "edges.jsonl"))
 
 
@@ -236,18 +235,18 @@ def test_share_off_stops_reading_and_writing_and_keeps_the_graph(env):
     write_kg(root, [N("a")])
     s = env.open()
     sess = s.start_session(root)
-    s.share(root, off=True)
+    s.team.share(root, off=True)
     g = s.project_graph(os.path.realpath(root))
     s.put_node(sess, "project", "b", "private now")
     pause(env, s)
     write_kg(root, [N("a"), N("z")])
-    s.poll_shared()
+    s.team.poll()
     assert set(g.nodes) == {"a", "b"} and not g.shared
     env.close(s)
     s = env.open()
     s.start_session(root)
     assert not s.project_graph(os.path.realpath(root)).shared
-    assert s.share(root)["shared"]
+    assert s.team.share(root)["shared"]
     assert {n["id"] for n in kg_lines(root)} == {"a", "b", "z"}
 
 
@@ -255,7 +254,7 @@ def test_share_outside_git_is_refused(env):
     root = env.project(git=False)
     s = env.open()
     with pytest.raises(Exception, match="git"):
-        s.share(root)
+        s.team.share(root)
     assert not holds_kg(root)
 
 
@@ -265,7 +264,7 @@ def test_a_crash_after_the_pickup_record_replays_it(env):
     s = env.open()
     s.start_session(root)
     write_kg(root, [N("a", "v2", changed=1_600_000_100.0)])
-    s.poll_shared()
+    s.team.poll()
     s.crashed = True
     for d in s.registry.durables():
         d.journal.close()
@@ -274,7 +273,7 @@ def test_a_crash_after_the_pickup_record_replays_it(env):
     s2.start_session(root)
     g = s2.project_graph(os.path.realpath(root))
     assert g.nodes["a"]["gist"] == "v2"
-    assert sharedmeta.state(g.meta)["base"]["node"]["a"] == kgdir.stamp(N("a", "v2", changed=1_600_000_100.0))
+    assert team_state.state(g.meta)["base"]["node"]["a"] == kg_format.stamp(N("a", "v2", changed=1_600_000_100.0))
 
 
 def test_a_linked_worktree_holding_kg_is_its_own_project(tmp_path):
@@ -306,8 +305,8 @@ def test_a_project_loaded_first_by_a_search_is_shared_when_a_session_opens_it(en
 # ---------------------------------------------------------------- credentials (contract section 10)
 
 def _credential():
-    import secrets_corpus as corpus
-    return next(t for k, t in corpus.credentials() if k == "github")
+    import secrets_corpus
+    return next(t for k, t in secrets_corpus.credentials() if k == "github")
 
 
 def test_a_credential_pulled_in_kg_is_loaded_hidden(env):
@@ -331,7 +330,7 @@ def test_kgd_never_writes_a_credential_to_kg(env, caplog):
     s.put_node(sess, "project", "ok", "fine")
     s.put_edge(sess, "project", "ok", "leak", "see")
     s.put_edge(sess, "project", "ok", "src/x.py", "in")
-    s.share(root)
+    s.team.share(root)
     data = open(os.path.join(root, ".kg", "nodes.jsonl"), "rb").read() + open(
         os.path.join(root, ".kg", "edges.jsonl"), "rb").read()
     assert [n["id"] for n in kg_lines(root)] == ["ok"]
@@ -352,12 +351,12 @@ def test_a_pickup_waits_while_git_works_in_the_checkout(env):
         f.write(b"")  # what a checkout may leave for a moment: the file half-written
     old = os.stat(os.path.join(root, ".kg", "nodes.jsonl")).st_mtime_ns - 10**9
     os.utime(os.path.join(root, ".kg", "nodes.jsonl"), ns=(old, old))
-    s.poll_shared()
+    s.team.poll()
     assert "a" in g.nodes  # not emptied while git holds its lock
     os.unlink(lock)
     write_kg(root, [N("a"), N("b")])
     os.utime(os.path.join(root, ".kg", "nodes.jsonl"), ns=(old, old))
-    s.poll_shared()
+    s.team.poll()
     assert set(g.nodes) == {"a", "b"}
 
 
@@ -371,7 +370,7 @@ def test_a_credential_changed_on_both_sides_is_merged_in_memory_and_never_writte
     s.put_node(sess, "project", "leak", "token", notes=[_credential()])
     g.shared = True
     write_kg(root, [N("ok"), N("leak", "a teammate's version", ["theirs"], changed=env.T0 + 50)])
-    s.poll_shared()
+    s.team.poll()
     assert g.nodes["leak"]["gist"] == "a teammate's version" and _credential() in g.nodes["leak"]["notes"]
     pause(env, s)
     data = open(os.path.join(root, ".kg", "nodes.jsonl"), "rb").read()
@@ -387,7 +386,7 @@ def test_a_file_from_the_future_does_not_stall_the_beat(env):
     future = time.time_ns() + 3600 * 10**9
     os.utime(os.path.join(root, ".kg", "nodes.jsonl"), ns=(future, future))
     t = time.monotonic()
-    s.poll_shared()
+    s.team.poll()
     assert time.monotonic() - t < 1 and "b" in s.project_graph(os.path.realpath(root)).nodes
 
 
@@ -397,8 +396,8 @@ def test_a_file_written_a_moment_ago_is_picked_up_after_it_settles(env):
     s = env.open()
     s.start_session(root)
     with open(os.path.join(root, ".kg", "nodes.jsonl"), "ab") as f:
-        f.write(kgdir.render({"b": N("b")}))
-    s.poll_shared()  # the same beat waits the moment out, then picks it up
+        f.write(kg_format.render({"b": N("b")}))
+    s.team.poll()  # the same beat waits the moment out, then picks it up
     assert "b" in s.project_graph(os.path.realpath(root)).nodes
 
 
@@ -426,7 +425,7 @@ def test_a_pickup_reaches_the_live_feed_like_any_change(env):
     seen = []
     s.add_listener(seen.append)
     write_kg(root, [N("a", "changed by a pull", changed=1_600_000_050.0)])
-    s.poll_shared()
+    s.team.poll()
     puts = [e for e in seen if e["type"] == "node_put"]
     assert [e["node"]["gist"] for e in puts] == ["changed by a pull"]
     assert puts[0]["level"] == "project" and puts[0]["project_path"] == os.path.realpath(root)
@@ -438,15 +437,16 @@ def test_a_first_load_parses_kg_outside_the_store_lock(env, monkeypatch):
     write_kg(root, nodes=[N("a"), N("b")], edges=[{"from": "a", "to": "b", "rel": "r", "notes": [],
                                                    "changed": 1_600_000_000.0}])
     s = env.open()
-    owned, parse = [], kgdir.Reader.parse
-    monkeypatch.setattr(kgdir.Reader, "parse", lambda self, data: owned.append(s.lock._is_owned()) or parse(self, data))
+    owned, parse = [], kg_format.Reader.parse
+    monkeypatch.setattr(kg_format.Reader, "parse",
+                        lambda self, data: owned.append(s.lock._is_owned()) or parse(self, data))
     s.start_session(root)
     assert owned == [False, False]
     assert sorted(s.project_graph(root).nodes) == ["a", "b"]
 
 
 def test_a_kg_file_cut_at_the_line_bound_loads_its_first_lines_and_is_never_written(env, monkeypatch):
-    monkeypatch.setitem(kgdir.MAX_RECORDS, "node", 3)
+    monkeypatch.setitem(kg_format.MAX_RECORDS, "node", 3)
     root = env.project()
     write_kg(root, nodes=[N("n%d" % i) for i in range(5)])
     path = os.path.join(root, ".kg", "nodes.jsonl")

@@ -1,11 +1,11 @@
-"""kg/shellfiles.py: the files a shell command reads or a patch edits (file recall for agents that
+"""kg/agents/shell_files.py: the files a shell command reads or a patch edits (file recall for agents that
 read files through their shell, contract section 11). Conservative: only existing files count."""
 
 import os
 
 import pytest
 
-from kg.agents import shell_files as shellfiles
+from kg.agents import shell_files
 
 FILES = ("kg/store.py", "kg/a.py", "README.md", "src/x.rs", "20", "with space.txt")
 
@@ -61,15 +61,15 @@ def cwd(tmp_path):
     ("   ", []),
 ])
 def test_command_files(cwd, command, expected):
-    assert shellfiles.command_files(command, cwd) == [os.path.join(cwd, f) for f in expected]
+    assert shell_files.command_files(command, cwd) == [os.path.join(cwd, f) for f in expected]
 
 
 def test_absolute_paths_and_argv_lists(cwd):
     path = os.path.join(cwd, "kg", "store.py")
-    assert shellfiles.command_files("cat %s" % path, "/") == [path]
-    assert shellfiles.command_files(["bash", "-lc", "cat kg/store.py"], cwd) == [path]
-    assert shellfiles.command_files(["cat", "kg/store.py"], cwd) == [path]
-    assert shellfiles.command_files(["cat", 5], cwd) == []
+    assert shell_files.command_files("cat %s" % path, "/") == [path]
+    assert shell_files.command_files(["bash", "-lc", "cat kg/store.py"], cwd) == [path]
+    assert shell_files.command_files(["cat", "kg/store.py"], cwd) == [path]
+    assert shell_files.command_files(["cat", 5], cwd) == []
 
 
 PATCH = """*** Begin Patch
@@ -88,9 +88,9 @@ PATCH = """*** Begin Patch
 
 def test_patch_files(cwd):
     os.remove(os.path.join(cwd, "kg", "store.py"))  # moved away by the patch: only its new name exists
-    assert shellfiles.patch_files(PATCH, cwd) == [os.path.join(cwd, f) for f in ("kg/a.py", "src/x.rs", "README.md")]
+    assert shell_files.patch_files(PATCH, cwd) == [os.path.join(cwd, f) for f in ("kg/a.py", "src/x.rs", "README.md")]
     heredoc = "apply_patch <<'EOF'\n%sEOF\n" % PATCH
-    assert shellfiles.command_files(heredoc, cwd)[:1] == [os.path.join(cwd, "kg/a.py")]
+    assert shell_files.command_files(heredoc, cwd)[:1] == [os.path.join(cwd, "kg/a.py")]
 
 
 @pytest.mark.parametrize("command, cwd_value", [
@@ -99,15 +99,15 @@ def test_patch_files(cwd):
     (None, "/"),
     (5, "/"),
     ({"command": "cat"}, "/"),
-    ("cat " + "a" * (shellfiles.MAX_COMMAND + 1), "/"),
-    ("cat " + " ".join(["kg/a.py"] * (shellfiles.MAX_WORDS + 5)), "/"),
+    ("cat " + "a" * (shell_files.MAX_COMMAND + 1), "/"),
+    ("cat " + " ".join(["kg/a.py"] * (shell_files.MAX_WORDS + 5)), "/"),
     ("cat a\0b", "/"),
 ])
 def test_hostile_commands_name_nothing(cwd, command, cwd_value):
-    assert shellfiles.command_files(command, cwd_value) == []
+    assert shell_files.command_files(command, cwd_value) == []
 
 
 def test_hostile_patches_name_nothing(cwd):
-    assert shellfiles.patch_files(None, cwd) == []
-    assert shellfiles.patch_files("*** Update File: " + "x" * 5000, cwd) == []
-    assert shellfiles.patch_files("*** Update File: kg/a.py\0", cwd) == []
+    assert shell_files.patch_files(None, cwd) == []
+    assert shell_files.patch_files("*** Update File: " + "x" * 5000, cwd) == []
+    assert shell_files.patch_files("*** Update File: kg/a.py\0", cwd) == []

@@ -1,6 +1,6 @@
 """Slow and idle clients (contract section 2): a slowloris client and dozens of silent connections never
 stop other clients being served; connections and threads are bounded; the daemon cuts idle
-and trickling connections off after kg/http.py's IDLE_TIMEOUT / HEADER_DEADLINE.
+and trickling connections off after kg/serve/http.py's IDLE_TIMEOUT / HEADER_DEADLINE.
 
 The constants are read from kg.http, so the tests follow them if they change. The test that
 waits for the timeouts takes about max(IDLE_TIMEOUT, HEADER_DEADLINE) + a few seconds; set

@@ -497,22 +497,23 @@ def test_root_lock_release_twice_is_harmless(tmp_path):
 def test_a_shared_root_is_not_re_permissioned(tmp_path, caplog):
     """--root pointing at a folder that holds other things (a home directory) keeps its mode,
     with a warning; a folder holding only kgd's files is tightened to 0700."""
-    import logging as _logging
+    import logging
 
     from kg.memory.store import Settings, Store
+    from kg.travel import team
     shared = tmp_path / "home"
     shared.mkdir(mode=0o755)
     os.chmod(shared, 0o755)
     (shared / "notes.txt").write_text("mine")
-    with caplog.at_level(_logging.WARNING):
-        Store(str(shared), Settings()).open().close()
+    with caplog.at_level(logging.WARNING):
+        team.install(Store(str(shared), Settings())).open().close()
     assert stat.S_IMODE(os.stat(shared).st_mode) == 0o755
     assert "readable by other users" in caplog.text
     own = tmp_path / "kg"
     own.mkdir(mode=0o755)
     os.chmod(own, 0o755)
     (own / "user.json").write_text('{"nodes": {}, "edges": {}, "_meta": {}}')
-    Store(str(own), Settings()).open().close()
+    team.install(Store(str(own), Settings())).open().close()
     assert stat.S_IMODE(os.stat(own).st_mode) == 0o700
 
 

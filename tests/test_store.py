@@ -1,4 +1,4 @@
-"""kg/store.py with a temporary root and an injectable clock: sessions, project roots, the
+"""kg/memory/store.py with a temporary root and an injectable clock: sessions, project roots, the
 write operations, kg_sync under many interleavings, durability across close / crash and
 reopen, and journal folding. No daemon, no sockets."""
 
@@ -16,6 +16,7 @@ from kg.core.errors import BadInput, Conflict, NotFound, StorageError
 from kg.core.model import ACTIVE, ARCHIVED, ORPHANED
 from kg.memory.projects import resolve_project_root
 from kg.memory.store import Settings, Store
+from kg.travel import team
 
 from helpers import StoreEnv
 
@@ -887,7 +888,7 @@ def test_same_basename_projects_get_separate_graphs(env):
 def test_second_store_on_same_root_refused(env):
     env.open()
     with pytest.raises(Conflict):
-        Store(env.root, Settings(), clock=env.clock).open()
+        team.install(Store(env.root, Settings(), clock=env.clock)).open()
 
 
 # ---------------------------------------------------------------- fold_idle
@@ -957,7 +958,7 @@ def test_old_project_file_without_path_is_adopted_not_duplicated(tmp_path):
          "edges": {}, "_meta": {}}))
     proj = tmp_path / "src" / "app"
     (proj / ".git").mkdir(parents=True)
-    store = Store(str(root), Settings()).open()
+    store = team.install(Store(str(root), Settings())).open()
     try:
         hits = store.search("plugin")["results"]
         assert [h["id"] for h in hits] == ["old-insight"]
@@ -977,7 +978,7 @@ def test_change_log_overflow_and_trim_never_hide_a_change(tmp_path, monkeypatch)
     gets a full resync (never a silent gap); one that kept up gets exactly the new changes."""
     import kg.memory.store as store_mod
     monkeypatch.setattr(store_mod, "CHANGE_LOG_MAX", 20)
-    store = Store(str(tmp_path / "root"), Settings(max_tokens=10 ** 6)).open()
+    store = team.install(Store(str(tmp_path / "root"), Settings(max_tokens=10 ** 6))).open()
     try:
         writer, keeper, laggard = (store.start_session() for _ in range(3))
         everything = set()
@@ -1010,7 +1011,7 @@ def test_a_change_that_fails_after_its_record_was_written_is_cut_off(tmp_path, m
     survives, in memory or on disk."""
     from kg.core.graph import Graph
     root = str(tmp_path / "root")
-    store = Store(root, Settings()).open()
+    store = team.install(Store(root, Settings())).open()
     s = store.start_session()
     store.put_node(s, "user", "kept", "g")
 
@@ -1023,7 +1024,7 @@ def test_a_change_that_fails_after_its_record_was_written_is_cut_off(tmp_path, m
     assert set(store.user.nodes) == {"kept"}
     store.put_node(s, "user", "after", "g")
     store.close()
-    again = Store(root, Settings()).open()
+    again = team.install(Store(root, Settings())).open()
     try:
         assert set(again.user.nodes) == {"kept", "after"}
     finally:
@@ -1034,7 +1035,8 @@ def test_a_maintenance_pass_with_nothing_to_do_does_not_hold_back_compaction(tmp
     """Contract 5: compaction after every write. A maintenance pass over a graph within budget
     must not leave a mark that skips the compaction the next write needs."""
     t = [1_000_000.0]
-    store = Store(str(tmp_path / "root"), Settings(max_tokens=100, grace_days=1), clock=lambda: t[0]).open()
+    store = Store(str(tmp_path / "root"), Settings(max_tokens=100, grace_days=1), clock=lambda: t[0])
+    store = team.install(store).open()
     try:
         s = store.start_session()
         store.put_node(s, "user", "old-a", "g" * 40)   # 30 tokens each

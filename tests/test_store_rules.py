@@ -10,6 +10,7 @@ import pytest
 from kg.core import model
 from kg.core.errors import BadInput, NotFound
 from kg.memory.store import Settings, Store
+from kg.travel import team
 
 T0 = 1_700_000_000.0
 DAY = 86400.0
@@ -31,7 +32,7 @@ def env(tmp_path):
         @staticmethod
         def open(**kw):
             kw.setdefault("max_tokens", 10 ** 9)
-            st = Store(E.root, Settings(**kw), clock=E.clock).open()
+            st = team.install(Store(E.root, Settings(**kw), clock=E.clock)).open()
             opened.append(st)
             return st
 

@@ -1,4 +1,4 @@
-"""kg/structured.py: with --structured-output, the serialized structuredContent of kg_read and
+"""kg/api/structured.py: with --structured-output, the serialized structuredContent of kg_read and
 kg_sync is at most 40,000 characters and of kg_search at most 10,000, measured as a client
 serializes it; over the bound it says what it left out (`truncated`) and stays valid against the
 tool's outputSchema (the official SDK clients validate it)."""

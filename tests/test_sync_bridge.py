@@ -5,17 +5,18 @@ import os
 
 import pytest
 
-from kg.core import kg_format as kgdir
-from kg.core import personal
-from kg.memory import git_runner as gitrun
+from kg.core import kg_format, personal
+from kg.memory import git_runner
 from kg.memory.store import Settings, Store
-from kg.travel.remote_bridge import Bridge, folder_of
+from kg.travel import team
+from kg.travel.remote_bridge import Bridge
+from kg.travel.remote_mirror import folder_of
 from kg.travel.remote_repo import SyncRepo
 
 
 class Machine:
     def __init__(self, root, remote):
-        self.store = Store(str(root), Settings(max_tokens=10 ** 6)).open()
+        self.store = team.install(Store(str(root), Settings(max_tokens=10 ** 6))).open()
         self.folder = os.path.join(str(root), "sync")
         self.bridge = Bridge(self.store, self.folder)
         self.repo = SyncRepo(self.folder, remote)
@@ -37,7 +38,7 @@ class Machine:
 @pytest.fixture
 def remote(tmp_path):
     r = tmp_path / "remote.git"
-    gitrun.run(["init", "-q", "--bare", str(r)], str(tmp_path))
+    git_runner.run(["init", "-q", "--bare", str(r)], str(tmp_path))
     return str(r)
 
 
@@ -63,9 +64,9 @@ def test_user_graph_written_apart_converges(machines):
     a.sync()
     assert set(a.nodes()) == set(b.nodes()) == {"a-1", "b-1"}
     assert b.nodes()["a-1"]["gist"] == "from a"
-    with open(os.path.join(a.folder, "user", kgdir.NODES_FILE), "rb") as f:
+    with open(os.path.join(a.folder, "user", kg_format.NODES_FILE), "rb") as f:
         data = f.read()
-    assert data == kgdir.render(kgdir.parse(data, "node")[0])  # canonical, clean
+    assert data == kg_format.render(kg_format.parse(data, "node")[0])  # canonical, clean
 
 
 def test_same_node_changed_on_both_merges_by_the_rule(machines):
@@ -160,14 +161,14 @@ def test_conflict_markers_in_a_pulled_file_load_and_are_written_back_clean(machi
     a.put("n", "v")
     a.sync()
     b.sync()
-    path = os.path.join(b.folder, "user", kgdir.NODES_FILE)
+    path = os.path.join(b.folder, "user", kg_format.NODES_FILE)
     with open(path, "rb") as f:
         good = f.read()
     line = good.strip()
-    other = kgdir.canonical(dict(kgdir.parse(good, "node")[0]["n"], notes=["from the other side"], changed=9e9))
+    other = kg_format.canonical(dict(kg_format.parse(good, "node")[0]["n"], notes=["from the other side"], changed=9e9))
     with open(path, "wb") as f:
         f.write(b"<<<<<<< HEAD\n" + line + b"\n=======\n" + other.encode() + b"\n>>>>>>> theirs\n")
-    b.bridge.pickup(["user/" + kgdir.NODES_FILE])
+    b.bridge.pickup(["user/" + kg_format.NODES_FILE])
     assert "from the other side" in b.nodes()["n"]["notes"]
     with open(path, "rb") as f:
         assert b"<<<<<<<" not in f.read()
@@ -176,23 +177,23 @@ def test_conflict_markers_in_a_pulled_file_load_and_are_written_back_clean(machi
 def test_project_keyed_by_identity_and_shared_projects_sync_only_personal(machines, tmp_path):
     repo = tmp_path / "src" / "app"
     repo.mkdir(parents=True)
-    gitrun.run(["init", "-q"], str(repo))
+    git_runner.run(["init", "-q"], str(repo))
     (repo / "f").write_text("x\n")
-    gitrun.run(["add", "-A"], str(repo))
-    gitrun.run(["commit", "-q", "-m", "m"], str(repo))
-    root = gitrun.output(["rev-list", "--max-parents=0", "HEAD"], str(repo))
+    git_runner.run(["add", "-A"], str(repo))
+    git_runner.run(["commit", "-q", "-m", "m"], str(repo))
+    root = git_runner.output(["rev-list", "--max-parents=0", "HEAD"], str(repo))
     a = machines("a")
     a.put("p1", "project knowledge", level="project", project_path=str(repo))
     a.sync()
     folder = os.path.join(a.folder, "projects", "git-" + root)
-    assert os.path.exists(os.path.join(folder, kgdir.NODES_FILE))
+    assert os.path.exists(os.path.join(folder, kg_format.NODES_FILE))
     g = a.store.graph("project", project_path=str(repo))
     assert folder_of(g) == "projects/git-" + root
     with a.store.lock:
-        g.shared = True  # as kg/shared.py marks a project whose repository holds .kg/
+        g.shared = True  # as kg/travel/team.py marks a project whose repository holds .kg/
     a.put("p2", "shared knowledge", level="project", project_path=str(repo))
     a.sync()
-    nodes, _ = kgdir.parse(open(os.path.join(folder, kgdir.NODES_FILE), "rb").read(), "node")
+    nodes, _ = kg_format.parse(open(os.path.join(folder, kg_format.NODES_FILE), "rb").read(), "node")
     assert "p2" not in nodes
     lines, _ = personal.parse(open(os.path.join(folder, personal.FILE), "rb").read())
     assert "p2" in lines
@@ -211,13 +212,13 @@ def test_nothing_when_nothing_changed(machines):
 def test_project_cloned_at_another_path_on_another_machine_gets_its_knowledge(machines, tmp_path):
     origin = tmp_path / "origin"
     origin.mkdir()
-    gitrun.run(["init", "-q"], str(origin))
+    git_runner.run(["init", "-q"], str(origin))
     (origin / "f").write_text("x\n")
-    gitrun.run(["add", "-A"], str(origin))
-    gitrun.run(["commit", "-q", "-m", "m"], str(origin))
+    git_runner.run(["add", "-A"], str(origin))
+    git_runner.run(["commit", "-q", "-m", "m"], str(origin))
     on_a, on_b = tmp_path / "a-home" / "src" / "app", tmp_path / "b-home" / "work" / "renamed"
     for p in (on_a, on_b):
-        gitrun.run(["clone", "-q", str(origin), str(p)], str(tmp_path))
+        git_runner.run(["clone", "-q", str(origin), str(p)], str(tmp_path))
     a, b = machines("a"), machines("b")
     a.put("arch", "the app's architecture", level="project", project_path=str(on_a))
     a.sync()
@@ -247,8 +248,8 @@ def test_a_node_holding_a_credential_never_reaches_the_sync_folder(machines, cap
         with open(os.path.join(folder, name), encoding="utf-8") as f:
             text = f.read()
         assert token not in text and "leaky" not in text, name
-    assert "clean" in open(os.path.join(folder, kgdir.NODES_FILE)).read()
-    assert token not in gitrun.output(["log", "-p", "--all"], a.folder)
+    assert "clean" in open(os.path.join(folder, kg_format.NODES_FILE)).read()
+    assert token not in git_runner.output(["log", "-p", "--all"], a.folder)
     assert sum("hold a credential" in r.getMessage() for r in caplog.records) == 1
 
 
@@ -262,7 +263,7 @@ def test_a_sync_folder_made_afresh_loses_nothing(machines):
     shutil.rmtree(os.path.join(a.folder, "user"))  # the files gone, the base in _meta still says synced
     a.bridge.export(full=True)
     assert set(a.nodes()) == {"n1", "n2"}
-    nodes, _ = kgdir.parse(open(os.path.join(a.folder, "user", kgdir.NODES_FILE), "rb").read(), "node")
+    nodes, _ = kg_format.parse(open(os.path.join(a.folder, "user", kg_format.NODES_FILE), "rb").read(), "node")
     assert set(nodes) == {"n1", "n2"}
 
 
@@ -271,9 +272,9 @@ def test_a_line_cut_from_the_file_is_written_again_not_dropped_from_memory(machi
     a.put("n1", "one")
     a.put("n2", "two")
     a.sync()
-    path = os.path.join(a.folder, "user", kgdir.NODES_FILE)
+    path = os.path.join(a.folder, "user", kg_format.NODES_FILE)
     lines = open(path, "rb").read().splitlines(True)
     open(path, "wb").write(b"".join(lines[:1]))
-    a.bridge.pickup(["user/" + kgdir.NODES_FILE])
+    a.bridge.pickup(["user/" + kg_format.NODES_FILE])
     assert set(a.nodes()) == {"n1", "n2"}
     assert len(open(path, "rb").read().splitlines()) == 2

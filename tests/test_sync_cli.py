@@ -5,7 +5,7 @@ import os
 
 import pytest
 
-from kg.memory import git_runner as gitrun
+from kg.memory import git_runner
 from kg.ops.sync import describe, offline_status, resolve_remote
 from kg.travel.remote_repo import check_remote, write_config, write_status
 
@@ -29,7 +29,7 @@ def test_a_missing_local_path_becomes_an_empty_bare_repository(tmp_path, monkeyp
     monkeypatch.chdir(tmp_path)
     path, created = resolve_remote("mem.git")
     assert created and path == os.path.join(str(tmp_path), "mem.git")
-    assert gitrun.output(["rev-parse", "--is-bare-repository"], path) == "true"
+    assert git_runner.output(["rev-parse", "--is-bare-repository"], path) == "true"
     assert resolve_remote(path) == (path, False)
 
 

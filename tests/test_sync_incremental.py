@@ -19,12 +19,11 @@ import pytest
 
 from kg.core import graph, model, personal
 from kg.core import kg_format as kgdir
-from kg.memory import git_runner as gitrun
+from kg.memory import git_runner
 from kg.memory.store import Settings, Store
-from kg.travel import remote_bridge as syncexport
-from kg.travel import remote_files as syncfiles
-from kg.travel.file_lines import FileLines
+from kg.travel import remote_files, remote_mirror, team
 from kg.travel.remote_bridge import Bridge
+from kg.travel.remote_files import FileLines
 from kg.travel.remote_repo import SyncRepo
 
 T0 = 1_800_000_000.0
@@ -122,7 +121,7 @@ def test_tracker_sees_every_kind_of_change():
 class Machine:
     def __init__(self, root, remote, clock):
         settings = Settings(max_tokens=400, grace_days=0, orphan_grace_days=0.0001)
-        self.store = Store(str(root), settings, clock=clock).open()
+        self.store = team.install(Store(str(root), settings, clock=clock)).open()
         self.folder = os.path.join(str(root), "sync")
         self.bridge = Bridge(self.store, self.folder, clock=clock)
         self.repo = SyncRepo(self.folder, remote)
@@ -147,7 +146,7 @@ class Machine:
 @pytest.fixture
 def remote(tmp_path):
     r = tmp_path / "remote.git"
-    gitrun.run(["init", "-q", "--bare", str(r)], str(tmp_path))
+    git_runner.run(["init", "-q", "--bare", str(r)], str(tmp_path))
     return str(r)
 
 
@@ -176,10 +175,10 @@ def step(m, rnd, ids):
 def assert_fixpoint(m):
     """What a full pass would do after this incremental one: nothing."""
     d = m.durable()
-    files, base = m.files(), {k: dict(v) for k, v in d.graph.meta.get(syncexport.META, {}).items()}
+    files, base = m.files(), {k: dict(v) for k, v in d.graph.meta.get(remote_mirror.META, {}).items()}
     assert m.bridge.sync_graph(d, force=True) == 0
     assert m.files() == files
-    assert d.graph.meta.get(syncexport.META, {}) == base
+    assert d.graph.meta.get(remote_mirror.META, {}) == base
     g = d.graph
     want = {k: kgdir.node_record(n) for k, n in g.nodes.items()}
     on_disk = {k: r for k, r in kgdir.parse(files[kgdir.NODES_FILE] or b"", "node")[0].items()
@@ -238,7 +237,7 @@ def test_the_fixpoint_holds_through_maintenance_and_long_absences(tmp_path, remo
 
 def big_machine(tmp_path, n=2000):
     now = [T0]
-    s = Store(str(tmp_path / "root"), Settings(max_tokens=10 ** 7), clock=lambda: now[0]).open()
+    s = team.install(Store(str(tmp_path / "root"), Settings(max_tokens=10 ** 7), clock=lambda: now[0])).open()
     for i in range(n):
         s.put_node(None, "user", "node-%05d" % i, "insight %d" % i, ["why %d" % i])
     bridge = Bridge(s, str(tmp_path / "root" / "sync"), clock=lambda: now[0])
@@ -300,14 +299,14 @@ def test_a_pass_that_fails_midway_leaves_its_changes_for_the_next(tmp_path, monk
     s, bridge, now = big_machine(tmp_path, n=20)
     try:
         s.put_node(None, "user", "node-00003", "changed before a failed write")
-        real = syncfiles.atomic_write
+        real = remote_files.atomic_write
 
         def failing(*a, **kw):
             raise OSError("disk full")
-        monkeypatch.setattr(syncfiles, "atomic_write", failing)
+        monkeypatch.setattr(remote_files, "atomic_write", failing)
         with pytest.raises(OSError):
             bridge.export()
-        monkeypatch.setattr(syncfiles, "atomic_write", real)
+        monkeypatch.setattr(remote_files, "atomic_write", real)
         bridge.export()
         path = tmp_path / "root" / "sync" / "user" / kgdir.NODES_FILE
         assert b"changed before a failed write" in path.read_bytes()
@@ -321,17 +320,17 @@ def test_a_shared_projects_pass_is_incremental_too(tmp_path, monkeypatch):
     files it never reads must not count as moved."""
     repo = tmp_path / "src" / "app"
     repo.mkdir(parents=True)
-    gitrun.run(["init", "-q"], str(repo))
+    git_runner.run(["init", "-q"], str(repo))
     (repo / "f").write_text("x\n")
-    gitrun.run(["add", "-A"], str(repo))
-    gitrun.run(["commit", "-q", "-m", "m"], str(repo))
-    s = Store(str(tmp_path / "root"), Settings(max_tokens=10 ** 7)).open()
+    git_runner.run(["add", "-A"], str(repo))
+    git_runner.run(["commit", "-q", "-m", "m"], str(repo))
+    s = team.install(Store(str(tmp_path / "root"), Settings(max_tokens=10 ** 7))).open()
     try:
         for i in range(200):
             s.put_node(None, "project", "p-%03d" % i, "knowledge %d" % i, project_path=str(repo))
         g = s.graph("project", project_path=str(repo))
         with s.lock:
-            g.shared = True  # as kg/shared.py marks a project whose repository holds .kg/
+            g.shared = True  # as kg/travel/team.py marks a project whose repository holds .kg/
         bridge = Bridge(s, str(tmp_path / "root" / "sync"))
         bridge.export()
         calls = []
@@ -343,7 +342,7 @@ def test_a_shared_projects_pass_is_incremental_too(tmp_path, monkeypatch):
         bridge.clock = lambda: time.time() + Bridge.AUDIT_EVERY  # the hourly audit finds nothing missed
         bridge.export()
         assert bridge.untracked == 0
-        folder = os.path.join(str(tmp_path / "root" / "sync"), syncexport.folder_of(g))
+        folder = os.path.join(str(tmp_path / "root" / "sync"), remote_mirror.folder_of(g))
         lines = personal.parse(open(os.path.join(folder, personal.FILE), "rb").read())[0]
         assert lines["p-007"]["read"] is not None
         assert not os.path.exists(os.path.join(folder, kgdir.NODES_FILE))
@@ -391,7 +390,7 @@ def test_a_pickup_parses_only_the_lines_that_changed(tmp_path, monkeypatch):
 def shared_worktrees(tmp_path, clock):
     """Two checkouts of one repository that holds .kg/: two shared graphs, one identity, so one
     folder projects/<id>/ and one personal.jsonl."""
-    s = Store(str(tmp_path / "root"), Settings(max_tokens=10 ** 7), clock=clock).open()
+    s = team.install(Store(str(tmp_path / "root"), Settings(max_tokens=10 ** 7), clock=clock)).open()
     graphs = []
     for name in ("wt-a", "wt-b"):
         p = tmp_path / name
@@ -401,7 +400,7 @@ def shared_worktrees(tmp_path, clock):
         graphs.append((str(p), s.graph("project", project_path=str(p))))
     with s.lock:
         for _, g in graphs:
-            g.meta["repo_id"] = "git-" + "a" * 40  # one repository: every checkout agrees (kg/repoid.py)
+            g.meta["repo_id"] = "git-" + "a" * 40  # one repository: every checkout agrees (kg/memory/repo_id.py)
             g.shared = True
     return s, graphs
 
@@ -461,7 +460,7 @@ def test_a_shared_projects_personal_line_never_names_a_flagged_node(tmp_path):
         assert leaky["id"] in ga.flagged
         bridge = Bridge(s, str(tmp_path / "root" / "sync"), clock=lambda: now[0])
         bridge.export()
-        folder = tmp_path / "root" / "sync" / syncexport.folder_of(ga)
+        folder = tmp_path / "root" / "sync" / remote_mirror.folder_of(ga)
         text = (folder / personal.FILE).read_text()
         assert '"x"' in text and token not in text
     finally:

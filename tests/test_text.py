@@ -1,4 +1,4 @@
-"""kg/text.py: the compact JSON form and the clipped string, each defined once for every module."""
+"""kg/core/text.py: the compact JSON form and the clipped string, each defined once for every module."""
 
 import glob
 import os

@@ -1,4 +1,4 @@
-"""kg/triggers.py: the secrets check runs a kind only on a text holding one of its leading literals,
+"""kg/secrets/prefilter.py: the secrets check runs a kind only on a text holding one of its leading literals,
 and gives exactly the answer of the whole table. Corpora are generated at run time."""
 
 import random
@@ -10,8 +10,8 @@ from kg.secrets import fields as secretfields
 from kg.secrets import kinds as secrets
 from kg.secrets import prefilter as triggers
 
-import secrets_corpus as corpus
-import secrets_hostile as hostile
+import secrets_corpus
+import secrets_hostile
 
 
 class _All:
@@ -28,17 +28,17 @@ def _unfiltered(monkeypatch, text):
 
 
 def _texts():
-    out = [text for _, text in corpus.credentials(1019)] + [text for _, text in corpus.credentials(7)]
-    out += corpus.near_misses() + [text for _, text, _ in hostile.hostile_credentials()]
-    out += hostile.hostile_near_misses()
-    out += list(corpus.adversarial(1 << 14).values())
+    out = [text for _, text in secrets_corpus.credentials(1019)] + [text for _, text in secrets_corpus.credentials(7)]
+    out += secrets_corpus.near_misses() + [text for _, text, _ in secrets_hostile.hostile_credentials()]
+    out += secrets_hostile.hostile_near_misses()
+    out += list(secrets_corpus.adversarial(1 << 14).values())
     # Fragments glued at random: literals inside and across other literals, upper and lower case.
     rng = random.Random(11)
     frags = sorted(secrets._PREFILTER.all) + [t.upper() for t in secrets._PREFILTER.all] + [
         "=", ": ", " ", "\n", "\"", "x9Qz", "Kp3vT8rWq2LmN5bY7cJd", "\u200b", "%6B", "\uff54"]
     for _ in range(400):
         out.append("".join(rng.choice(frags) for _ in range(rng.randint(1, 12))))
-    for kind, text in corpus.credentials(3):  # each credential inside prose and after other triggers
+    for kind, text in secrets_corpus.credentials(3):  # each credential inside prose and after other triggers
         out.append("the auth token --flag sk- value " + text + " trailing words")
     return out
 
@@ -51,7 +51,7 @@ def test_the_answer_is_the_whole_tables(monkeypatch):
 
 
 def test_every_kind_of_the_table_has_a_trigger():
-    # kg/secrets.py's rule: each kind's regex starts with a literal. A kind without one would run on
+    # kg/secrets/kinds.py's rule: each kind's regex starts with a literal. A kind without one would run on
     # every text (correct, but the pre-filter would no longer spare most texts).
     assert [k.regex.pattern for k, t in zip(secrets.KINDS, secrets._PREFILTER.of_kind) if t is None] == []
 

@@ -1,13 +1,13 @@
-"""kg/value.py and its use by the preload: uses counted once per occasion, the hook's own reads not
+"""kg/agents/value.py and its use by the preload: uses counted once per occasion, the hook's own reads not
 counted, breadth across parts of the project, and knowledge used on many occasions or linked from
 many parts kept in the preload (read back when archived) while the day's work fills the rest."""
 
 import pytest
 
-from kg.agents import loop as hooks
-from kg.agents import value
+from kg.agents import loop, value
 from kg.core import model
 from kg.memory.store import Settings, Store
+from kg.travel import team
 
 T0 = 1_700_000_000.0
 DAY = 86400.0
@@ -19,8 +19,9 @@ class Env:
         self.proj = tmp_path / "work" / "proj"
         (self.proj / ".git").mkdir(parents=True)
         self.cwd = str(self.proj)
-        self.store = Store(str(tmp_path / "root"), Settings(max_tokens=10 ** 9), clock=lambda: self.t[0]).open()
-        self.handle = hooks.handler(self.store, env={})
+        store = Store(str(tmp_path / "root"), Settings(max_tokens=10 ** 9), clock=lambda: self.t[0])
+        self.store = team.install(store).open()
+        self.handle = loop.handler(self.store, env={})
         self.writer = self.store.start_session(self.cwd)
         self.n = 0
 

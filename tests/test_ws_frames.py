@@ -1,4 +1,4 @@
-"""RFC 6455 rules of kg/ws.py: handshake, framing, the connection state machine; and kg/feed.py's
+"""RFC 6455 rules of kg/serve/ws.py: handshake, framing, the connection state machine; and kg/serve/hub.py's
 hub, with socket-level runs of one feed on the broadcaster over a socket pair (many feeds at
 once: test_feed_broadcaster.py)."""
 
@@ -11,8 +11,8 @@ import time
 
 import pytest
 
-from kg.serve import hub as feed
 from kg.serve import ws
+from kg.serve.broadcaster import Broadcaster
 from kg.serve.hub import Hub
 from kg.serve.ws import (
     OP_BINARY,
@@ -511,7 +511,7 @@ def start_serve(hub, filter_fn=None, **kw):
     kw.setdefault("ping_interval", None)
     kw.setdefault("close_timeout", 2.0)
     try:
-        t = Served(feed.Broadcaster(hub, **kw), server_sock, filter_fn)
+        t = Served(Broadcaster(hub, **kw), server_sock, filter_fn)
         yield t, FeedPeer(client_sock), t.result, (server_sock, client_sock)
     finally:
         server_sock.close()

@@ -10,14 +10,8 @@ Rules owned here:
   that bound it (session.hook["agent"]: it sets the result bounds of kg_read for that session).
   What it was shown lives in the session ("level:id" keys), so nothing is shown twice until a
   compact or a clear.
-- SessionStart: a preload within PRELOAD_LIMIT characters (startup, clear, compact, fork, and a
-  resume kgd does not know), or a short continuity note (a resume it knows). The preload gives
-  gists of the most valuable active nodes in all but CRUMB_SHARE of its room: in each level's
-  half, recency first, and in value.SHARE of it the nodes that order leaves out but that were
-  used on many occasions or across many parts of the project (kg/agents/value.py; up to
-  value.LIFT_MAX archived ones are read back first); then ids only (crumbs) of the active nodes
-  left out and of the archived ones. It opens with the usage guide kgd's MCP instructions give
-  (an agent may not show its model those).
+- SessionStart: a preload (startup, clear, compact, fork, and a resume kgd does not know), or a
+  short continuity note (a resume it knows); what each holds is kg/agents/preload.py.
 - UserPromptSubmit: words-matched recall (kg/agents/recall.py), every state, at most PROMPT_NODES and
   PROMPT_CHARS, never matching kgd's own words (<hook_context> blocks, a Stop's reason sent back
   as the next prompt); a node shown counts as read (store.read_nodes: recency, promotion).
@@ -39,18 +33,12 @@ import threading
 
 from ..core import model
 from ..core.errors import KgError
-from . import dialects as agents
-from . import nudges, recall, value
-from . import shell_files as shellfiles
+from . import dialects, nudges, preload, recall, shell_files, value
 from .nudges import CLIENTS_PER_TARGET, SESSION_TARGETS, STOP_TOOLS  # noqa: F401 (the loop's numbers, in one place)
 from .nudges import Targets as _Targets  # noqa: F401
 
 log = logging.getLogger(__name__)
 
-PRELOAD_LIMIT = 10000
-PRELOAD_GIST = 200
-CRUMB_SHARE = (1, 10)       # of the preload room kept for ids without gists (crumbs)
-CRUMB_HEAD = "Ids only (kg_read id=... gives one; an archived one comes back): "
 PROMPT_NODES, PROMPT_CHARS = 5, 2500
 FILE_NODES, FILE_CHARS = 3, 1500
 TARGET_MAX = 65536          # characters of a file path, url or web query worth looking at
@@ -68,12 +56,12 @@ def handler(store, env=None):
     env = os.environ if env is None else env
     targets = nudges.targets_for(store)  # one memory per store, however often handler() is called
 
-    def handle(payload, agent=agents.CLAUDE, event=None):
-        call = agents.normalise(agent, payload, event)
+    def handle(payload, agent=dialects.CLAUDE, event=None):
+        call = dialects.normalise(agent, payload, event)
         if call is None:
             return None
         try:
-            return agents.shape(call, _EVENTS[call.kind](_Memory(store, agent), call, targets, env))
+            return dialects.shape(call, _EVENTS[call.kind](_Memory(store, agent), call, targets, env))
         except _Warming:
             pass
         except KgError as exc:
@@ -89,7 +77,7 @@ def handler(store, env=None):
 class _Memory:
     """What the hooks need of the store."""
 
-    def __init__(self, store, agent=agents.CLAUDE):
+    def __init__(self, store, agent=dialects.CLAUDE):
         self.store = store
         self.agent = agent
 
@@ -194,15 +182,16 @@ def _session_start(mem, call, targets, env):
     h = session.hook
     if source == "resume" and known and h.get("seen") is not None:
         with mem.store.lock:
-            text = _continuity(mem, session, h.get("seen"))
+            text = preload.continuity(mem, session, h.get("seen"))
             h["seen"] = mem.now()
         mem.save(session)
         return _context("SessionStart", text)
     if source != "resume":
         mem.store.forget_shown(session)
-    orders = value.lift(mem.store, session, _value_order, _gist_cost, _level_room(session), mem.now())
+    orders = value.lift(mem.store, session, preload.value_order, preload.gist_cost, preload.level_room(session),
+                         mem.now())
     with mem.store.lock:
-        text, keys, stats = _preload(mem, session, orders)
+        text, keys, stats = preload.preload(mem, session, orders)
         h["seen"] = mem.now()
     mem.mark(session, keys)
     mem.save(session)
@@ -214,209 +203,6 @@ def _session_start(mem, call, targets, env):
     return out
 
 
-def _usage(session_id):
-    """The usage guide kgd's MCP instructions give, in short: some agents (Copilot CLI) do not show
-    their model those instructions, so the preload carries them. Every character here is taken from
-    the preload's room for knowledge (memory_eval --quick: a 900-character guide left 73 % of the
-    conventions in context, this one of about 550 leaves 78 %)."""
-    return ["Session: %s" % session_id,
-            "kg memory (kgd) is loaded below: do not call kg_read with cwd; pass session_id=%s to every kg_* "
-            "call. kg_read id=... gives a node in full, kg_search query=... finds more (archived too)." % session_id,
-            "Save what a later session needs with kg_put_node: kebab-case id, one-line gist, notes, touches (its "
-            "files); level project or user. To update, put the same id (kg_search first); delete what is wrong; "
-            "link with kg_put_edge. kg_sync: other sessions' changes; kg_progress: a long task's state."]
-
-
-def _value_order(g):
-    """Active nodes of one graph, most valuable first: two thirds recency, one third
-    connectedness (edges to active nodes or files), each as a rank; ties by id. Recency leads:
-    compaction already kept the well-connected nodes active, and a tenth of the
-    room should show what is being worked on now; recall brings the rest when it is named."""
-    active = g.visible(model.ACTIVE)  # never a node holding a credential
-    nodes = g.nodes
-    deg = {}
-    for nid in active:
-        d = 0
-        for key in g.adj.get(nid, ()):
-            e = g.edges.get(key)
-            if e is None:
-                continue
-            other = e["to"] if e["from"] == nid else e["from"]
-            o = nodes.get(other)
-            if o is None or model.is_active(o):
-                d += 1
-        deg[nid] = d
-    n = len(active)
-    if not n:
-        return []
-    by_rec = sorted(active, key=lambda i: (model.recency(nodes[i]), i))
-    rec_rank = {nid: k for k, nid in enumerate(by_rec)}
-    by_deg = sorted(active, key=lambda i: deg[i])
-    deg_rank, k = {}, 0
-    while k < n:
-        j = k
-        while j < n and deg[by_deg[j]] == deg[by_deg[k]]:
-            j += 1
-        for x in by_deg[k:j]:
-            deg_rank[x] = (k + j - 1) / 2.0
-        k = j
-    return sorted(active, key=lambda i: (-(2 * rec_rank[i] + deg_rank[i]), i))
-
-
-def _crumb_order(g, left):
-    """Ids a preload shows without their gists: the active nodes it left out (most valuable
-    first), then the archived ones, most recently used first (ties by id)."""
-    archived = sorted(g.visible(model.ARCHIVED), key=lambda i: (-model.recency(g.nodes[i]), i))
-    return list(left) + archived
-
-
-def _share(room, ordered, cost, rooms):
-    """Take items of both levels in order, each level within half the room first, then what the
-    other left; `rooms` holds what each level already used. Returns how many of each were taken."""
-    taken = {lv: 0 for lv in ordered}
-
-    def fill(level, budget):
-        items = ordered[level]
-        while taken[level] < len(items):
-            c = cost(level, items[taken[level]])
-            if rooms[level] + c > budget:
-                return
-            rooms[level] += c
-            taken[level] += 1
-
-    start = dict(rooms)
-    for lv in ordered:
-        fill(lv, start[lv] + room // 2)
-    for lv in ordered:
-        spare = room - sum(rooms[x] - start[x] for x in ordered)
-        fill(lv, rooms[lv] + spare)
-    return taken
-
-
-def _gist_cost(g, nid):
-    return len("- %s: %s" % (nid, recall.clip(g.nodes[nid].get("gist", ""), PRELOAD_GIST))) + 1
-
-
-def _level_room(session):
-    """Characters of one level's half of the preload's gist room."""
-    room = PRELOAD_LIMIT - sum(len(x) + 1 for x in _usage(session.id)) - 480
-    num, den = CRUMB_SHARE
-    return (room - room * num // den) // 2
-
-
-def _preload(mem, session, orders=None):
-    """The preload text, the keys it shows and counts. Gists of the most valuable active nodes
-    take the room but a CRUMB_SHARE of it, each level half of that (what one leaves goes to the
-    other); the rest lists, ids only, the active nodes left out and the archived ones: a crumb
-    costs a tenth of a gist line and one kg_read id=... brings its node back."""
-    p = _Preload(mem, session, orders)
-    p.keep_worth(mem.now())
-    p.take_gists()
-    p.take_crumbs()
-    return p.text(), p.keys(), p.stats()
-
-
-_LEVELS = ("user", "project")
-_TITLES = (("user", "User knowledge (all projects)"), ("project", "Project knowledge"))
-
-
-class _Preload:
-    """A preload being laid out, one step at a time. ordered: level -> active ids, best first;
-    taken: level -> how many of them get a gist line (used: the characters those cost);
-    crumbs: level -> ids listed without gists, shown: how many of them fit."""
-
-    __slots__ = ("session", "head", "graphs", "room", "ordered", "taken", "used", "crumbs", "shown")
-    TAIL_ROOM = 400  # characters kept for the closing line (what was left out)
-
-    def __init__(self, mem, session, orders):
-        self.session = session
-        self.head = _usage(session.id)
-        self.graphs = {g.level: g for g in mem.graphs(session)}
-        if orders is None or orders[0] != mem.store.log.seq or set(orders[1]) != set(self.graphs):
-            orders = (None, {lv: _value_order(g) for lv, g in self.graphs.items()})
-        self.ordered = {lv: list(orders[1].get(lv, ())) for lv in _LEVELS}
-        self.room = PRELOAD_LIMIT - sum(len(x) + 1 for x in self.head) - self.TAIL_ROOM - 80
-
-    def keep_worth(self, now):
-        """Knowledge used on many occasions keeps a share of each level's room (kg/agents/value.py)."""
-        for lv in _LEVELS:
-            g = self.graphs.get(lv)
-            if g is not None:
-                self.ordered[lv] = value.reserve(g, self.ordered[lv], lambda nid, g=g: _gist_cost(g, nid),
-                                                 _level_room(self.session), now)
-
-    def gist_line(self, level, nid):
-        return "- %s: %s" % (nid, recall.clip(self.graphs[level].nodes[nid].get("gist", ""), PRELOAD_GIST))
-
-    def take_gists(self):
-        num, den = CRUMB_SHARE
-        self.used = {lv: 0 for lv in _LEVELS}
-        self.taken = _share(self.room - self.room * num // den, self.ordered,
-                            lambda lv, nid: len(self.gist_line(lv, nid)) + 1, self.used)
-
-    def gists(self, level):
-        return self.ordered[level][:self.taken[level]]
-
-    def take_crumbs(self):
-        """Ids of what the gists left out, in the room they left (each level's list has a head)."""
-        self.crumbs = {lv: _crumb_order(self.graphs[lv], self.ordered[lv][self.taken[lv]:])
-                       if lv in self.graphs else [] for lv in _LEVELS}
-        spent = sum(self.used[lv] + (len(CRUMB_HEAD) + 2 if self.crumbs[lv] else 0) for lv in _LEVELS)
-        self.shown = _share(self.room - spent, self.crumbs, lambda lv, nid: len(nid) + 2, {lv: 0 for lv in _LEVELS})
-
-    def body(self):
-        body = []
-        for lv, title in _TITLES:
-            if lv == "project" and lv not in self.graphs:
-                continue
-            body.extend(["", "## %s, most valuable first:" % title])
-            body.extend([self.gist_line(lv, nid) for nid in self.gists(lv)] or ["(nothing yet)"])
-            if self.shown[lv]:
-                body.append(CRUMB_HEAD + ", ".join(self.crumbs[lv][:self.shown[lv]]))
-        return body
-
-    def tail(self):
-        left = {lv: len(self.ordered[lv]) - self.taken[lv] for lv in _LEVELS}
-        graphs = self.graphs.values()
-        archived = sum(len(g.by_state[model.ARCHIVED]) + len(g.by_state[model.ORPHANED]) for g in graphs)
-        return "Left out here: %d more active user nodes, %d more active project nodes, %d archived or " \
-               "orphaned nodes, %d edges, all notes; kg_read session_id=%s lists the whole active graph, " \
-               "kg_read id=... a node in full, kg_search query=... finds any of them." % (
-                   left["user"], left["project"], archived, sum(len(g.edges) for g in graphs), self.session.id)
-
-    def text(self):
-        text = "\n".join(self.head + self.body() + ["", self.tail()])
-        if len(text) > PRELOAD_LIMIT:  # long ids can outgrow the estimate: never past the limit
-            text = text[:PRELOAD_LIMIT - 60] + "\n… cut to fit; kg_read gives the rest."
-        return text
-
-    def keys(self):
-        return ["%s:%s" % (lv, nid) for lv in _LEVELS for nid in self.gists(lv)]
-
-    def stats(self):
-        return {"shown": self.taken["user"] + self.taken["project"], "user": self.taken["user"],
-                "project": self.taken["project"], "active": len(self.ordered["user"]) + len(self.ordered["project"])}
-
-
-def _continuity(mem, session, since):
-    changed = []
-    for g in mem.graphs(session):
-        for nid, node in g.visible_nodes().items():
-            w = node.get("_write_ts")
-            if isinstance(w, (int, float)) and w > since:
-                changed.append((w, g.level, nid))
-    changed.sort(reverse=True)
-    lines = ["Session: %s (resumed; the kg memory loaded earlier in this conversation still holds)." % session.id]
-    if changed:
-        ids = ", ".join("%s (%s)" % (nid, lv) for _, lv, nid in changed[:10])
-        more = " and %d more" % (len(changed) - 10) if len(changed) > 10 else ""
-        lines.append("Changed since: %d node(s): %s%s; kg_sync session_id=%s gives them." % (
-            len(changed), ids, more, session.id))
-    else:
-        lines.append("Nothing in memory changed since.")
-    return "\n".join(lines)
-
-
 def _context(event, text):
     return {"hookSpecificOutput": {"hookEventName": event, "additionalContext": text}}
 
@@ -425,7 +211,7 @@ def _context(event, text):
 
 def _prompt(mem, call, targets, env):
     payload = call.payload
-    text = recall.user_text(agents.strip_hook_context(payload.get("prompt")))
+    text = recall.user_text(dialects.strip_hook_context(payload.get("prompt")))
     if text is None or text.startswith(nudges.STOP_HEAD):  # Gemini and Copilot send a Stop's reason back as a prompt
         return None
     session, _ = mem.bind(payload)
@@ -467,9 +253,9 @@ def _targets(call):
     if not isinstance(tool, str) or not isinstance(ti, dict):
         return []
     if call.shell and tool == "Bash":
-        return [("file", f) for f in shellfiles.command_files(ti.get("command"), cwd)]
+        return [("file", f) for f in shell_files.command_files(ti.get("command"), cwd)]
     if call.shell and tool == "apply_patch":
-        return [("file", f) for f in shellfiles.patch_files(ti.get("command"), cwd)]
+        return [("file", f) for f in shell_files.patch_files(ti.get("command"), cwd)]
     kind, value = None, None
     if tool in FILE_TOOLS:
         kind, value = "file", ti.get(FILE_TOOLS[tool])
@@ -552,4 +338,4 @@ def _stop(mem, call, targets, env):
     return nudges.stop(mem, call.payload, targets, env)
 
 
-_EVENTS = {agents.START: _session_start, agents.PROMPT: _prompt, agents.TOOL: _tool, agents.STOP: _stop}
+_EVENTS = {dialects.START: _session_start, dialects.PROMPT: _prompt, dialects.TOOL: _tool, dialects.STOP: _stop}

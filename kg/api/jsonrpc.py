@@ -7,8 +7,9 @@ caller sends 202), every unexpected exception turned into -32603 with a plain me
 traceback goes to the log, never to the wire).
 """
 
-import json
 import logging
+
+from ..core.text import strict_loads
 
 log = logging.getLogger(__name__)
 
@@ -75,34 +76,6 @@ def _one(msg, dispatch, ctx):
     if not has_id:
         return None, 202
     return {"jsonrpc": "2.0", "id": req_id, "result": result}, 200
-
-
-def _no_constant(name):
-    raise ValueError("%s is not JSON" % name)
-
-
-def _finite(text):
-    value = float(text)
-    if value in (float("inf"), float("-inf")):
-        raise ValueError("number %s is out of range" % text[:40])
-    return value
-
-
-def strict_loads(body):
-    """RFC 8259 JSON only: UTF-8, no NaN / Infinity / 1e999, no lone surrogates; too deep is a ValueError."""
-    text = body.decode("utf-8") if isinstance(body, (bytes, bytearray)) else body
-    try:
-        obj = json.loads(text, parse_constant=_no_constant, parse_float=_finite)
-    except RecursionError:
-        raise ValueError("nested too deeply") from None
-    if "\\u" in text:
-        try:
-            json.dumps(obj, ensure_ascii=False).encode("utf-8")
-        except UnicodeEncodeError:
-            raise ValueError("a string holds a lone surrogate (\\ud800-\\udfff)") from None
-        except RecursionError:
-            raise ValueError("nested too deeply") from None
-    return obj
 
 
 def handle(body, dispatch, ctx=None):

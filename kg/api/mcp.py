@@ -31,7 +31,7 @@ Rules owned here (contract section 3; the 2026-07-28 rules from that revision's 
 import base64
 
 from .. import __version__
-from ..agents import dialects as agents
+from ..agents import dialects
 from . import tools
 from .jsonrpc import INVALID_PARAMS, METHOD_NOT_FOUND, RpcError
 
@@ -187,7 +187,7 @@ class Server:
         if args is not None and not isinstance(args, dict):
             raise RpcError(INVALID_PARAMS, "Invalid params: arguments must be an object.")
         try:
-            agent = agents.agent_of_request(req.user_agent if req is not None else None, params)
+            agent = dialects.agent_of_request(req.user_agent if req is not None else None, params)
             return tools.call(self.store, name, args, self.structured, agent=agent)
         except tools.UnknownTool as exc:
             raise RpcError(INVALID_PARAMS, "Invalid params: %s" % exc)

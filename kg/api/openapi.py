@@ -4,7 +4,7 @@ Data only; kg/api/rest.py owns the routes it describes, and tests/test_openapi.p
 """
 
 from .. import __version__
-from ..agents import dialects as agents
+from ..agents import dialects
 from ..core import model
 
 
@@ -175,7 +175,7 @@ OPENAPI = {
                 "shared": {"type": "boolean"}, "project_path": _S}})}, **_errors(400, 415))}},
         "/api/hooks": {"post": {
             "summary": "agent hooks: hook input in, hook output (or nothing) out", "operationId": "hooks",
-            "parameters": [_param("agent", schema={"type": "string", "enum": list(agents.NAMES)},
+            "parameters": [_param("agent", schema={"type": "string", "enum": list(dialects.NAMES)},
                                   description="the agent whose hook calls (default claude)"),
                            _param("event", description="the agent's event name, when its input does not carry it")],
             "requestBody": {"required": True, "content": _json({

@@ -11,14 +11,15 @@ write).
 import re
 from urllib.parse import unquote
 
-from ..agents import dialects as agents
+from ..agents import dialects
 from ..core import model
 from ..core.errors import BadInput, KgError, NotFound
+from ..core.text import strict_loads
 from ..memory import foreground
 from ..memory.projects import resolve_project_root
-from ..secrets import fields as secretfields
-from ..travel import team as shared
-from .jsonrpc import strict_loads
+from ..secrets import fields
+from ..travel import team
+from ..travel.team_folder import holds_kg
 from .openapi import OPENAPI
 
 
@@ -80,12 +81,12 @@ def graph(store, m, q, body):
     store.registry.warm(project_path=root)  # git (the project's identity) never runs under the lock
     with store.lock:
         durable = store.registry.existing(root) if root else None
-        if durable is None and root and shared.holds_kg(root):
+        if durable is None and root and holds_kg(root):
             durable = store.registry.project(root)  # the repository shares its knowledge: load it
         shown = _full_graph(store, durable.graph) if durable else (
             {"nodes": [], "edges": [], "tokens": 0, "max_tokens": store.settings.max_tokens} if root else None)
         if durable is not None:
-            shown["sharing"] = shared.describe(durable)  # contract 9: shared in the repository, or personal
+            shown["sharing"] = team.describe(durable)  # contract 9: shared in the repository, or personal
         path = durable.project_path if durable is not None else root  # another checkout: its graph's
         return {"project_path": path, "user": _full_graph(store, store.user), "project": shown}
 
@@ -107,7 +108,7 @@ def _full_graph(store, g):
 def _flag(item, found):
     if found is None:
         return item
-    item = secretfields.redact_item(item)
+    item = fields.redact_item(item)
     item["flagged"] = {"field": found[0], "kind": found[1].kind, "label": found[1].label}
     return item
 
@@ -247,7 +248,7 @@ def share(store, m, q, body):
         raise BadInput("project_path is required: the folder of the repository to share.")
     if not isinstance(body.get("off", False), bool):
         raise BadInput("off must be true or false.")
-    return store.share(body["project_path"], off=body.get("off", False))
+    return store.team.share(body["project_path"], off=body.get("off", False))
 
 
 def openapi(store, m, q, body):
@@ -262,16 +263,16 @@ def post_hooks(store, m, q, body):
 def _hook_answer(answer_hook, body, content_type, query):
     """An agent's hook input -> its hook output, or None for an empty 200 (nothing to say).
     ?agent= names the agent (claude when absent), ?event= the event when the input does not."""
-    agent = _q(query, "agent") or agents.CLAUDE
-    if not agents.known(agent):
-        raise BadInput(agents.unknown_message(agent))
+    agent = _q(query, "agent") or dialects.CLAUDE
+    if not dialects.known(agent):
+        raise BadInput(dialects.unknown_message(agent))
     event = _q(query, "event")
     if event is not None and len(event) > 64:
         raise BadInput("event is over 64 characters.")
     if not body:
         raise BadInput("the body must be a JSON object (the agent's hook input).")
     payload = _json_body(body, content_type)
-    answer = answer_hook(payload, agent, event) if agent != agents.CLAUDE or event else answer_hook(payload)
+    answer = answer_hook(payload, agent, event) if agent != dialects.CLAUDE or event else answer_hook(payload)
     if answer is not None and not isinstance(answer, dict):
         raise TypeError("the hooks handler answered %s, not a dict or None" % type(answer).__name__)
     return answer

@@ -8,7 +8,7 @@ and the single mapping of KgError to a tool result with isError (contract sectio
 
 import logging
 
-from ..agents import dialects as agents
+from ..agents import dialects
 from ..core import model
 from ..core.errors import BadInput, KgError
 from . import render
@@ -281,7 +281,7 @@ def _read(store, a, agent=None):
     ids = a.get("ids")
     if a.get("id") is not None:
         ids = [a["id"]] + [i for i in (ids or []) if i != a["id"]]
-    limit = agents.read_limit(agent or agents.session_agent(session))
+    limit = dialects.read_limit(agent or dialects.session_agent(session))
     if ids is not None:
         result = store.read_nodes(session, ids, a.get("level"))
         return result, render.render_nodes(result, limit=limit), lambda r: bounds.bound_nodes(r, limit=limit)
@@ -335,7 +335,7 @@ def _search(store, a):
 
 def _sync(store, a, agent=None):
     session = store.session(a["session_id"])
-    limit = agents.read_limit(agent or agents.session_agent(session))
+    limit = dialects.read_limit(agent or dialects.session_agent(session))
     r = store.sync(session)
     return r, render.render_sync(r, limit=limit), lambda r: bounds.bound_sync(r, limit=limit)
 

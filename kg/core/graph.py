@@ -11,9 +11,8 @@ Changes from `track()` collects the keys refresh / put_edge / delete_edge saw, s
 reconciles the few keys that moved instead of comparing every node; recount marks it `all`.
 """
 
-from ..secrets import fields as secretfields
-from . import model
-from . import team_state as sharedmeta
+from ..secrets import fields
+from . import model, team_state
 
 
 class Changes:
@@ -95,14 +94,14 @@ class Graph:
         if self._scanned.get(node_id) == texts:
             return
         self._scanned[node_id] = texts
-        found = secretfields.scan_node(node)
+        found = fields.scan_node(node)
         if found is None:
             self.flagged.pop(node_id, None)
         else:
             self.flagged[node_id] = found
 
     def _scan_edge(self, key, edge):
-        found = secretfields.scan_edge(edge) if edge is not None else None
+        found = fields.scan_edge(edge) if edge is not None else None
         if found is None:
             self.flagged_edges.pop(key, None)
         else:
@@ -388,17 +387,17 @@ def apply_record(g, rec):
     elif op == "del_node":
         removed = g.delete_node(rec["id"])
         if rec.get("tomb") is not None:  # an explicit delete in a shared graph
-            sharedmeta.note_deleted(g, rec["id"], sharedmeta.edge_keys(removed), rec["tomb"])
+            team_state.note_deleted(g, rec["id"], team_state.edge_keys(removed), rec["tomb"])
         return removed
     elif op == "edge":
         g.put_edge(rec["edge"])
     elif op == "del_edge":
         edge = g.delete_edge(rec["key"])
         if rec.get("tomb") is not None and edge is not None:
-            sharedmeta.note_deleted(g, None, [rec["key"]], rec["tomb"])
+            team_state.note_deleted(g, None, [rec["key"]], rec["tomb"])
         return edge
     elif op == "shared":
-        sharedmeta.apply(g, rec)
+        team_state.apply(g, rec)
     elif op == "progress":
         progress = g.meta.setdefault("progress", {})
         if rec.get("state") is None:

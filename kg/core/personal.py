@@ -17,8 +17,7 @@ Rules owned here:
 import json
 import math
 
-from . import kg_format as kgdir
-from . import model
+from . import kg_format, model
 from .errors import BadInput
 
 FILE = "personal.jsonl"
@@ -37,14 +36,15 @@ def record(node, base_entry, now):
     else:
         since = now
     read = node.get("_read_ts")
-    return {"id": node["id"], "read": kgdir.ts(read) if read else None, "state": state, "since": kgdir.ts(since)}
+    return {"id": node["id"], "read": kg_format.ts(read) if read else None, "state": state,
+            "since": kg_format.ts(since)}
 
 
 def merge(a, b):
     """The rule of the module docstring, for two lines of one node."""
     if a == b:
         return a
-    later = max(a, b, key=lambda r: (r["since"], kgdir.canonical(r)))
+    later = max(a, b, key=lambda r: (r["since"], kg_format.canonical(r)))
     reads = [r["read"] for r in (a, b) if r["read"] is not None]
     out = dict(later)
     out["read"] = max(reads) if reads else None
@@ -55,9 +55,9 @@ def _time(v, name, nullable=False):
     if v is None and nullable:
         return None
     if isinstance(v, bool) or not isinstance(v, (int, float)) or not math.isfinite(float(v)) \
-            or not 0 <= float(v) <= kgdir.MAX_TS:
+            or not 0 <= float(v) <= kg_format.MAX_TS:
         raise BadInput("%s must be a number of Unix seconds" % name)
-    return kgdir.ts(v)
+    return kg_format.ts(v)
 
 
 def check(obj):
@@ -96,21 +96,21 @@ class Reader:
 def _parse(data, known, fresh):
     if not data:
         return {}, []
-    if len(data) > kgdir.MAX_FILE:
-        return {}, ["%s is %d bytes; the limit is %d: not loaded" % (FILE, len(data), kgdir.MAX_FILE)]
+    if len(data) > kg_format.MAX_FILE:
+        return {}, ["%s is %d bytes; the limit is %d: not loaded" % (FILE, len(data), kg_format.MAX_FILE)]
     out, problems = {}, []
     for lineno, raw in enumerate(data.split(b"\n"), 1):
         line = raw.rstrip(b"\r")
-        if not line.strip() or line.startswith(kgdir.CONFLICT_MARKERS):
+        if not line.strip() or line.startswith(kg_format.CONFLICT_MARKERS):
             continue
         rec = known.get(line)
         if rec is None:
             try:
-                if len(line) > kgdir.MAX_LINE:
-                    raise BadInput("line over %d bytes" % kgdir.MAX_LINE)
+                if len(line) > kg_format.MAX_LINE:
+                    raise BadInput("line over %d bytes" % kg_format.MAX_LINE)
                 rec = check(json.loads(line.decode("utf-8")))
             except (ValueError, RecursionError, BadInput) as exc:
-                if len(problems) < kgdir.MAX_PROBLEMS:
+                if len(problems) < kg_format.MAX_PROBLEMS:
                     problems.append("%s line %d: %s" % (FILE, lineno, getattr(exc, "message", None) or "not JSON"))
                 continue
         if fresh is not None:
@@ -121,7 +121,7 @@ def _parse(data, known, fresh):
 
 def render(records, line=None):
     """The file's bytes; `line(key, rec)` may give a record's line from a cache."""
-    lines = [kgdir.canonical(records[k]) if line is None else line(k, records[k]) for k in sorted(records)]
+    lines = [kg_format.canonical(records[k]) if line is None else line(k, records[k]) for k in sorted(records)]
     return ("\n".join(lines) + "\n").encode("utf-8") if lines else b""
 
 

@@ -11,8 +11,7 @@ Rules owned here:
 
 from ..core import model
 from ..core.errors import SecretRefused
-from ..secrets import fields as secretfields
-from ..secrets import kinds as secrets
+from ..secrets import fields, kinds
 
 
 def checks(scan_on, g):
@@ -24,29 +23,29 @@ def checks(scan_on, g):
 def refuse_node(scan_on, g, node):
     """SecretRefused naming the field and the kind when the node about to be written to g (or
     what was sent for it) holds a credential."""
-    _refuse(scan_on, g, secretfields.scan_node, node)
+    _refuse(scan_on, g, fields.scan_node, node)
 
 
 def refuse_edge(scan_on, g, edge):
     """Likewise for an edge."""
-    _refuse(scan_on, g, secretfields.scan_edge, edge)
+    _refuse(scan_on, g, fields.scan_edge, edge)
 
 
 def _refuse(scan_on, g, scan, item):
     if checks(scan_on, g):
         found = scan(item)
         if found is not None:
-            raise SecretRefused(secretfields.refusal(*found))
+            raise SecretRefused(fields.refusal(*found))
 
 
 def refuse_progress(scan_on, g, task_id, state):
     """Likewise for a progress record: its task id first, then its state (None clears it)."""
     if checks(scan_on, g):
-        found = secretfields.scan_state(state) if state is not None else None
-        hit = secrets.find(task_id)
+        found = fields.scan_state(state) if state is not None else None
+        hit = kinds.find(task_id)
         found = ("task_id", hit) if hit is not None else found
         if found is not None:
-            raise SecretRefused(secretfields.refusal(*found))
+            raise SecretRefused(fields.refusal(*found))
 
 
 def node_event(g, node):
@@ -56,7 +55,7 @@ def node_event(g, node):
         return [("node_put", {"node": model.public_node(node)})]
     if found[0] == "id":
         return []
-    return [("node_put", {"node": secretfields.redact_item(model.public_node(node)),
+    return [("node_put", {"node": fields.redact_item(model.public_node(node)),
                           "flagged": {"field": found[0], "kind": found[1].kind}})]
 
 
@@ -67,5 +66,5 @@ def edge_event(g, edge):
         return [("edge_put", {"edge": model.public_edge(edge)})]
     if found[0] in ("from", "to", "rel"):
         return []
-    return [("edge_put", {"edge": secretfields.redact_item(model.public_edge(edge)),
+    return [("edge_put", {"edge": fields.redact_item(model.public_edge(edge)),
                           "flagged": {"field": found[0], "kind": found[1].kind}})]

@@ -17,10 +17,9 @@ import logging
 import os
 import time
 
-from ..core import kg_format as kgdir
-from ..core import personal
+from ..core import kg_format, personal
 from ..disk.files import atomic_write
-from . import repo_id as repoid
+from . import repo_id
 
 log = logging.getLogger(__name__)
 
@@ -42,7 +41,7 @@ class Identities:
             return {}
         if not isinstance(obj, dict):
             return {}
-        return {k: v for k, v in obj.items() if repoid.is_identity(k) and isinstance(v, str) and "/" not in v}
+        return {k: v for k, v in obj.items() if repo_id.is_identity(k) and isinstance(v, str) and "/" not in v}
 
     def save(self):
         data = (json.dumps(self.by_id, sort_keys=True, indent=0) + "\n").encode("utf-8")
@@ -55,7 +54,7 @@ class Identities:
         """The identity of a project root (git runs the first time per path)."""
         ident = self.cache.get(path)
         if ident is None:
-            ident = repoid.project_identity(path) if os.path.isdir(path) else repoid.identity_of_path(path)
+            ident = repo_id.project_identity(path) if os.path.isdir(path) else repo_id.identity_of_path(path)
             self.cache[path] = ident
         return ident
 
@@ -85,7 +84,7 @@ def own_kg(path):
 def _merged(mine, theirs, record, fields):
     """`mine` with the content of both versions merged by the one merge rule (kg/core/kg_format.py)."""
     merged = dict(mine)
-    merged.update(fields(kgdir.merge_versions([record(mine), record(theirs)])))
+    merged.update(fields(kg_format.merge_versions([record(mine), record(theirs)])))
     return merged
 
 
@@ -97,7 +96,7 @@ def merge_graph_into(into, other):
         mine = into.nodes.get(nid)
         merged = dict(node)
         if mine is not None:
-            merged = _merged(mine, node, kgdir.node_record, kgdir.node_fields)
+            merged = _merged(mine, node, kg_format.node_record, kg_format.node_fields)
             personal.apply(merged, personal.merge(personal.record(mine, None, mine.get("_write_ts") or 0),
                                                   personal.record(node, None, node.get("_write_ts") or 0)))
         if merged != mine:
@@ -105,7 +104,7 @@ def merge_graph_into(into, other):
             changed += 1
     for key, edge in other.edges.items():
         mine = into.edges.get(key)
-        merged = dict(edge) if mine is None else _merged(mine, edge, kgdir.edge_record, kgdir.edge_fields)
+        merged = dict(edge) if mine is None else _merged(mine, edge, kg_format.edge_record, kg_format.edge_fields)
         if merged != mine:
             into.put_edge(merged)
             changed += 1

@@ -83,8 +83,8 @@ class Registry:
             if durable is None:
                 durable = self._claim(project_path, self._slug(project_path))
                 self._identify(durable)
-            elif not durable.opened and self.on_load is not None:
-                self.on_load(durable)  # loaded earlier for a search: now a session opens it
+            elif not durable.opened:
+                self._opened(durable)  # loaded earlier for a search: now a session opens it
             return durable
 
     def existing(self, project_path):
@@ -114,9 +114,13 @@ class Registry:
             except KgError:
                 del self.projects[project_path]
                 raise
+        self._opened(durable)
+        return durable
+
+    def _opened(self, durable):
+        durable.opened = True
         if self.on_load is not None:
             self.on_load(durable)
-        return durable
 
     # ---- identities
 
@@ -178,8 +182,7 @@ class Registry:
             durable = self.projects.get(owner)
             if durable is None:
                 durable = self._register(owner, self._load(self.layout.graph_file(slug), "project", owner, slug))
-                if self.on_load is not None:
-                    self.on_load(durable)
+                self._opened(durable)
         if durable.project_path != project_path:
             self.aliases[project_path] = durable
         if "repo_id" not in durable.graph.meta:

@@ -64,11 +64,11 @@ def identity_of_path(path):
 
 
 def _git(args, cwd):
-    from . import git_runner as gitrun  # subprocess: only once a project is opened, never at start-up
+    from . import git_runner  # subprocess: only once a project is opened, never at start-up
 
     try:
-        code, out, _ = gitrun.run(args, cwd, timeout=GIT_TIMEOUT, check=False)
-    except gitrun.GitError:
+        code, out, _ = git_runner.run(args, cwd, timeout=GIT_TIMEOUT, check=False)
+    except git_runner.GitError:
         return None
     return out.strip() if code == 0 else None
 

@@ -17,14 +17,12 @@ import logging
 import threading
 import time
 
-from ..core import compaction, model, search
+from ..core import compaction, kg_format, model, search
 from ..core.changelog import ChangeLog
 from ..core.errors import BadInput, Conflict, KgError, NotFound, StorageError
 from ..core.graph import apply_record
 from ..disk.files import RootLock
 from ..disk.layout import Layout
-from ..travel import team as shared
-from ..travel import team_prepared as prepared
 from . import gate
 from .registry import Registry
 from .sessions import Sessions, check_client_id
@@ -66,9 +64,8 @@ class Store:
         self.started = clock()
         self.compaction_settings = self.settings.compaction()
         self.writes = WritePath(self.lock, self.log, clock, self.compaction_settings, self.registry.durables)
-        self.prepared = prepared.Prepared()  # a project's .kg/ is parsed before the lock, at its first load
-        self.registry.before_load = self.prepared.warm
-        self.registry.on_load = lambda durable: shared.attach(self, durable)
+        self.team = None  # the team's .kg/ folder: installed by the wiring (kg/travel/team.py install)
+        self.closing = []  # fn() each, first thing at close, outside the lock (the team folder's export)
 
     # ------------------------------------------------------------ views
 
@@ -119,7 +116,8 @@ class Store:
         """Flush everything: fold every journal into its graph file, save sessions. On a bad
         disk the journals still hold every acknowledged change; the lock is released anyway."""
         try:
-            shared.export(self)  # before the lock: a sync takes it itself
+            for fn in self.closing:  # before the lock: a sync takes it itself
+                fn()
             with self.lock:
                 self.writes.closed = True  # a request still running past shutdown must not write
                 for d in self.registry.durables():
@@ -248,14 +246,6 @@ class Store:
                 if d.dirty and (quiet or d.journal.records >= self.settings.fold_records):
                     d.fold()
 
-    def poll_shared(self):
-        """The maintenance beat: pick up `.kg/` files changed by anything but kgd (kg/travel/team.py)."""
-        shared.poll(self)
-
-    def share(self, project_path, off=False):
-        """`kgd share [--off]`: write the project's graph to its repository's `.kg/`, or stop."""
-        return shared.share(self, project_path, off)
-
     def maintenance(self, now=None):
         """One maintenance pass: compaction (with deletion) for every loaded graph, one graph
         per lock hold; expire idle sessions; save sessions.json; fold quiet journals."""
@@ -324,7 +314,7 @@ class Store:
         node_id = model.check_id(node_id)
         with self._writing(level, session, project_path) as w:
             durable = self.registry.holding(node_id, level, session, project_path)
-            rec = shared.delete_record(durable, {"op": "del_node", "id": node_id}, self.clock())
+            rec = self._delete_record(durable, {"op": "del_node", "id": node_id})
             removed = self.writes.change(
                 w, durable, [rec], lambda g: apply_record(g, rec),
                 lambda removed: [("node_deleted", {"id": node_id,
@@ -340,10 +330,17 @@ class Store:
                 raise NotFound("no edge %s -[%s]-> %s; kg_read shows the edges." % (frm[:200], rel[:100], to[:200]))
             if len(found) > 1:
                 raise Conflict("that edge exists in both graphs: say which with level.")
-            rec = shared.delete_record(found[0], {"op": "del_edge", "key": key}, self.clock())
+            rec = self._delete_record(found[0], {"op": "del_edge", "key": key})
             edge = self.writes.change(w, found[0], [rec], lambda g: apply_record(g, rec),
                                       lambda edge: [("edge_deleted", {"edge": model.public_edge(edge)})])
             return {"level": found[0].level, "edge": model.public_edge(edge)}
+
+    def _delete_record(self, durable, rec):
+        """An explicit delete's journal record: in a shared graph it carries the time its tombstone
+        will say (compaction's deletes do not: they stay personal)."""
+        if durable.shared is not None:
+            rec = dict(rec, tomb=kg_format.ts(self.clock()))
+        return rec
 
     def read_graphs(self, session):
         """Snapshot of the active graph of both levels for a full kg_read (refreshes nothing)."""

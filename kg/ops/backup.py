@@ -30,7 +30,7 @@ from ..core.errors import KgError
 from ..core.graph import graph_from_obj
 from ..disk.files import DIR_MODE, RootLock, atomic_write, dumps, ensure_dir
 from ..disk.layout import Layout, base_slug, journal_path
-from ..secrets import fields as secretfields
+from ..secrets import fields
 from .client import Api, connect_host, find_daemon, root_lock
 from .console import CommandError, say, warn
 from .disk_view import project_graphs, snapshot_graph
@@ -69,7 +69,7 @@ def _held_back(g, label, with_flagged):
     (named by id and field, never the secret) unless the person asks for it (--with-flagged)."""
     flagged = dict(g.flagged)
     progress = g.meta.get("progress") if isinstance(g.meta.get("progress"), dict) else {}
-    tasks = [(t, f) for t, f in ((t, secretfields.scan_state(s)) for t, s in sorted(progress.items())) if f]
+    tasks = [(t, f) for t, f in ((t, fields.scan_state(s)) for t, s in sorted(progress.items())) if f]
     if not (flagged or g.flagged_edges or tasks) or with_flagged:
         return g.to_obj()
     for nid, (field, hit) in sorted(flagged.items()):
@@ -206,7 +206,7 @@ def _refuse_credentials(g, label, tally):
             tally.add("edges", "refused")
     progress = g.meta.get("progress")
     for task, state in sorted(progress.items()) if isinstance(progress, dict) else ():
-        found = secretfields.scan_state(state)
+        found = fields.scan_state(state)
         if found is not None:
             warn("%s: task progress refused: %s looks like %s" % (label, found[0], found[1].label))
             del progress[task]

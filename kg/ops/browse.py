@@ -16,9 +16,8 @@ import os
 from urllib.parse import quote
 
 from ..api import render
-from ..core import model
+from ..core import model, team_state
 from ..core import search as ranking
-from ..core import team_state as sharedmeta
 from ..core.errors import KgError
 from ..core.graph import graph_from_obj
 from ..disk.layout import Layout
@@ -61,14 +60,14 @@ def _graph_from_rest(view, level, project_path=None):
 
 def sharing_line(project, root):
     """One line: is this project's knowledge shared in the repository, or personal."""
-    from ..travel.team import holds_kg, kg_dir
+    from ..travel.team_folder import holds_kg, kg_dir
 
     info = getattr(project, "sharing", None)
     if info is None:  # from the files: the daemon is not running
         meta = project.meta if project is not None else {}
         nodes = len(project.nodes) if getattr(project, "shared", False) else len(
-            sharedmeta.state(dict(meta))["base"]["node"])
-        info = {"shared": not sharedmeta.is_off(meta) and holds_kg(root), "off": sharedmeta.is_off(meta),
+            team_state.state(dict(meta))["base"]["node"])
+        info = {"shared": not team_state.is_off(meta) and holds_kg(root), "off": team_state.is_off(meta),
                 "kg_dir": kg_dir(root), "nodes": nodes}
     if info.get("shared"):
         return ("project graph: shared in %s (%s); what you read and archive stays personal"
@@ -92,7 +91,7 @@ def _graphs(cfg, api, root):
     user = snapshot_graph(layout.user_file, "user")
     project = next((g for _, g in project_graphs(layout) if g.project_path == root), None)
     if project is None:
-        from ..travel.team import holds_kg, snapshot
+        from ..travel.team_folder import holds_kg, snapshot
 
         if holds_kg(root):  # a clone whose .kg/ no session has opened yet: what the first one will read
             project = snapshot(root)

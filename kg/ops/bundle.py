@@ -11,7 +11,7 @@ import shutil
 import tempfile
 import zipapp
 
-from .client import entry_point, running_from_archive
+from .client import KG_DIR, entry_point, running_from_archive
 from .console import say, warn
 
 _SKIP_DIRS = ("__pycache__",)
@@ -47,7 +47,7 @@ def bundle(args, cfg):
             return 1
         zipapp.create_archive(here, tmp_out, interpreter=interpreter)
     else:
-        src_pkg = os.path.dirname(os.path.abspath(__file__))
+        src_pkg = KG_DIR
         with tempfile.TemporaryDirectory(prefix="kgd-bundle-") as tmp:
             for rel in package_files(src_pkg):
                 dest = os.path.join(tmp, "kg", rel)

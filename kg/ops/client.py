@@ -23,14 +23,17 @@ LOG_NAME = "kgd.log"
 LOG_ROTATE_BYTES = 5 * 1024 * 1024
 
 
+KG_DIR = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))  # this file is kg/ops/client.py
+
+
 def running_from_archive():
-    """True inside a zipapp: this file is /path/kgd.pyz/kg/client.py."""
-    return os.path.isfile(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+    """True inside a zipapp: this file is /path/kgd.pyz/kg/ops/client.py."""
+    return os.path.isfile(os.path.dirname(KG_DIR))
 
 
 def entry_point():
     """The file to run kgd again: kgd.py beside the kg package, or the .pyz holding it."""
-    top = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+    top = os.path.dirname(KG_DIR)
     return top if running_from_archive() else os.path.join(top, "kgd.py")
 
 

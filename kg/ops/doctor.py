@@ -13,13 +13,12 @@ from collections import namedtuple
 
 from .. import __version__
 from ..disk.files import DIR_MODE, FILE_MODE
-from . import sync as synccmd
+from . import sync
 from .client import LOG_NAME, connect_host, find_daemon, python_executable, root_lock
 from .config import DEFAULT_PORT
 from .console import CommandError, say
 from .disk_view import journal_problem
-from .setup import claude_hooks as hookconf
-from .setup import settings_file as userconf
+from .setup import claude_hooks, settings_file
 from .setup.desktop import SERVER_NAME, desktop_config_path, target_os
 
 
@@ -332,17 +331,17 @@ def _check_desktop(rep):
 
 
 def _check_hooks(rep, port):
-    path = hookconf.settings_path()
+    path = claude_hooks.settings_path()
     try:
-        conf = userconf.load(path)[0]
-        missing, wrong = hookconf.check(conf, port)
+        conf = settings_file.load(path)[0]
+        missing, wrong = claude_hooks.check(conf, port)
     except CommandError as exc:
         rep.fail(str(exc), "fix %s, then: kgd hooks install" % path)
         return
     fix = "kgd hooks install%s" % (" --port %d" % port if port != DEFAULT_PORT else "")
     if wrong:
         rep.fail("Claude Code hooks in %s: %s" % (path, "; ".join(wrong)), fix)
-    elif len(missing) == 1 + len(hookconf.HTTP_EVENTS):
+    elif len(missing) == 1 + len(claude_hooks.HTTP_EVENTS):
         rep.warn("no kgd hooks in %s: Claude Code sessions get memory only when the agent asks" % path, fix)
     elif missing:
         rep.warn("kgd's Claude Code hooks lack %s in %s" % (", ".join(missing), path), fix)
@@ -352,12 +351,12 @@ def _check_hooks(rep, port):
 
 def _check_agents(rep, port):
     """Each other agent found here (Codex CLI, Gemini CLI, Copilot CLI): its MCP entry and hooks."""
-    from .setup import agent_config as agentconf
+    from .setup import agent_config
 
-    for name in agentconf.NAMES:
-        if not agentconf.present(name):
+    for name in agent_config.NAMES:
+        if not agent_config.present(name):
             continue
-        for level, what, fix in agentconf.check(name, port):
+        for level, what, fix in agent_config.check(name, port):
             _tell(rep, level, what, fix)
 
 
@@ -390,28 +389,27 @@ def _check_credentials(rep, root):
 def _check_shared(rep, root):
     """Contract 9: every project shared through its repository's .kg/ loads cleanly (kgd skips
     what it cannot read; this says what and where)."""
-    from ..core import kg_format as kgdir
-    from ..core import team_state as sharedmeta
+    from ..core import kg_format, team_state
     from ..disk.layout import Layout
-    from ..travel import team as shared
+    from ..travel import team_folder
     from .disk_view import project_graphs
 
     for _, g in project_graphs(Layout(root)) if os.path.isdir(root) else ():
-        if not g.project_path or sharedmeta.is_off(g.meta) or not shared.holds_kg(g.project_path):
+        if not g.project_path or team_state.is_off(g.meta) or not team_folder.holds_kg(g.project_path):
             continue
         problems, counts = [], {}
-        for kind, path in shared.Shared.paths_of(g.project_path).items():
-            data, problem = shared.read_file(path)
+        for kind, path in team_folder.paths_of(g.project_path).items():
+            data, problem = team_folder.read_file(path)
             problems += [problem] if problem else []
-            records, found = kgdir.parse(data, kind)
+            records, found = kg_format.parse(data, kind)
             problems += found
             counts[kind] = sum(1 for r in records.values() if "deleted" not in r)
-        where = shared.kg_dir(g.project_path)
-        attrs = shared.read_file(os.path.join(where, ".gitattributes"))[0] or b""
+        where = team_folder.kg_dir(g.project_path)
+        attrs = team_folder.read_file(os.path.join(where, ".gitattributes"))[0] or b""
         if b"merge=union" not in attrs:
             rep.warn("%s/.gitattributes does not name git's union driver: a merge may stop with conflict "
                      "markers there (kgd still reads them)" % where,
-                     "restore it: echo '%s' > %s/.gitattributes" % (kgdir.GITATTRIBUTES.strip(), where))
+                     "restore it: echo '%s' > %s/.gitattributes" % (kg_format.GITATTRIBUTES.strip(), where))
         if problems:
             rep.warn("%s: %d problem(s), skipped by kgd: %s" % (where, len(problems), "; ".join(problems[:5])),
                      "fix or delete those lines (`git log -p -- .kg` shows who added them); the rest loads")
@@ -456,7 +454,7 @@ def doctor(args, cfg):
                      "KG_HTTP_PORT) and re-register the client with that port" % port)
     _check_storage(rep, cfg["root"])
     _check_credentials(rep, cfg["root"])
-    synccmd.check(rep, cfg)
+    sync.check(rep, cfg)
     _check_shared(rep, cfg["root"])
     if not args.skip_service:
         _check_service(rep, port or DEFAULT_PORT)

@@ -22,7 +22,7 @@ import socket
 import sys
 import time
 
-from ..agents import dialects as agents
+from ..agents import dialects
 from ..disk.files import lock_state
 from ..disk.layout import Layout
 from .config import DEFAULTS, ConfigError, connect_host, resolve_config
@@ -166,17 +166,17 @@ about 2 seconds.
   --agent NAME   the agent that runs this hook: %s (default claude)
   --event EVENT  the agent's event name, when its input does not carry one (Copilot CLI's
                  command hooks: sessionStart, userPromptSubmitted, postToolUse, agentStop)
-""" % ", ".join(agents.NAMES)
+""" % ", ".join(dialects.NAMES)
 
 
 def hook_path(agent, event):
     """The /api/hooks path for an agent and event, or raise ValueError saying what is wrong."""
-    agent = agent or agents.CLAUDE
-    if not agents.known(agent):
-        raise ValueError(agents.unknown_message(agent))
+    agent = agent or dialects.CLAUDE
+    if not dialects.known(agent):
+        raise ValueError(dialects.unknown_message(agent))
     if event is not None and not (0 < len(event) <= 64 and event.isalnum() and event.isascii()):
         raise ValueError("--event takes an event name such as postToolUse")
-    if agent == agents.CLAUDE and event is None:
+    if agent == dialects.CLAUDE and event is None:
         return PATH
     return PATH + "?agent=" + agent + ("&event=" + event if event else "")
 

@@ -11,7 +11,7 @@ import os
 import signal
 import time
 
-from . import sync as synccmd
+from . import sync
 from .client import LOG_NAME, Api, connect_host, ensure_daemon, find_daemon, get_json, root_lock
 from .console import CommandError, plural, say, warn
 
@@ -65,10 +65,10 @@ def status(args, cfg):
         else:
             text = "kgd is not running (root %s, port %s); start it with `kgd start` or `kgd`" % (
                 cfg["root"], cfg["port"])
-        remote = synccmd.offline_status(cfg["root"])
+        remote = sync.offline_status(cfg["root"])
         if remote:
             out["remote"] = remote
-            text = "\n".join([text] + synccmd.describe(remote))
+            text = "\n".join([text] + sync.describe(remote))
         say(json.dumps(out) if args.json else text)
         return 1
     port, h = found["port"], found["health"]
@@ -76,7 +76,7 @@ def status(args, cfg):
     try:
         projects = get_json(api, "/api/projects").get("projects") or []
         user = _user_counts(get_json(api, "/api/graph").get("user") or {})
-        remote = synccmd.live_status(api)
+        remote = sync.live_status(api)
     finally:
         api.close()
     out = {"running": True, "version": h.get("version"), "url": "http://%s:%d/" % (connect_host(cfg), port),
@@ -97,7 +97,7 @@ def status(args, cfg):
     say("projects: %s on disk%s" % (len(projects) or "none", ":" if projects else ""))
     for p in projects:
         say("  %-24s %s  %s" % (p.get("slug"), p.get("project_path"), _counts_line(p)))
-    for line in synccmd.describe(remote):
+    for line in sync.describe(remote):
         say(line)
     return 0
 

@@ -56,14 +56,15 @@ def _through_daemon(cfg, root, off):
 
 def _in_process(cfg, root, off):
     from ..memory.store import Settings, Store
+    from ..travel import team
 
-    store = Store(cfg["root"], Settings(max_tokens=cfg["max_tokens"]))
+    store = team.install(Store(cfg["root"], Settings(max_tokens=cfg["max_tokens"])))
     try:
         store.open("kgd share")
     except KgError as exc:
         raise CommandError(exc.message)
     try:
-        return store.share(root, off=off)
+        return store.team.share(root, off=off)
     except KgError as exc:
         raise CommandError(exc.message)
     finally:

@@ -14,7 +14,7 @@ import json
 import os
 import time
 
-from ..memory import git_runner as gitrun
+from ..memory import git_runner
 from ..travel.remote_repo import check_remote, read_config, read_status, redact_url, write_config
 from .client import Api, connect_host, ensure_daemon, find_daemon
 from .console import CommandError, say
@@ -55,7 +55,7 @@ def resolve_remote(url):
     parent = os.path.dirname(path)
     if not os.path.isdir(parent):
         raise CommandError("%s does not exist (nor does its folder); give an existing folder or a git URL" % path)
-    gitrun.run(["init", "--quiet", "--bare", path], parent)
+    git_runner.run(["init", "--quiet", "--bare", path], parent)
     return path, True
 
 
@@ -111,7 +111,7 @@ def check(rep, cfg):
     if not st.get("enabled", True):
         rep.ok("personal remote %s is off (kgd sync --remote %s turns it on)" % (st["remote"], st["remote"]))
         return
-    if not gitrun.available():
+    if not git_runner.available():
         rep.fail("personal remote %s set, but git is not installed" % st["remote"], "install git")
         return
     for line in describe(st)[1:]:
@@ -143,7 +143,7 @@ def sync(args, cfg):
             url, created = resolve_remote(args.remote)
         except ValueError as exc:
             raise CommandError(str(exc))
-        except gitrun.GitError as exc:
+        except git_runner.GitError as exc:
             raise CommandError("could not create the repository: %s" % exc.message)
         if created:
             say("created an empty repository at %s" % url)
@@ -153,7 +153,7 @@ def sync(args, cfg):
         raise CommandError("no remote set up; run `kgd sync --remote URL` (a private git repository, or a path)")
     elif not config.get("enabled", True):
         raise CommandError("remote sync is off; `kgd sync --remote %s` turns it on" % redact_url(config["remote"]))
-    if not gitrun.available():
+    if not git_runner.available():
         raise CommandError("git is not installed; kgd runs the `git` program to sync")
     port, _ = ensure_daemon(cfg, timeout=10.0)
     st = _post(cfg, port, 0 if args.no_wait else WAIT)

@@ -21,6 +21,7 @@ from .. import __version__
 from ..core.errors import KgError
 from ..memory.maintenance import Loop
 from ..memory.store import Settings, Store
+from ..travel import team
 from .http import Daemon
 
 log = logging.getLogger("kgd")
@@ -46,7 +47,7 @@ class App:
         settings = Settings(max_tokens=cfg["max_tokens"], grace_days=cfg["grace_days"],
                             orphan_grace_days=cfg["orphan_grace_days"], save_interval=cfg["save_interval"],
                             session_ttl=cfg["session_ttl"], secret_scan=cfg.get("secret_scan", True))
-        store = Store(cfg["root"], settings)
+        store = team.install(Store(cfg["root"], settings))  # the team's .kg/ in its load and close steps
         try:
             store.open("starting")
         except KgError as exc:
@@ -70,7 +71,7 @@ class App:
             log.warning("listening on %s WITHOUT a token: anyone who can reach this address can read and change "
                         "the memory. Set --token or KG_TOKEN, or bind to 127.0.0.1.", cfg["host"])
         self.loop = Loop(
-            store, settings.save_interval, housekeeping=[daemon.reap, store.poll_shared, self.remote.tick]
+            store, settings.save_interval, housekeeping=[daemon.reap, store.team.poll, self.remote.tick]
         ).start()
         self.thread = threading.Thread(target=daemon.serve_forever, kwargs={"poll_interval": 0.2}, name="kgd-http")
         self.thread.start()
@@ -171,8 +172,8 @@ def hooks_handler(store):
         if not loaded:
             with lock:
                 if not loaded:
-                    from ..agents import loop as hooks
-                    loaded.append(hooks.handler(store))
+                    from ..agents import loop
+                    loaded.append(loop.handler(store))
         return loaded[0](payload, agent, event)
     return handle
 

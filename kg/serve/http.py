@@ -4,8 +4,8 @@ Rules owned here:
 - ROUTES maps a path to the Handler methods that answer it, per HTTP method: POST / and /mcp are
   MCP (GET / answers a person's browser with a small page, anything else on them 405 with Allow:
   POST); GET /health; /api/... goes to kg/api/rest.py, which answers its own 404 and 405; GET /ws
-  (kg/serve/ws.py, then kg/serve/hub.py's broadcaster serves it); the viewer's files (kg/serve/viewer.py). Anything
-  else is a JSON 404; a known path with a wrong method is 405 with Allow.
+  (kg/serve/ws.py, then kg/serve/broadcaster.py serves it); the viewer's files (kg/serve/viewer.py).
+  Anything else is a JSON 404; a known path with a wrong method is 405 with Allow.
 - Every request passes kg/serve/guard.py's Policy (Host, Origin, token) before it is routed.
 - Bodies over 4 MiB get 413 without being read (and the connection is closed).
 - Every response is sent in one write with Content-Length (no Nagle stalls on keep-alive).
@@ -30,8 +30,7 @@ from ..core.text import compact_json
 from ..memory import foreground
 from ..memory.projects import resolve_project_root
 from ..memory.sessions import new_session_id
-from . import guard, ws
-from . import hub as feed
+from . import broadcaster, guard, hub, ws
 
 log = logging.getLogger(__name__)
 
@@ -400,13 +399,12 @@ class Handler(BaseHTTPRequestHandler):
         hello = {"type": "connected", "session_id": new_session_id(), "project_path": project_path,
                  "version": __version__}
         # The broadcaster thread serves the feed from now on; this handler thread returns.
-        sock, early = feed.take_over(self.connection, self.rfile)
-        self.server.feeds.attach(sock, feed.project_filter(project_path), hello, early)
+        sock, early = hub.take_over(self.connection, self.rfile)
+        self.server.feeds.attach(sock, hub.project_filter(project_path), hello, early)
 
 
 def no_hooks(payload):
-    """The hook answer of a Daemon built without kg/agents/loop.py's handler (kg/serve/app.py sets it; tests
-    may not): nothing to say, an empty 200."""
+    """A Daemon's hook answer until kg/serve/app.py sets kg/agents/loop.py's (tests may not): an empty 200."""
     return None
 
 
@@ -420,8 +418,8 @@ class Daemon(ThreadingHTTPServer):
     def __init__(self, address, store, host="127.0.0.1", token=None, structured_output=False):
         self.store = store
         self.mcp = mcp.Server(store, structured=structured_output)
-        self.hub = feed.Hub()
-        self.feeds = feed.Broadcaster(self.hub)
+        self.hub = hub.Hub()
+        self.feeds = broadcaster.Broadcaster(self.hub)
         self.stop_event = threading.Event()
         self.stopping = False
         self.started = time.time()

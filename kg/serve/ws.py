@@ -22,7 +22,7 @@
 Layout, after the `websockets` library's sans-I/O core: handshake and frames are pure
 functions over bytes; `Connection` is a state machine fed bytes that hands back events
 and bytes to send. Nothing here touches a socket or a thread: the live feed's fan-out and
-its socket loop are kg/serve/hub.py.
+its socket loop are kg/serve/hub.py and kg/serve/broadcaster.py.
 """
 
 from __future__ import annotations

@@ -20,7 +20,7 @@ import threading
 import time
 
 from ..core.errors import Conflict
-from ..memory import git_runner as gitrun
+from ..memory import git_runner
 from .remote_repo import SyncRepo, check_remote, read_config, read_status, redact_url, sync_folder, write_status
 from .remote_schedule import DEBOUNCE, MAX_DELAY, Schedule, Status, Worker
 
@@ -32,11 +32,11 @@ SWITCH_INTERVAL = 0.0005
 
 class RemoteSync:
     def __init__(self, root, interval=300.0, bridge=None, clock=time.time, debounce=DEBOUNCE,
-                 max_delay=MAX_DELAY, git_timeout=gitrun.DEFAULT_TIMEOUT):
+                 max_delay=MAX_DELAY, git_timeout=git_runner.DEFAULT_TIMEOUT):
         self.root = root
         self.folder = sync_folder(root)
         self.interval = float(interval)
-        self.bridge = bridge  # kg/syncexport.Bridge: .export(full), .pickup(changed_paths)
+        self.bridge = bridge  # kg/travel/remote_bridge.py's Bridge: .export(full), .pickup(changed_paths)
         self.clock = clock
         self.debounce = debounce
         self.max_delay = max_delay

@@ -1,17 +1,13 @@
 """Knowledge between the store and the sync working tree ROOT/sync/ (contract section 9, personal
 remote). Each graph's folder there is treated exactly like a `.kg/`: the same files, the same merge
-rule and the same three-way reconcile (kg/core/kg_format.py, kg/core/reconcile.py), with its own base.
+rule and the same three-way reconcile (kg/core/kg_format.py, kg/core/reconcile.py), with its own base
+(kg/travel/remote_mirror.py: each graph's folder, base and records).
 
 Rules owned here:
-- Folders: `user/` for the user graph, `projects/<identity>/` for a project (kg/memory/repo_id.py; the
-  identity is recorded in the graph's `_meta.repo_id`). A project shared in its repository (it has
-  `.kg/`) keeps its content there: only its personal state lands here.
 - Content: `nodes.jsonl`, `edges.jsonl` (kg/core/kg_format.py). Personal state: `personal.jsonl` (personal.py's
   lines and rule: the later read wins, the later state change wins).
-- The base (what memory and the folder last agreed on) is `_meta.sync_base` of each graph, saved
-  with the graph file; a base lost in a crash only makes the next reconcile merge versions that
-  are already equal. Unlike a `.kg/` (where a branch switch takes lines away), only a tombstone
-  removes knowledge here: a line missing from the file is written again from memory.
+- Unlike a `.kg/` (where a branch switch takes lines away), only a tombstone removes knowledge
+  here: a line missing from the file is written again from memory.
 - A pass costs what changed, not the graph's size: it reconciles only the keys the graph's
   tracker saw change (kg/core/graph.py Changes) while the folder's files are as kgd last wrote them;
   every key is compared when a graph is met first or recounted, when the files moved (a merge,
@@ -33,57 +29,25 @@ import os
 import threading
 import time
 
-from ..core import kg_format as kgdir
-from ..core import model, personal
+from ..core import kg_format, personal
 from ..core.reconcile import reconcile
-from ..memory import foreground
-from ..memory import repo_id as repoid
+from ..memory import foreground, repo_id
 from .remote_files import SyncFiles, stat
+from .remote_mirror import (
+    META,
+    PROJECTS_DIR,
+    Mirror,
+    content_record,
+    events,
+    folder_of,
+    is_shared,
+    keep_old,
+    personal_signature,
+    signature,
+    sync_base,
+)
 
 log = logging.getLogger(__name__)
-
-META = "sync_base"
-USER_DIR = "user"
-PROJECTS_DIR = "projects"
-KINDS = (("node", kgdir.NODES_FILE), ("edge", kgdir.EDGES_FILE))
-
-
-def is_shared(graph):
-    """The project keeps its content in its repository's `.kg/` (kg/travel/team.py)."""
-    return bool(getattr(graph, "shared", False))
-
-
-def folder_of(graph):
-    """The graph's folder under ROOT/sync/ (relative), or None when it has no identity yet."""
-    if graph.level == "user":
-        return USER_DIR
-    ident = graph.meta.get("repo_id")
-    return PROJECTS_DIR + "/" + ident if repoid.is_identity(ident) else None
-
-
-class Mirror:
-    """What the bridge knows of one graph between passes: the graph object it follows, the
-    tracker that graph tells of every change (kg/core/graph.py), memory's records and personal lines
-    as last computed, and when memory was last audited."""
-
-    def __init__(self, graph, rel, shared, now):
-        self.graph = graph
-        self.tracker = graph.track()
-        self.rel = rel
-        self.shared = shared
-        self.audited_at = now
-        self.recs = {"node": {}, "edge": {}}  # kind -> {key: (signature, record, stamp)}
-        self.mem = {"node": ({}, {}), "edge": ({}, {})}  # kind -> ({key: record}, {key: stamp})
-        self.mine = {}  # node id -> (personal signature, base entry, personal line)
-        self.lines = {}  # node id -> personal line
-        self.stats = {}  # path -> the file's stat when this graph's last pass read or wrote it
-        self.redo = False  # this incremental pass met a file it did not expect: the next is full
-
-    def current(self, g, rel):
-        return self.graph is g and self.rel == rel and self.shared == is_shared(g)
-
-    def drop(self):
-        self.graph.untrack(self.tracker)
 
 
 class Bridge:
@@ -151,7 +115,7 @@ class Bridge:
     @staticmethod
     def _paths(folder, shared):
         """The files of the folder a pass reads (a shared project's: personal.jsonl only)."""
-        names = (personal.FILE,) if shared else (kgdir.NODES_FILE, kgdir.EDGES_FILE, personal.FILE)
+        names = (personal.FILE,) if shared else (kg_format.NODES_FILE, kg_format.EDGES_FILE, personal.FILE)
         return [os.path.join(folder, name) for name in names]
 
     def _files_moved(self, m, folder, shared):
@@ -200,7 +164,7 @@ class Bridge:
             else:
                 node_refs = {k: g.nodes[k] for k in touched_nodes if k in g.nodes}
                 edge_refs = {k: g.edges[k] for k in touched_edges if k in g.edges}
-            base = _base(g.meta)
+            base = sync_base(g.meta)
             flagged = {"node": set(g.flagged), "edge": set(g.flagged_edges)}  # the secrets gate's findings
         folder = os.path.join(self.sync_root, *rel.split("/"))
         examine = None if full else {"node": touched_nodes, "edge": touched_edges}
@@ -235,15 +199,15 @@ class Bridge:
             flagged = set(g.flagged)
         recs, mine = m.recs, m.mine
         missed_nodes = {k for k, n in node_refs.items()
-                        if k not in flagged and (k not in mine or mine[k][0] != _personal_signature(n))}
+                        if k not in flagged and (k not in mine or mine[k][0] != personal_signature(n))}
         missed_nodes.update(k for k in mine if k not in node_refs)
         missed_edges = set()
         if not m.shared:  # a shared project's content is not mirrored here (kg/travel/team.py)
             missed_nodes.update(k for k, n in node_refs.items()
-                                if k not in recs["node"] or recs["node"][k][0] != _signature("node", n))
+                                if k not in recs["node"] or recs["node"][k][0] != signature("node", n))
             missed_nodes.update(k for k in recs["node"] if k not in node_refs)
             missed_edges = {k for k, e in edge_refs.items()
-                            if k not in recs["edge"] or recs["edge"][k][0] != _signature("edge", e)}
+                            if k not in recs["edge"] or recs["edge"][k][0] != signature("edge", e)}
             missed_edges.update(k for k in recs["edge"] if k not in edge_refs)
         with self.store.lock:
             missed_nodes -= m.tracker.nodes  # changed since the last pass, and told
@@ -267,7 +231,7 @@ class Bridge:
         node_disk = {}
         secret_ids = set()
         if not m.shared:
-            for kind, name, items in (("node", kgdir.NODES_FILE, nodes), ("edge", kgdir.EDGES_FILE, edges)):
+            for kind, name, items in (("node", kg_format.NODES_FILE, nodes), ("edge", kg_format.EDGES_FILE, edges)):
                 path = os.path.join(folder, name)
                 keys = None if examine is None else examine[kind]
                 foreground.give_way()
@@ -290,7 +254,7 @@ class Bridge:
             m.redo = True  # lines for nodes outside this pass's snapshot may wait: the next pass sees all
         ids = mine if whole else examine["node"]
         moved = {k: mine[k] for k in ids if k in mine and disk.get(k) != mine[k]}
-        tombstoned = {k for k in (node_disk if whole else ids) if kgdir.is_tombstone(node_disk.get(k) or {})}
+        tombstoned = {k for k in (node_disk if whole else ids) if kg_format.is_tombstone(node_disk.get(k) or {})}
         gone = [k for k in tombstoned if k in disk and k not in mine]
         arriving = [k for k, r in taken["node"].items() if r is not None and k not in mine and k in disk]
         _, to_memory, _ = personal.reconcile(moved, {k: disk[k] for k in list(moved) + arriving if k in disk})
@@ -345,10 +309,10 @@ class Bridge:
         out = self.disk.render(path, merged, result.disk.keys(), now, disk)
         stamps = dict(disk_stamps)
         for k, r in result.disk.items():
-            if kgdir.is_tombstone(r):
+            if kg_format.is_tombstone(r):
                 stamps.pop(k, None)
             else:
-                stamps[k] = kgdir.stamp(r)
+                stamps[k] = kg_format.stamp(r)
         return result.memory, new_base, out, merged, frozen, stamps
 
     def _personal(self, m, nodes, base, now, skip, examine=None):
@@ -365,7 +329,7 @@ class Bridge:
                 m.mine.pop(k, None)
                 m.lines.pop(k, None)
                 continue
-            sig = _personal_signature(n)
+            sig = personal_signature(n)
             b = base.get(k)
             hit = old.get(k)
             if hit is None or hit[0] != sig or hit[1] != b:
@@ -392,11 +356,11 @@ class Bridge:
                 for d in (fresh, recs, stamps):
                     d.pop(k, None)
                 continue
-            sig = _signature(kind, x)
+            sig = signature(kind, x)
             hit = cache.get(k)
             if hit is None or hit[0] != sig:
-                rec = kgdir.node_record(x) if kind == "node" else kgdir.edge_record(x)
-                hit = (sig, rec, kgdir.stamp(rec))
+                rec = kg_format.node_record(x) if kind == "node" else kg_format.edge_record(x)
+                hit = (sig, rec, kg_format.stamp(rec))
             fresh[k] = hit
             recs[k], stamps[k] = hit[1], hit[2]
         return recs, stamps
@@ -415,14 +379,14 @@ class Bridge:
         with store.writes.writing(None) as w:
             if durable.graph is not g:
                 return 0  # reloaded meanwhile: the next pass starts over
-            old = _base(g.meta)
+            old = sync_base(g.meta)
             records, pending = [], {}
             for kind, current, snap in (("node", g.nodes, nodes), ("edge", g.edges, edges)):
                 for key, rec in taken[kind].items():
                     if current.get(key) != snap.get(key):
-                        _keep_old(new_base[kind], old[kind], key)
+                        keep_old(new_base[kind], old[kind], key)
                         continue
-                    r = _content_record(kind, key, rec, current.get(key))
+                    r = content_record(kind, key, rec, current.get(key))
                     if r is not None:
                         records.append(r)
                         if r["op"] == "node":
@@ -436,7 +400,7 @@ class Bridge:
                     continue
                 node = g.nodes.get(nid)
                 if node is None or node != nodes.get(nid):
-                    _keep_old(new_base["personal"], old["personal"], nid)
+                    keep_old(new_base["personal"], old["personal"], nid)
                     continue
                 updated = personal.apply(dict(node), rec)
                 if updated != node:
@@ -451,7 +415,7 @@ class Bridge:
                 for r in records:
                     apply_record(graph, r)
                 graph.meta[META] = new_base
-            store.writes.change(w, durable, records, apply, lambda _: _events(records, before), counted=False)
+            store.writes.change(w, durable, records, apply, lambda _: events(records, before), counted=False)
             durable.dirty = True  # the base is saved with the graph file at the next fold
         return len(records)
 
@@ -461,12 +425,12 @@ class Bridge:
         """A project graph's identity, recorded in its _meta the first time (git runs here,
         outside the store's lock)."""
         g = durable.graph
-        if g.level != "project" or repoid.is_identity(g.meta.get("repo_id")) or not g.path_known:
+        if g.level != "project" or repo_id.is_identity(g.meta.get("repo_id")) or not g.path_known:
             return
         path = g.project_path
-        ident = repoid.project_identity(path) if path and os.path.isdir(path) else repoid.identity_of_path(path)
+        ident = repo_id.project_identity(path) if path and os.path.isdir(path) else repo_id.identity_of_path(path)
         with self.store.lock:
-            if durable.graph is g and not repoid.is_identity(g.meta.get("repo_id")):
+            if durable.graph is g and not repo_id.is_identity(g.meta.get("repo_id")):
                 g.meta["repo_id"] = ident
                 durable.dirty = True
 
@@ -475,60 +439,3 @@ class Bridge:
             if (rel, p) not in self.problems_logged:
                 self.problems_logged.add((rel, p))
                 log.warning("remote sync: %s/%s skipped", rel, p)
-
-
-def _signature(kind, x):
-    """What a record is made of: equal signatures, equal records (no JSON needed to compare)."""
-    if kind == "node":
-        return (x.get("gist"), tuple(x.get("notes") or ()), tuple(x.get("touches") or ()), x.get("_created_ts"),
-                x.get("_write_ts"))
-    return (tuple(x.get("notes") or ()), x.get("_write_ts"))
-
-
-def _personal_signature(n):
-    return (n.get("_read_ts"), n.get("_archived"), n.get("_orphaned_ts"), n.get("_created_ts"))
-
-
-def _base(meta):
-    """The graph's sync base as {"node", "edge", "personal"} -> {key: ...}. The dicts are the
-    graph's own (a pass replaces _meta.sync_base whole, never changes it in place)."""
-    b = meta.get(META)
-    b = b if isinstance(b, dict) else {}
-    return {k: b.get(k) if isinstance(b.get(k), dict) else {} for k in ("node", "edge", "personal")}
-
-
-def _keep_old(new, old, key):
-    if key in old:
-        new[key] = old[key]
-    else:
-        new.pop(key, None)
-
-
-def _content_record(kind, key, rec, current):
-    """The journal record taking one node or edge from the folder (rec None: it leaves memory)."""
-    if rec is None:
-        if current is None:
-            return None
-        return {"op": "del_node", "id": key} if kind == "node" else {"op": "del_edge", "key": key}
-    if kind == "node":
-        node = dict(current) if current is not None else {"_read_ts": None}
-        node.update(kgdir.node_fields(rec))
-        return {"op": "node", "node": node}
-    edge = dict(current or {})
-    edge.update(kgdir.edge_fields(rec))
-    return {"op": "edge", "edge": edge}
-
-
-def _events(records, removed_edges):
-    """The change events of what a pass took into memory (for kg_sync and the live feed)."""
-    out = []
-    for r in records:
-        if r["op"] == "node":
-            out.append(("node_put", {"node": model.public_node(r["node"])}))
-        elif r["op"] == "del_node":
-            out.append(("node_deleted", {"id": r["id"], "edges_removed": []}))
-        elif r["op"] == "edge":
-            out.append(("edge_put", {"edge": model.public_edge(r["edge"])}))
-        elif removed_edges.get(r["key"]) is not None:
-            out.append(("edge_deleted", {"edge": model.public_edge(removed_edges[r["key"]])}))
-    return out

@@ -32,8 +32,7 @@ import re
 import time
 
 from ..disk.files import atomic_write, ensure_dir
-from ..memory import foreground
-from ..memory import git_runner as gitrun
+from ..memory import foreground, git_runner
 
 log = logging.getLogger(__name__)
 
@@ -138,7 +137,7 @@ def check_remote(url):
 class SyncRepo:
     """Git operations on one sync working tree."""
 
-    def __init__(self, folder, remote, timeout=gitrun.DEFAULT_TIMEOUT):
+    def __init__(self, folder, remote, timeout=git_runner.DEFAULT_TIMEOUT):
         self.folder = folder
         self.remote = remote
         self.timeout = timeout
@@ -151,29 +150,29 @@ class SyncRepo:
 
     def git(self, *args, check=True, timeout=None):
         if self.cancelled:
-            raise gitrun.GitError("cancelled", "the daemon is stopping")
+            raise git_runner.GitError("cancelled", "the daemon is stopping")
         foreground.give_way()  # git starts while no request is being served
         try:
-            return gitrun.run(list(args), self.folder, timeout or self.timeout, check=check, started=self._started,
+            return git_runner.run(list(args), self.folder, timeout or self.timeout, check=check, started=self._started,
                               nice=NICE)
-        except gitrun.GitError:
+        except git_runner.GitError:
             self._sound = False  # the repository may be what failed: ensure() checks it again
             raise
         finally:
             self._proc = None
             if self.cancelled:
-                raise gitrun.GitError("cancelled", "the daemon is stopping")
+                raise git_runner.GitError("cancelled", "the daemon is stopping")
 
     def _started(self, proc):
         self._proc = proc
         if self.cancelled:
-            gitrun.kill(proc)
+            git_runner.kill(proc)
 
     def cancel(self):
         """Stop the round under way: the git call running now is killed, no further one starts
         (what a killed git leaves, the next round finishes)."""
         self.cancelled = True
-        gitrun.kill(self._proc)
+        git_runner.kill(self._proc)
 
     def out(self, *args):
         return self.git(*args)[1].strip()
@@ -253,7 +252,7 @@ class SyncRepo:
         if code == 0 and (self._has_head or self.head() is not None):
             return False
         self.git("commit", "--quiet", "--no-verify", "--allow-empty", "-m",
-                 message or "kgd: changes from %s" % gitrun.host_name())
+                 message or "kgd: changes from %s" % git_runner.host_name())
         self._has_head = True
         return True
 
@@ -294,7 +293,7 @@ class SyncRepo:
         conflicted = code != 0
         if conflicted:
             if not os.path.exists(os.path.join(self.folder, ".git", "MERGE_HEAD")):
-                raise gitrun.GitError("failed", "git merge: %s" % gitrun.summary(err), code, err)
+                raise git_runner.GitError("failed", "git merge: %s" % git_runner.summary(err), code, err)
             log.info("remote sync: git left a conflict in %s; committing it as it is for kgd to resolve",
                      self.folder)
             self.finish_merge()
@@ -330,7 +329,7 @@ class SyncRepo:
 
     def round(self, export=None, pickup=None):
         """One full round; returns {"changed": [...], "conflicted": bool, "pushed": bool}. Raises
-        gitrun.GitError (local commits are kept). Nothing is pushed when the remote already has
+        git_runner.GitError (local commits are kept). Nothing is pushed when the remote already has
         our `main`: a round where nothing changed anywhere is four git calls."""
         self.ensure()
         if export:
@@ -348,7 +347,7 @@ class SyncRepo:
                         pickup(got)
                     if export:
                         export()
-                    self.commit("kgd: merged on %s" % gitrun.host_name())
+                    self.commit("kgd: merged on %s" % git_runner.host_name())
                 ours = self.head()
             if ours is None or ours == theirs:
                 break  # the remote holds all we have
@@ -356,7 +355,7 @@ class SyncRepo:
                 self.push()
                 pushed = True
                 break
-            except gitrun.GitError as exc:
+            except git_runner.GitError as exc:
                 if exc.kind != "rejected" or attempt == PUSH_TRIES - 1:
                     raise
                 time.sleep(0.05 * (attempt + 1))

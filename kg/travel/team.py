@@ -1,582 +1,135 @@
-"""A project graph shared through its repository's `.kg/` (contract section 9): load, pickup, export.
+"""The team's `.kg/` folder plugged into the store (contract section 9): load, pickup, export, share.
 
-Rules owned here:
+The store knows nothing of `.kg/`: the wiring (kg/serve/app.py, and `kgd share` run without a
+daemon) calls install(store), which hooks a TeamFolder into the store's load and close steps as
+the personal remote is hooked into its change listeners. Rules owned here:
 - A loaded project whose root holds `.kg/nodes.jsonl` or `.kg/edges.jsonl` is shared, unless its
-  personal setting says `kgd share --off`; Graph.shared then says so. The storage root's graph
-  stays the personal copy and the durability of every write: a put only journals, as for a
-  private graph; `.kg/` is written when writes pause (the journal fold) and at shutdown.
-- sync(): read the files outside the store's lock; under one lock hold reconcile them with the
-  graph (kg/core/reconcile.py) and apply what the disk brought through the store's one write path
-  (journalled, logged with no session so every kg_sync and the live feed see it, compaction
-  runs); then, outside the lock, re-stat the files (changed since read: reconcile again) and
-  write what memory brought, atomically; then record the new base. Reading changes no file.
+  personal setting says `kgd share --off`; Graph.shared then says so. Its files are read and
+  parsed before the store's lock (kg/travel/team_prepared.py, from the registry's warm step):
+  under it a load only reconciles and applies, as a pickup does. A hostile `.kg/` never keeps
+  the project from loading.
 - Pickup: a cheap stat (mtime_ns, size, inode) of both files on the maintenance beat; a change
-  by anything but kgd (pull, merge, checkout, an editor) is synced at the next beat. A background
-  sync waits while git works in the checkout (its index.lock exists) or a file changed in the last
-  SETTLE_S seconds: a file half-written by a checkout must not empty the view.
-- The files are untrusted: only regular files inside a real `.kg/` folder are read (no symlink,
-  no FIFO), up to kgdir.MAX_FILE bytes; bad lines are logged once per file state, kept for
-  `kgd doctor`, and skipped. Nothing in them is run. A `.kg/` folder that is gone (a branch
-  without it) is read as empty and never recreated by a pickup or an export.
-- `.kg/` gone while HEAD did not move (rm -rf, `git clean` before the commit) is not a branch switch:
-  nothing leaves the view, nothing is written, and the base is forgotten (kgd share writes it again).
-- Only the shared half of a node or edge is written (kgdir.node_record / edge_record); a
-  node or edge holding a credential (kg/secrets/kinds.py, when present) is never written.
+  by anything but kgd (pull, merge, checkout, an editor) is synced at the next beat, and a
+  loaded project whose repository gained a `.kg/` (a pull brought it) becomes shared.
+- At shutdown every shared project's pending changes are written, unless git is busy there.
 - Never called with the store's lock held, except at load (a fresh Shared nobody else holds).
-  Even then the files are read and parsed before the lock (kg/travel/team_prepared.py, from the registry's
-  warm step): under it a load only reconciles and applies, as a pickup does.
-- A file cut at kgdir.MAX_RECORDS lines loads its first lines and is never written by kgd (its
-  keys are held back like a credential's) until it is back under the limit: kgd does not drop
-  the lines it skipped from the repository.
 """
 
 import logging
 import os
-import stat
-import threading
 import time
 
-from ..core import kg_format as kgdir
-from ..core import model
-from ..core import team_state as sharedmeta
-from ..core.reconcile import Result, memory_view, reconcile, written
-from ..disk.files import atomic_write
+from ..core import team_state
+from ..core.errors import BadInput
+from ..memory.projects import resolve_project_root
+from .team_folder import ensure_layout, holds_kg, kg_dir
+from .team_prepared import Prepared
+from .team_sync import Shared
 
 log = logging.getLogger(__name__)
 
-KG_DIR = ".kg"
-REPO_FILE_MODE = 0o644  # less the umask: a repository's file, not the private root's
-REPO_DIR_MODE = 0o755
-FILES = {"node": kgdir.NODES_FILE, "edge": kgdir.EDGES_FILE}
-EXTRA_FILES = {".gitattributes": kgdir.GITATTRIBUTES, "README.md": kgdir.README, ".gitignore": kgdir.GITIGNORE}
-RETRIES = 3  # reconciles in a row when the files keep changing under a sync
-SETTLE_S = 0.1
+
+def install(store):
+    """Plug the team folder into a store not opened yet; returns the store."""
+    team = TeamFolder(store)
+    store.registry.before_load = team.prepared.warm
+    store.registry.on_load = team.attach
+    store.closing.append(team.export)
+    store.team = team
+    return store
 
 
-def kg_dir(root):
-    return os.path.join(root, KG_DIR)
+class TeamFolder:
+    """The `.kg/` side of every project one store loads (see the module docstring)."""
 
+    def __init__(self, store):
+        self.store = store
+        self.prepared = Prepared()  # a project's .kg/ is parsed before the lock, at its first load
 
-def real_dir(path):
-    """True for a directory that is not a symlink (a hostile repository may point .kg elsewhere)."""
-    try:
-        return stat.S_ISDIR(os.lstat(path).st_mode)
-    except OSError:
-        return False
-
-
-def holds_kg(root):
-    d = kg_dir(root)
-    return real_dir(d) and any(os.path.isfile(os.path.join(d, f)) for f in FILES.values())
-
-
-def git_dir(root):
-    """The checkout's git folder: .git, or where a linked worktree's .git file points."""
-    dot = os.path.join(root, ".git")
-    try:
-        with open(dot, "r", encoding="utf-8") as f:
-            first = f.readline().strip()
-    except (OSError, ValueError):
-        return dot
-    if first.startswith("gitdir:"):
-        return os.path.join(root, first[len("gitdir:"):].strip())
-    return dot
-
-
-def head_signature(root):
-    """What the checkout's HEAD points at, from git's own files (no git is run): HEAD's text and
-    its branch's ref, loose or packed. None when unreadable. A checkout or a reset changes it."""
-    gd = git_dir(root)
-    try:
-        with open(os.path.join(gd, "HEAD"), "rb") as f:
-            head = f.read(512)
-    except OSError:
-        return None
-    out = [head]
-    if head.startswith(b"ref: "):
-        ref = head[5:].strip().decode("utf-8", "replace")
-        common = gd
-        try:
-            with open(os.path.join(gd, "commondir"), "r", encoding="utf-8") as f:
-                common = os.path.join(gd, f.read().strip())
-        except (OSError, ValueError):
-            pass
-        for where in (gd, common):
-            try:
-                with open(os.path.join(where, ref), "rb") as f:
-                    out.append(f.read(128))
-                break
-            except OSError:
-                continue
-        else:
-            out.append(file_state(os.path.join(common, "packed-refs")))
-    return tuple(out)
-
-
-def file_state(path):
-    try:
-        st = os.lstat(path)
-    except OSError:
-        return None
-    return (st.st_mtime_ns, st.st_size, st.st_ino)
-
-
-def read_file(path):
-    """(bytes or None, problem or None): a regular file only, never past kgdir.MAX_FILE."""
-    try:
-        fd = os.open(path, os.O_RDONLY | getattr(os, "O_NOFOLLOW", 0) | getattr(os, "O_NONBLOCK", 0))
-    except FileNotFoundError:
-        return None, None
-    except OSError as exc:
-        return None, "%s: cannot be read (%s)" % (os.path.basename(path), exc.strerror or exc)
-    try:
-        st = os.fstat(fd)
-        if not stat.S_ISREG(st.st_mode):
-            return None, "%s: not a regular file; skipped" % os.path.basename(path)
-        if st.st_size > kgdir.MAX_FILE:
-            return None, "%s is %d bytes; the limit is %d: not loaded" % (os.path.basename(path), st.st_size,
-                                                                       kgdir.MAX_FILE)
-        chunks, left = [], kgdir.MAX_FILE + 1
-        while left > 0:
-            chunk = os.read(fd, min(left, 1 << 20))
-            if not chunk:
-                break
-            chunks.append(chunk)
-            left -= len(chunk)
-        return b"".join(chunks), None
-    except OSError as exc:
-        return None, "%s: cannot be read (%s)" % (os.path.basename(path), exc.strerror or exc)
-    finally:
-        os.close(fd)
-
-
-def write_repo_file(path, data):
-    atomic_write(path, data, keep_prev=False, mode=REPO_FILE_MODE)
-
-
-def ensure_layout(root):
-    """Create `.kg/` with what git and teammates need beside the data (kept if present)."""
-    d = kg_dir(root)
-    if not os.path.isdir(d):
-        os.mkdir(d, REPO_DIR_MODE)
-    if not real_dir(d):
-        raise OSError("%s is not a folder of the repository (a symlink?)" % d)
-    for name, text in list(EXTRA_FILES.items()) + [(f, "") for f in FILES.values()]:
-        path = os.path.join(d, name)
-        if not os.path.lexists(path):
-            write_repo_file(path, text.encode("utf-8"))
-
-
-def held_back(g):
-    """Keys never written to `.kg/`: nodes and edges holding a credential (the graph's scan,
-    kg/secrets/kinds.py, flags them) and the edges touching such a node (its id may be the secret)."""
-    nodes = set(getattr(g, "flagged", ()))
-    edges = set(getattr(g, "flagged_edges", ()))
-    for nid in nodes:
-        edges.update(g.adj.get(nid, ()))
-    return {"node": nodes, "edge": edges}
-
-
-class Shared:
-    """The `.kg/` side of one loaded project graph (one per Durable)."""
-
-    def __init__(self, durable, root=None):
-        self.durable = durable  # None while Prepared reads it before the project loads
-        self.root = durable.project_path if durable is not None else root
-        self.dir = kg_dir(self.root)
-        self.paths = self.paths_of(self.root)
-        self.index_lock = os.path.join(git_dir(self.root), "index.lock")
-        self.seen = {kind: None for kind in FILES}  # file states as kgd last read or wrote them
-        self.problems = []  # what the last read could not load
-        self._reported = {}  # kind -> file state whose problems were logged
-        self.lock = threading.Lock()  # one sync at a time per project
-        self.readers = {kind: kgdir.Reader(kind) for kind in FILES}  # re-read only changed lines
-        self.held = {kind: {} for kind in FILES}  # key -> (object, _write_ts, record, stamp) from memory
-        self._held_logged = {kind: set() for kind in FILES}  # keys held back for a credential, logged
-        self.syncs = self.pickups = 0
-        self.last_error = None
-        self.head_with_kg = None  # head_signature() when .kg/ was last seen here
-        self.pending = None  # _read_parsed() done before the store's lock, for the first sync
-
-    @staticmethod
-    def paths_of(root):
-        return {kind: os.path.join(kg_dir(root), name) for kind, name in FILES.items()}
-
-    # ---- polling
-
-    def states(self):
-        return {kind: file_state(p) for kind, p in self.paths.items()}
-
-    def changed_on_disk(self):
-        return self.states() != self.seen
-
-    def busy(self, now):
-        """Seconds a background sync should wait: 0 when free, a moment while a file changed by
-        someone else is under SETTLE_S old (maybe still being written), None while git is
-        updating the checkout (its index.lock exists: try at the next beat)."""
-        if os.path.exists(self.index_lock):
-            return None
-        ages = [now - st[0] / 1e9 for kind, st in self.states().items() if st is not None and st != self.seen[kind]]
-        return max([0.0] + [SETTLE_S - age for age in ages if 0 <= age < SETTLE_S])  # a future mtime: settled
-
-    # ---- one sync
-
-    def sync(self, store, force=False, blocking=True):
-        """Reconcile the graph with the files (see the module docstring). `force` writes the
-        files clean even when nothing changed (`kgd share`). A background sync (blocking False)
-        returns False at once when another sync of this project runs or the checkout is busy."""
-        if not blocking:
-            wait = self.busy(time.time())
-            if wait:  # a moment: wait here (the beat's thread), then look again
-                time.sleep(wait)
-                wait = self.busy(time.time())
-            if wait is None or wait:
-                return False
-        if not self.lock.acquire(blocking):
-            return False
-        try:
-            for _ in range(RETRIES):
-                if self._sync_once(store, force):
-                    break
-            else:
-                log.warning("%s keeps changing while kgd syncs it; retrying at the next beat", self.dir)
-            self.syncs += 1
-            return True
-        finally:
-            self.lock.release()
-
-    def _read(self):
-        """(states, {kind: bytes or None}, problems, kinds that could not be read) read while the
-        files held still."""
-        for _ in range(RETRIES):
-            before = self.states()
-            datas, problems, unreadable = {}, [], set()
-            for kind, path in self.paths.items():
-                datas[kind], problem = read_file(path) if real_dir(self.dir) else (None, None)
-                if problem:
-                    problems.append(problem)
-                    unreadable.add(kind)
-            if self.states() == before:
-                break
-        return before, datas, problems, unreadable
-
-    def _read_parsed(self):
-        """(states, datas, parsed, stamps, problems, unreadable, cut): the files read and parsed.
-        Needs no lock but this Shared's own (a first load does it before the store's lock)."""
-        states, datas, problems, unreadable = self._read()
-        parsed, disk_stamps, cut = {}, {}, set()
-        for kind, data in datas.items():
-            parsed[kind], found, disk_stamps[kind] = self.readers[kind].parse(data)
-            problems.extend(found)
-            if self.readers[kind].cut:
-                cut.add(kind)
-        return states, datas, parsed, disk_stamps, problems, unreadable, cut
-
-    def _sync_once(self, store, force):
-        pre, self.pending = self.pending, None
-        if pre is None or pre[0] != self.states():
-            pre = self._read_parsed()
-        states, datas, parsed, disk_stamps, problems, unreadable, cut = pre
-        head, forget = head_signature(self.root), False
-        if real_dir(self.dir):
-            self.head_with_kg = head
-        elif head is not None and head == self.head_with_kg:
-            # .kg/ deleted in place (rm -rf, `git clean` before the commit), not by a checkout:
-            # the branch did not change, so its knowledge does not leave the view. What the files
-            # held is unknown; the base goes (`kgd share`, or .kg/ restored, writes it all again).
-            unreadable, forget = set(FILES), True
-        if states != self.seen:
-            self.pickups += 1
-        self._report(states, problems)
-        now = store.clock()
-        with store.writes.writing(None, lenient=(logging.ERROR, "changes from %s not saved" % self.dir)) as w:
-            g = self.durable.graph
-            results, snap = self._reconcile(g, parsed, disk_stamps, now, unreadable, cut)
-            self._apply(store, w, results, snap, unreadable, forget)
-        outs = {kind: written(parsed[kind], results[kind], datas[kind], now, force) if kind not in cut else None
-                for kind in FILES}
-        if not any(results[kind].disk for kind in FILES) and not any(o is not None for o in outs.values()):
-            self.seen = states
-            return True
-        if not real_dir(self.dir) and not force:
-            self.seen = states  # .kg/ is gone here (another branch): nothing is recreated
-            return True
-        if self.states() != states:
-            return False  # changed since read: reconcile again rather than overwrite
-        try:
-            if force:
-                ensure_layout(self.root)
-            for kind, data in outs.items():
-                if data is not None:
-                    write_repo_file(self.paths[kind], data)
-        except OSError as exc:
-            self.last_error = "could not write %s: %s" % (self.dir, exc.strerror or exc)
-            log.error("%s; the changes stay in kgd and are written at the next pause", self.last_error)
-            return True
-        self.last_error = None
-        self.seen = self.states()
-        self._written(store, results, snap)
-        return True
-
-    def _report(self, states, problems):
-        self.problems = problems
-        if problems and self._reported.get("files") != states:
-            self._reported["files"] = states
-            log.warning("%s: %d problem(s), skipped: %s", self.dir, len(problems), "; ".join(problems[:5]))
-
-    def _records(self, kind, items, to_record):
-        """The shared records of what memory holds, and their stamps; a node or edge object
-        seen before (same object, same write time) costs a lookup."""
-        held, fresh, live, stamps = self.held[kind], {}, {}, {}
-        for key, obj in items:
-            hit = held.get(key)
-            if hit is None or hit[0] is not obj or hit[1] != obj.get("_write_ts"):
-                rec = to_record(obj)
-                hit = (obj, obj.get("_write_ts"), rec, kgdir.stamp(rec))
-            fresh[key] = hit
-            live[key], stamps[key] = hit[2], hit[3]
-        self.held[kind] = fresh
-        return live, stamps
-
-    def _reconcile(self, g, parsed, disk_stamps, now, unreadable=(), cut=()):
-        """Per kind the reconcile Result, and the snapshot of the sync state it started from. A
-        kind whose file could not be read (a FIFO, a symlink, a folder, over the size limit) is
-        neither reconciled nor written: it is unknown, not empty, so nothing leaves the view and
-        nothing kgd could not read is overwritten; memory's changes wait until it is fixed. A
-        kind whose file was `cut` is reconciled with every key held back: read, never written."""
-        s = sharedmeta.state(g.meta)
-        results, snap = {}, {}
-        frozen = held_back(g)
-        for kind, items, to_record in (("node", g.nodes.items(), kgdir.node_record),
-                                       ("edge", g.edges.items(), kgdir.edge_record)):
-            base0, dropped0, deleted0 = (dict(s[sec][kind]) for sec in ("base", "dropped", "deleted"))
-            snap[kind] = (base0, dropped0, deleted0, frozen[kind])
-            if kind in unreadable:
-                results[kind] = Result({}, {}, base0, dropped0)
-                continue
-            live, mem_stamps = self._records(kind, items, to_record)
-            memory, base, dropped = memory_view(live, deleted0, base0, dropped0)
-            held = frozen[kind]
-            if kind in cut:
-                held = set(held) | set(memory) | set(parsed[kind]) | set(base) | set(dropped)
-            results[kind] = reconcile(memory, parsed[kind], base, now, dropped, held, mem_stamps,
-                                      disk_stamps[kind])
-            fresh = {k for k in frozen[kind] if k in live} - self._held_logged[kind]
-            if fresh:  # counted, not named: an id may itself be the secret
-                self._held_logged[kind] |= fresh
-                log.warning("%s: %d %s(s) holding a credential are never written there (kgd doctor lists them)",
-                            self.dir, len(fresh), kind)
-        return results, snap
-
-    def _apply(self, store, w, results, snap, unreadable=(), forget=False):
-        """Phase 1 (lock held): what the disk brought, into memory, with the sync state of every
-        key not waiting to be written; one journal record."""
-        g = self.durable.graph
-        rec = {"op": "shared", "nodes": [], "drop_nodes": [], "edges": [], "drop_edges": [], "meta": {}}
-        events = []
-        for nid, r in sorted(results["node"].memory.items()):
-            old = g.nodes.get(nid)
-            if r is None:
-                if old is not None:
-                    rec["drop_nodes"].append(nid)
-                    events.append(("node_deleted", {"id": nid, "edges_removed": []}))
-                continue
-            node = dict(old) if old is not None else {"_read_ts": None}
-            node.update(kgdir.node_fields(r))
-            rec["nodes"].append(node)
-            self.held["node"][nid] = (node, node["_write_ts"], r,
-                                      _stamp_of(results["node"], nid, r, snap["node"][3]))
-            events.append(("node_put", {"node": model.public_node(node)}))
-        for key, r in sorted(results["edge"].memory.items()):
-            old = g.edges.get(key)
-            if r is None:
-                if old is not None:
-                    rec["drop_edges"].append(key)
-                    events.append(("edge_deleted", {"edge": model.public_edge(old)}))
-                continue
-            edge = dict(old) if old is not None else {}
-            edge.update(kgdir.edge_fields(r))
-            rec["edges"].append(edge)
-            self.held["edge"][key] = (edge, edge["_write_ts"], r,
-                                      _stamp_of(results["edge"], key, r, snap["edge"][3]))
-            events.append(("edge_put", {"edge": model.public_edge(edge)}))
-        for kind in FILES:
-            r, (base0, dropped0, deleted0, _) = results[kind], snap[kind]
-            base = {k: r.base.get(k) for k in set(base0) | set(r.base) if k not in r.disk}
-            _diff_into(rec["meta"], "base", kind, base0, base)
-            _diff_into(rec["meta"], "dropped", kind, dropped0, r.dropped, full=True)
-            if forget and base0:
-                _diff_into(rec["meta"], "base", kind, base0, {k: None for k in base0})
-            gone = {k: None for k in deleted0 if k not in r.disk and kind not in unreadable}
-            if gone:
-                rec["meta"].setdefault("deleted", {})[kind] = gone
-        if forget and rec["meta"].get("base"):
-            log.warning("%s was deleted in place (not by a checkout): kgd keeps its knowledge and does not "
-                        "recreate it; `kgd share` writes it again", self.dir)
-        content = any(rec[k] for k in ("nodes", "drop_nodes", "edges", "drop_edges"))
-        if not content and not rec["meta"]:
+    def attach(self, durable):
+        """At a project's load (lock held): its repository holds `.kg/` -> it is shared and loaded
+        from there, unless this person turned sharing off for it. Never fails the load."""
+        g = durable.graph
+        if durable.shared is not None or g.level != "project" or not g.path_known:
             return
-        for k in [k for k in ("nodes", "drop_nodes", "edges", "drop_edges", "meta") if not rec[k]]:
-            del rec[k]
-        store.writes.change(w, self.durable, [rec], lambda g: sharedmeta.apply(g, rec), lambda _: events,
-                            counted=False, compact=content)
-        if content:
-            log.info("%s: took %d node(s) and %d edge(s), %d node(s) and %d edge(s) left this view", self.dir,
-                     len(rec.get("nodes", ())), len(rec.get("edges", ())), len(rec.get("drop_nodes", ())),
-                     len(rec.get("drop_edges", ())))
+        if team_state.is_off(g.meta) or not holds_kg(durable.project_path):
+            return
+        durable.shared = self.prepared.take(durable) or Shared(durable)
+        g.shared = True
+        try:
+            durable.shared.sync(self.store)
+        except Exception:  # a hostile .kg/ must never keep the project from loading
+            log.exception("could not load %s; the project is served from kgd's own copy", durable.shared.dir)
 
-    def _written(self, store, results, snap):
-        """Phase 2, once the files hold what memory brought: the base of the written keys, and
-        the explicit deletes now written as tombstones."""
-        lenient = (logging.ERROR, "the sync state of %s not saved (it is rebuilt at the next sync)" % self.dir)
-        with store.writes.writing(None, lenient=lenient) as w:
-            g = self.durable.graph
-            s = sharedmeta.state(g.meta)
-            meta = {}
-            for kind in FILES:
-                r, deleted0 = results[kind], snap[kind][2]
-                if not r.disk:
+    def poll(self):
+        """The beat: sync a shared project whose files changed; share a loaded project whose
+        repository gained a `.kg/` (a pull brought it)."""
+        store = self.store
+        with store.lock:
+            durables = list(store.registry.projects.values())
+        for d in durables:
+            try:
+                if d.shared is None:
+                    if d.graph.path_known and not team_state.is_off(d.graph.meta) and holds_kg(d.project_path):
+                        self.prepared.warm(d.project_path)  # read and parsed before the lock
+                        with store.lock:
+                            self.attach(d)
+                elif d.shared.changed_on_disk():
+                    d.shared.sync(store, blocking=False)
+            except Exception:
+                log.exception("sync of %s failed; retrying at the next beat", d.project_path)
+
+    def export(self):
+        """Write every shared project's pending changes (at shutdown)."""
+        with self.store.lock:
+            durables = [d for d in self.store.registry.projects.values() if d.shared is not None]
+        for d in durables:
+            try:
+                if d.shared.busy(time.time()) is None:  # git is working there: the next start writes it
+                    log.info("%s not written at shutdown: git is busy in that checkout", d.shared.dir)
                     continue
-                meta.setdefault("base", {})[kind] = {k: r.base.get(k) for k in r.disk}
-                done = {k: None for k in r.disk if k in deleted0 and s["deleted"][kind].get(k) == deleted0[k]}
-                if done:
-                    meta.setdefault("deleted", {})[kind] = done
-            rec = {"op": "shared", "meta": meta}
-            store.writes.change(w, self.durable, [rec], lambda g: sharedmeta.apply(g, rec), counted=False,
-                                compact=False)
+                d.shared.sync(self.store)
+            except Exception:
+                log.exception("could not write %s at shutdown; kgd's own copy keeps every change", d.shared.dir)
 
-
-def _stamp_of(result, key, rec, frozen):
-    """The stamp of a record taken into memory: the new base's, unless the key is held back
-    (its base stays the old one)."""
-    stamp = result.base.get(key)
-    return stamp if stamp is not None and key not in frozen else kgdir.stamp(rec)
-
-
-def _diff_into(meta, section, kind, old, new, full=False):
-    """Add to a meta patch the keys whose value differs between old and new (None: removed).
-    Without `full`, only keys present in `new` are compared (new holds None for removals)."""
-    keys = set(old) | set(new) if full else set(new)
-    changes = {k: new.get(k) for k in keys if new.get(k) != old.get(k)}
-    if changes:
-        meta.setdefault(section, {})[kind] = changes
-
-
-# ---- the store's hooks (kept here so kg/memory/store.py stays small)
-
-def attach(store, durable):
-    """At a project's load (lock held): its repository holds `.kg/` -> it is shared and loaded
-    from there, unless this person turned sharing off for it. Never fails the load."""
-    g = durable.graph
-    durable.opened = True
-    if durable.shared is not None or g.level != "project" or not g.path_known:
-        return
-    if sharedmeta.is_off(g.meta) or not holds_kg(durable.project_path):
-        return
-    prepared = getattr(store, "prepared", None)
-    durable.shared = (prepared.take(durable) if prepared is not None else None) or Shared(durable)
-    g.shared = True
-    try:
-        durable.shared.sync(store)
-    except Exception:  # a hostile .kg/ must never keep the project from loading
-        log.exception("could not load %s; the project is served from kgd's own copy", durable.shared.dir)
-
-
-def poll(store):
-    """The beat: sync a shared project whose files changed; share a loaded project whose
-    repository gained a `.kg/` (a pull brought it)."""
-    with store.lock:
-        durables = list(store.registry.projects.values())
-    for d in durables:
-        try:
-            if d.shared is None:
-                if d.graph.path_known and not sharedmeta.is_off(d.graph.meta) and holds_kg(d.project_path):
-                    store.prepared.warm(d.project_path)  # read and parsed before the lock
-                    with store.lock:
-                        attach(store, d)
-            elif d.shared.changed_on_disk():
-                d.shared.sync(store, blocking=False)
-        except Exception:
-            log.exception("sync of %s failed; retrying at the next beat", d.project_path)
-
-
-def export(store):
-    """Write every shared project's pending changes (at shutdown)."""
-    with store.lock:
-        durables = [d for d in store.registry.projects.values() if d.shared is not None]
-    for d in durables:
-        try:
-            if d.shared.busy(time.time()) is None:  # git is working there: the next start writes it
-                log.info("%s not written at shutdown: git is busy in that checkout", d.shared.dir)
-                continue
-            d.shared.sync(store)
-        except Exception:
-            log.exception("could not write %s at shutdown; kgd's own copy keeps every change", d.shared.dir)
-
-
-def delete_record(durable, rec, now):
-    """An explicit delete's journal record: in a shared graph it carries the time its tombstone
-    will say (compaction's deletes do not: they stay personal)."""
-    if durable.shared is not None:
-        rec = dict(rec, tomb=kgdir.ts(now))
-    return rec
-
-
-def snapshot(root):
-    """A read-only Graph of what a repository's `.kg/` holds (`kgd show` with no daemon and no
-    graph of that project yet)."""
-    from ..core.graph import graph_from_obj
-
-    obj = {"nodes": {}, "edges": {}}
-    for kind, path in Shared.paths_of(root).items():
-        records, _ = kgdir.parse(read_file(path)[0], kind)
-        for key, r in records.items():
-            if not kgdir.is_tombstone(r):
-                obj[kind + "s"][key] = kgdir.node_fields(r) if kind == "node" else kgdir.edge_fields(r)
-    g = graph_from_obj(obj, "project", root)
-    g.shared = True
-    return g
+    def share(self, project_path, off=False):
+        """`kgd share [--off]` in the daemon: write the graph under `<root>/.kg/` now (layout files
+        included), or stop reading and writing there (the graph keeps what it had)."""
+        store = self.store
+        root = resolve_project_root(project_path)
+        if not os.path.exists(os.path.join(root, ".git")):
+            raise BadInput("%s is not inside a git working tree; `kgd share` needs one (git init first)." % root)
+        store.registry.warm(project_path=root)  # git (the project's identity) never runs under the lock
+        durable = store.registry.project(root)
+        g = durable.graph
+        with store.writes.writing(None) as w:
+            if off != team_state.is_off(g.meta):
+                rec = {"op": "shared", "meta": {"off": bool(off)}}
+                store.writes.change(w, durable, [rec], lambda g: team_state.apply(g, rec), counted=False,
+                                    compact=False)
+            if off:
+                durable.shared, g.shared = None, False
+            elif durable.shared is None:
+                durable.shared, g.shared = Shared(durable), True
+        if not off:
+            try:
+                ensure_layout(root)
+            except OSError as exc:
+                raise BadInput("could not create %s: %s" % (kg_dir(root), exc.strerror or exc)) from None
+            durable.shared.sync(store, force=True)
+            if durable.shared.last_error:
+                raise BadInput(durable.shared.last_error)
+        out = describe(durable)
+        out["project_path"] = root
+        return out
 
 
 def describe(durable):
     """What `kgd show`, the viewer and /api/graph say about sharing."""
     g = durable.graph
     if durable.shared is None:
-        return {"shared": False, "off": sharedmeta.is_off(g.meta)}
+        return {"shared": False, "off": team_state.is_off(g.meta)}
     s = durable.shared
-    base = sharedmeta.state(g.meta)["base"]
+    base = team_state.state(g.meta)["base"]
     return {"shared": True, "kg_dir": s.dir, "nodes": len(base["node"]), "edges": len(base["edge"]),
             "problems": list(s.problems), "error": s.last_error}
-
-
-def share(store, project_path, off=False):
-    """`kgd share [--off]` in the daemon: write the graph under `<root>/.kg/` now (layout files
-    included), or stop reading and writing there (the graph keeps what it had)."""
-    from ..core.errors import BadInput
-    from ..memory.projects import resolve_project_root
-
-    root = resolve_project_root(project_path)
-    if not os.path.exists(os.path.join(root, ".git")):
-        raise BadInput("%s is not inside a git working tree; `kgd share` needs one (git init first)." % root)
-    store.registry.warm(project_path=root)  # git (the project's identity) never runs under the lock
-    durable = store.registry.project(root)
-    g = durable.graph
-    with store.writes.writing(None) as w:
-        if off != sharedmeta.is_off(g.meta):
-            rec = {"op": "shared", "meta": {"off": bool(off)}}
-            store.writes.change(w, durable, [rec], lambda g: sharedmeta.apply(g, rec), counted=False, compact=False)
-        if off:
-            durable.shared, g.shared = None, False
-        elif durable.shared is None:
-            durable.shared, g.shared = Shared(durable), True
-    if not off:
-        try:
-            ensure_layout(root)
-        except OSError as exc:
-            raise BadInput("could not create %s: %s" % (kg_dir(root), exc.strerror or exc)) from None
-        durable.shared.sync(store, force=True)
-        if durable.shared.last_error:
-            raise BadInput(durable.shared.last_error)
-    out = describe(durable)
-    out["project_path"] = root
-    return out

@@ -5,7 +5,7 @@ waits for, /api/health included).
 Rules owned here:
 - The registry's warm step (before the lock) hands over the root of a project not loaded yet;
   if it holds `.kg/`, its files are read and parsed here, on that request's thread.
-- kg/travel/team.py attach (under the lock) takes the entry: its sync only reconciles and applies.
+- TeamFolder.attach (kg/travel/team.py, under the lock) takes the entry: its sync only reconciles and applies.
   Files changed since (stat differs) are read again there, as before.
 - An entry whose files changed since it was read is read again.
 - One read per project at a time: a second request for it waits for the first's read.
@@ -15,7 +15,8 @@ Rules owned here:
 import logging
 import threading
 
-from .team import Shared, holds_kg
+from .team_folder import holds_kg
+from .team_sync import Shared
 
 log = logging.getLogger(__name__)
 
@@ -47,7 +48,7 @@ class Prepared:
             return
         s = Shared(None, root)
         try:
-            s.pending = s._read_parsed()
+            s.pending = s.read_parsed()
         except Exception:  # the load reads it again and reports it
             log.exception("could not read %s ahead of its load", s.dir)
         finally:

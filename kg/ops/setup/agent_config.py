@@ -24,9 +24,7 @@ import shutil
 
 from ..config import DEFAULT_PORT
 from ..console import CommandError
-from . import hook_lists as hooklists
-from . import settings_file as userconf
-from . import toml_block as tomlblock
+from . import hook_lists, settings_file, toml_block
 
 SERVER = "kg"
 TOKEN_VAR = "KG_TOKEN"
@@ -101,7 +99,7 @@ def wanted_hooks(name, cfg):
     for event, matcher in spec["events"]:
         hook = {
             "type": "command",
-            spec.get("command_key", "command"): hooklists.hook_command(
+            spec.get("command_key", "command"): hook_lists.hook_command(
                 cfg, name, event if spec["event_flag"] else None
             ),
         }
@@ -157,7 +155,7 @@ class Files:
 
     def conf(self, path):
         if path not in self.files:
-            conf, raw = userconf.load(path)
+            conf, raw = settings_file.load(path)
             self.files[path] = {"conf": conf, "raw": raw, "first": conf}
         return self.files[path]["conf"]
 
@@ -170,7 +168,7 @@ class Files:
     def save(self, path, owned_only):
         """owned_only: the file held nothing but kgd's entries. -> a line naming the backup left, or None."""
         f = self.files[path]
-        backup = userconf.save(path, f["conf"], f["raw"], backup=False if owned_only else "if-lossy")
+        backup = settings_file.save(path, f["conf"], f["raw"], backup=False if owned_only else "if-lossy")
         return "(its formatting could not be kept: the old file is %s)" % backup if backup else None
 
 
@@ -184,7 +182,7 @@ def _strip_file_keys(name, conf):
 
 def _without_kgd(name, conf, path):
     """conf without kgd's MCP entry (when kgd's) and hooks -> (conf, mcp removed?, hooks removed)."""
-    conf, removed = hooklists.without(conf, AGENTS[name]["hooks"]["layout"] == "flat") if path == path_of(
+    conf, removed = hook_lists.without(conf, AGENTS[name]["hooks"]["layout"] == "flat") if path == path_of(
         name, "hooks") else (conf, 0)
     took_mcp = False
     if path == path_of(name, "mcp") and AGENTS[name]["mcp"]["format"] == "json":
@@ -207,10 +205,10 @@ def install(name, cfg, dry_run=False):
     mcp_path = path_of(name, "mcp")
     toml = None
     if spec["mcp"]["format"] == "toml":
-        text, raw = tomlblock.read(mcp_path)
-        new, changed = tomlblock.with_block(text, codex_body(cfg), mcp_path, ["mcp_servers." + SERVER])
+        text, raw = toml_block.read(mcp_path)
+        new, changed = toml_block.with_block(text, codex_body(cfg), mcp_path, ["mcp_servers." + SERVER])
         toml = (new, raw) if changed else None
-        mcp_was_there = tomlblock.block_body(text, mcp_path) is not None
+        mcp_was_there = toml_block.block_body(text, mcp_path) is not None
     else:
         conf = files.conf(mcp_path)
         servers = _servers(conf, mcp_path)
@@ -226,7 +224,7 @@ def install(name, cfg, dry_run=False):
     conf = files.conf(hooks_path)
     if spec["hooks"].get("file_keys") and not conf:
         conf = dict(spec["hooks"]["file_keys"])
-    new, hooks_changed = hooklists.merge(conf, wanted_hooks(name, cfg), spec["hooks"]["layout"] == "flat")
+    new, hooks_changed = hook_lists.merge(conf, wanted_hooks(name, cfg), spec["hooks"]["layout"] == "flat")
     if hooks_changed:
         files.set(hooks_path, new)
     events = ", ".join(e for e, _ in spec["hooks"]["events"])
@@ -240,7 +238,7 @@ def install(name, cfg, dry_run=False):
         had = mcp_was_there
         said.append("%s: %s kgd's MCP server %s (%s) in %s" % (label, verb(had), SERVER, url, mcp_path))
     if hooks_changed:
-        had = bool(hooklists.found(files.files[hooks_path]["first"], spec["hooks"]["layout"] == "flat"))
+        had = bool(hook_lists.found(files.files[hooks_path]["first"], spec["hooks"]["layout"] == "flat"))
         said.append("%s: %s kgd's hooks (%s: kgd hook --agent %s) in %s" % (label, verb(had), events, name,
                                                                             hooks_path))
     if cfg.get("token") and not spec["mcp"].get("token") and spec["mcp"]["format"] == "json":
@@ -249,7 +247,7 @@ def install(name, cfg, dry_run=False):
     if dry_run:
         return said
     if toml is not None:
-        tomlblock.save(mcp_path, toml[0], toml[1])
+        toml_block.save(mcp_path, toml[0], toml[1])
     for path in files.changed():
         rest = _without_kgd(name, files.files[path]["first"], path)[0]
         note = files.save(path, owned_only=not rest)
@@ -268,8 +266,8 @@ def remove(name, cfg, dry_run=False):
     mcp_path, hooks_path = path_of(name, "mcp"), path_of(name, "hooks")
     toml = None
     if spec["mcp"]["format"] == "toml":
-        text, raw = tomlblock.read(mcp_path)
-        new, took = tomlblock.without(text, mcp_path)
+        text, raw = toml_block.read(mcp_path)
+        new, took = toml_block.without(text, mcp_path)
         if took:
             toml = (new, raw)
             said.append("%s: %s kgd's MCP server %s from %s" % (label, verb, SERVER, mcp_path))
@@ -289,7 +287,7 @@ def remove(name, cfg, dry_run=False):
         return []
     if not dry_run:
         if toml is not None:
-            tomlblock.save(mcp_path, toml[0], toml[1])
+            toml_block.save(mcp_path, toml[0], toml[1])
         for path in files.changed():
             note = files.save(path, owned_only=not files.files[path]["conf"])
             if note:
@@ -303,7 +301,7 @@ def show(name, cfg):
     spec = AGENTS[name]
     out = []
     if spec["mcp"]["format"] == "toml":
-        out.append("# %s\n%s%s%s" % (path_of(name, "mcp"), tomlblock.BEGIN + "\n", codex_body(cfg), tomlblock.END))
+        out.append("# %s\n%s%s%s" % (path_of(name, "mcp"), toml_block.BEGIN + "\n", codex_body(cfg), toml_block.END))
     else:
         out.append("// %s\n%s" % (path_of(name, "mcp"), json.dumps({"mcpServers": {SERVER: wanted_mcp(name, cfg)}},
                                                                     indent=2)))
@@ -330,14 +328,14 @@ def check(name, port):
     mcp_path, hooks_path = path_of(name, "mcp"), path_of(name, "hooks")
     try:
         if spec["mcp"]["format"] == "toml":
-            body = tomlblock.block_body(tomlblock.read(mcp_path)[0], mcp_path)
+            body = toml_block.block_body(toml_block.read(mcp_path)[0], mcp_path)
             m = re.search(r'^url = "([^"]*)"', body or "", re.M)
             url = m.group(1) if m else None
         else:
-            entry = _servers(userconf.load(mcp_path)[0], mcp_path).get(SERVER)
+            entry = _servers(settings_file.load(mcp_path)[0], mcp_path).get(SERVER)
             url = (entry.get("httpUrl") or entry.get("url")) if isinstance(entry, dict) else None
-        hooks_conf = userconf.load(hooks_path)[0]
-        have = hooklists.found(hooks_conf, spec["hooks"]["layout"] == "flat")
+        hooks_conf = settings_file.load(hooks_path)[0]
+        have = hook_lists.found(hooks_conf, spec["hooks"]["layout"] == "flat")
     except CommandError as exc:
         return [("fail", "%s: %s" % (label, exc), "fix the file, then: " + fix)]
     if url is None:
@@ -352,7 +350,7 @@ def check(name, port):
     wrong = []
     for event, hooks_ in have.items():
         for h in hooks_:
-            given, gone = _port_of_command(hooklists.command_of(h) or "")
+            given, gone = _port_of_command(hook_lists.command_of(h) or "")
             if gone:
                 wrong.append("%s runs %s, which does not exist" % (event, gone))
             elif given != str(port):

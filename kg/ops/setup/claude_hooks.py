@@ -24,8 +24,7 @@ import shlex
 
 from ..config import DEFAULT_PORT
 from ..console import CommandError, say, warn
-from . import hook_lists as hooklists
-from . import settings_file as userconf
+from . import hook_lists, settings_file
 
 TOOLS_MATCHER = "Read|Edit|Write|MultiEdit|Grep|Glob|NotebookEdit|WebFetch|WebSearch"
 HTTP_EVENTS = (("UserPromptSubmit", None), ("PostToolUse", TOOLS_MATCHER), ("Stop", None))
@@ -44,7 +43,7 @@ def settings_path(args=None):
 
 
 def hook_command(cfg):
-    return hooklists.hook_command(cfg)
+    return hook_lists.hook_command(cfg)
 
 
 def hook_url(port):
@@ -68,8 +67,8 @@ def kgd_entries(cfg):
     return out
 
 
-is_kgd_hook = hooklists.is_kgd_hook
-found = hooklists.found
+is_kgd_hook = hook_lists.is_kgd_hook
+found = hook_lists.found
 
 
 def without_kgd(conf):
@@ -82,7 +81,7 @@ def without_kgd(conf):
 
 def without_hooks(conf):
     """A copy of conf with kgd's hooks taken out -> (copy, how many were taken out)."""
-    return hooklists.without(conf)
+    return hook_lists.without(conf)
 
 
 def _allow_list(conf):
@@ -124,7 +123,7 @@ def with_permissions(conf):
 
 def install_into(conf, cfg, permissions=True):
     """-> (new conf, changed?)."""
-    new, changed = hooklists.merge(conf, kgd_entries(cfg))
+    new, changed = hook_lists.merge(conf, kgd_entries(cfg))
     if permissions:
         new, added = with_permissions(new)
         changed = changed or bool(added)
@@ -138,13 +137,13 @@ def hooks(args, cfg):
     """`kgd hooks ACTION [--agent NAME|all]`: Claude Code's here, the other agents' in kg/ops/setup/agent_config.py.
     `all` is every agent for remove and print, and Claude Code plus each agent found here for install;
     one agent's refusal does not stop the others (exit 1 at the end)."""
-    from . import agent_config as agentconf
+    from . import agent_config
 
     agent = getattr(args, "agent", None) or "claude"
     if agent != "all":
         names = [agent]
     elif args.action == "install":
-        names = ["claude"] + [n for n in agentconf.NAMES if agentconf.present(n)]
+        names = ["claude"] + [n for n in agent_config.NAMES if agent_config.present(n)]
     else:
         names = list(AGENT_NAMES)
     failed = 0
@@ -153,14 +152,14 @@ def hooks(args, cfg):
             if name == "claude":
                 code = claude_hooks(args, cfg)
             elif args.action == "print":
-                say(agentconf.show(name, cfg))
+                say(agent_config.show(name, cfg))
                 code = 0
             else:
-                do = agentconf.install if args.action == "install" else agentconf.remove
+                do = agent_config.install if args.action == "install" else agent_config.remove
                 lines = do(name, cfg, dry_run=args.dry_run)
                 if not lines and agent != "all":
-                    lines = ["%s: no kgd entries in %s; nothing to remove" % (agentconf.AGENTS[name]["label"],
-                                                                               agentconf.home(name))]
+                    lines = ["%s: no kgd entries in %s; nothing to remove" % (agent_config.AGENTS[name]["label"],
+                                                                               agent_config.home(name))]
                 for line in lines:
                     say(line)
                 code = 0
@@ -182,7 +181,7 @@ def claude_hooks(args, cfg):
             shown["permissions"] = {"allow": list(PERMISSIONS)}
         say(json.dumps(shown, indent=2))
         return 0
-    conf, raw = userconf.load(path)
+    conf, raw = settings_file.load(path)
     if args.action == "install":
         new, changed = install_into(conf, cfg, permissions)
         if not changed:
@@ -199,11 +198,11 @@ def claude_hooks(args, cfg):
         action = "removed kgd's %d hook(s)%s from" % (removed, " and %d tool permission(s)" % perms if perms else "")
     if args.dry_run:
         say("would have %s %s; the file would read:" % (action, path))
-        say(userconf.encode(new, raw).decode("utf-8").rstrip())
+        say(settings_file.encode(new, raw).decode("utf-8").rstrip())
         return 0
     # A file that held nothing but kgd's entries is removed with them; otherwise a backup only when
     # the person's formatting could not be kept.
-    backup = userconf.save(path, new, raw, backup="if-lossy" if without_kgd(conf)[0] else False)
+    backup = settings_file.save(path, new, raw, backup="if-lossy" if without_kgd(conf)[0] else False)
     say("%s %s%s; this takes effect in new Claude Code sessions" % (
         action, path, " (backup, as its formatting could not be kept: %s)" % backup if backup else ""))
     return 0
@@ -218,7 +217,7 @@ def check(conf, port):
     for event, hooks_ in have.items():
         for h in hooks_:
             if h.get("type") == "http":
-                m = hooklists.KGD_URL.match(h["url"].strip())
+                m = hook_lists.KGD_URL.match(h["url"].strip())
                 if int(m.group(1)) != port:
                     wrong.append("%s posts to %s, not port %d" % (event, h["url"], port))
             else:

@@ -11,7 +11,7 @@ import sys
 from ..client import entry_point, python_executable
 from ..config import DEFAULT_PORT
 from ..console import CommandError, say
-from . import settings_file as userconf
+from . import settings_file
 
 SERVER_NAME = "kg"
 
@@ -47,7 +47,7 @@ def desktop_entry(args, cfg):
 
 def desktop(args, cfg):
     path = os.path.abspath(args.config) if args.config else desktop_config_path()
-    conf, raw = userconf.load(path)
+    conf, raw = settings_file.load(path)
     if not isinstance(conf.get("mcpServers", {}), dict):
         raise CommandError("%s: expected an object with an \"mcpServers\" object; fix it, then run this again" % path)
     servers = conf.setdefault("mcpServers", {})
@@ -78,6 +78,6 @@ def desktop(args, cfg):
         say("would have %s %s:" % (action, path))
         say(json.dumps({"mcpServers": {name: servers.get(name)}}, indent=2))
         return 0
-    backup = userconf.save(path, conf, raw)
+    backup = settings_file.save(path, conf, raw)
     say("%s %s%s; restart Claude Desktop to pick it up" % (action, path, " (backup: %s)" % backup if backup else ""))
     return 0

@@ -17,7 +17,7 @@ import os
 import stat
 import time
 
-from ...api.jsonrpc import strict_loads
+from ...core.text import strict_loads
 from ..console import CommandError
 
 NEW_FILE_MODE = 0o600

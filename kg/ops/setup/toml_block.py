@@ -18,7 +18,7 @@ import os
 import re
 
 from ..console import CommandError
-from . import settings_file as userconf
+from . import settings_file
 
 BEGIN = "# >>> kgd >>> (written by `kgd hooks install`; `kgd hooks remove` takes it out)"
 BEGIN_NO_EOL = "# >>> kgd >>> (the file had no final line break; kgd added one)"
@@ -45,7 +45,7 @@ def check_parses(path, text):
 
 def read(path):
     """(text, raw bytes or None when the file does not exist)."""
-    raw = userconf.read_bytes(path)
+    raw = settings_file.read_bytes(path)
     if raw is None:
         return "", None
     try:
@@ -122,11 +122,11 @@ def with_block(text, body, path, tables):
 
 def save(path, text, raw):
     """Write text to path as userconf does; an empty text removes a file kgd's block was all of."""
-    path = userconf.writable_target(path, raw)
+    path = settings_file.writable_target(path, raw)
     if not text:
         try:
             os.unlink(path)
         except FileNotFoundError:
             pass
         return
-    userconf.write_bytes(path, text.encode("utf-8"))
+    settings_file.write_bytes(path, text.encode("utf-8"))
