@@ -108,3 +108,35 @@ def test_show_with_a_wrong_token_fails_in_one_line(make_daemon, tmp_path, projec
     make_daemon(root=tmp_path / "r", args=["--token", "t0k"])
     code, out, err, _ = run_kgd("show", "--root", tmp_path / "r", "--token", "bad", cwd=project)
     assert code == 1 and out == "" and err.count("\n") == 1 and "token" in err
+
+
+def test_search_in_a_plain_folder_creates_no_project_graph(make_daemon, tmp_path):
+    """Issue 33: `kgd search foo` in a folder that is no project made an empty project graph there,
+    which then showed in `kgd status` and `kgd export`."""
+    root = tmp_path / "r"
+    d = make_daemon(root=root)
+    d.json("PUT", "/api/nodes/user/closing-lid", {"gist": "closing the lid suspends the laptop"})
+    plain = tmp_path / "plain"
+    plain.mkdir()
+    code, out, err, _ = run_kgd("search", "lid", "--root", root, "--port", d.port, cwd=plain)
+    assert code == 0 and "- closing-lid (user): closing the lid suspends the laptop" in out, (out, err)
+    assert d.json("GET", "/api/projects")[1]["projects"] == []
+    assert not (root / "projects").exists() or os.listdir(str(root / "projects")) == []
+    code, out, _, _ = run_kgd("status", "--root", root, "--port", d.port)
+    assert code == 0 and "projects: none on disk" in out
+
+
+def test_search_in_a_clone_whose_kg_no_session_opened(make_daemon, tmp_path):
+    """A repository holding `.kg/` is searched as the session that opens it will see it."""
+    from kg.core import kg_format
+
+    clone = tmp_path / "clone"
+    (clone / ".git").mkdir(parents=True)
+    (clone / ".kg").mkdir()
+    rec = kg_format.node_record({"id": "deploy-steps", "gist": "deploy through the staging branch",
+                                 "_created_ts": 1.7e9, "_write_ts": 1.7e9})
+    (clone / ".kg" / kg_format.NODES_FILE).write_bytes(kg_format.render({"deploy-steps": rec}))
+    root = tmp_path / "r"
+    d = make_daemon(root=root)
+    code, out, err, _ = run_kgd("search", "staging", "--root", root, "--port", d.port, cwd=clone)
+    assert code == 0 and "deploy-steps (project)" in out, (out, err)

@@ -340,6 +340,9 @@ class Store:
         will say (compaction's deletes do not: they stay personal)."""
         if durable.shared is not None:
             rec = dict(rec, tomb=kg_format.ts(self.clock()))
+            node = durable.graph.nodes.get(rec.get("id"))
+            if node is not None:
+                rec["tomb_v"] = (node.get("_v") or 0) + 1  # deleted after seeing that version
         return rec
 
     def read_graphs(self, session):
@@ -404,9 +407,14 @@ class Store:
     def search(self, query, session=None, limit=20, project_path=None):
         search.check_query(query, limit)
         self.registry.warm(None, session, project_path)
+        root = self.registry.root_of(project_path) if session is None and project_path else None
         with self.lock:
-            if session is not None or project_path:
-                graphs = self.graphs_for(session, project_path)
+            if session is not None:
+                graphs = self.graphs_for(session)
+            elif root:
+                # a search reads: a folder with no project graph on disk gets none (issue 33)
+                durable = self.registry.existing(root)
+                graphs = [self.user] + ([durable.graph] if durable is not None else [])
             else:
                 graphs = [self.user] + self.all_project_graphs()
             results = []

@@ -8,6 +8,8 @@ Rules owned here:
 - Through the daemon that holds the root when one answers (REST: GET /api/graph, /api/nodes,
   /api/search; no session is started, and a node shown by id counts as read, as kg_read id=).
   Otherwise from the files, read-only: no root lock taken, nothing written, nothing promoted.
+  Neither creates a project graph for a folder that has none (`kgd search` in a plain folder
+  searches the user graph), except that a repository holding `.kg/` is loaded as a session would.
 - `show` also says, on stderr (stdout stays exactly what the agent reads), whether the project's
   knowledge is shared in its repository's `.kg/` (contract 9) or personal.
 """
@@ -176,6 +178,10 @@ def search(args, cfg):
     api = _live(cfg)
     if api is not None:
         try:
+            from ..travel.team_folder import holds_kg
+
+            if holds_kg(root):  # a clone whose .kg/ no session opened yet: the graph view loads it
+                get_json(api, "/api/graph?project_path=" + quote(root, safe=""))
             result = get_json(api, "/api/search?q=%s&project_path=%s&limit=%d" % (
                 quote(query, safe=""), quote(root, safe=""), args.limit))
         finally:
