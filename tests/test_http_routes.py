@@ -6,6 +6,7 @@ import argparse
 import json
 import re
 import shutil
+import socket
 import subprocess
 import sys
 import zipapp
@@ -136,3 +137,57 @@ def test_a_missing_viewer_file_is_a_clear_500(running, monkeypatch):
     monkeypatch.setattr(viewer, "read", missing)
     st, _, data = http_request(running.port, "GET", "/ui/app.js")
     assert st == 500 and "kg/serve/ui/app.js is missing" in json.loads(data)["error"]
+
+
+def _raw_post(port, headers, body):
+    """One POST written byte for byte (http.client would be free to tidy the header lines)."""
+    data = json.dumps(body).encode()
+    head = "POST /mcp HTTP/1.1\r\nHost: 127.0.0.1:%d\r\nContent-Type: application/json\r\n" % port
+    head += "".join("%s:%s\r\n" % kv for kv in headers) + "Content-Length: %d\r\nConnection: close\r\n\r\n" % len(data)
+    with socket.create_connection(("127.0.0.1", port), timeout=10) as s:
+        s.sendall(head.encode("latin-1") + data)
+        reply = b""
+        while True:
+            chunk = s.recv(65536)
+            if not chunk:
+                break
+            reply += chunk
+    status_line, _, rest = reply.partition(b"\r\n")
+    return int(status_line.split()[1]), json.loads(rest.partition(b"\r\n\r\n")[2])
+
+
+STATELESS_META = {"io.modelcontextprotocol/protocolVersion": "2026-07-28",
+                  "io.modelcontextprotocol/clientCapabilities": {}}
+
+
+@pytest.mark.parametrize("name_header", ["  kg_search  ", "\tkg_search\t", " kg_search", "kg_search "])
+def test_mcp_header_values_are_compared_without_surrounding_whitespace(running, name_header):
+    """Contract section 13, RFC 9110 section 5.5: `Mcp-Name:   kg_search  ` names kg_search."""
+    status, resp = _raw_post(running.port, [("MCP-Protocol-Version", " 2026-07-28 "), ("Mcp-Method", "tools/call "),
+                                            ("Mcp-Name", name_header)],
+                             {"jsonrpc": "2.0", "id": 1, "method": "tools/call",
+                              "params": {"name": "kg_search", "arguments": {"query": "make"}, "_meta": STATELESS_META}})
+    assert status == 200, resp
+    assert resp["result"]["resultType"] == "complete" and resp["result"]["isError"] is False
+
+
+def test_mcp_header_mismatch_still_refused_when_trimmed(running):
+    status, resp = _raw_post(running.port, [("MCP-Protocol-Version", "2026-07-28"), ("Mcp-Method", "tools/call"),
+                                            ("Mcp-Name", "  kg_sync  ")],
+                             {"jsonrpc": "2.0", "id": 2, "method": "tools/call",
+                              "params": {"name": "kg_search", "arguments": {"query": "x"}, "_meta": STATELESS_META}})
+    assert status == 400 and resp["error"]["code"] == -32020
+
+
+def test_initialize_with_the_stateless_envelope_is_404(running):
+    """Contract section 13: 2026-07-28 has no initialize; without the envelope it is the handshake."""
+    status, resp = _raw_post(running.port, [("MCP-Protocol-Version", "2026-07-28"), ("Mcp-Method", "initialize")],
+                             {"jsonrpc": "2.0", "id": 3, "method": "initialize",
+                              "params": {"protocolVersion": "2026-07-28", "capabilities": {},
+                                         "clientInfo": {"name": "t", "version": "1"}, "_meta": STATELESS_META}})
+    assert status == 404 and resp["error"]["code"] == -32601
+    status, resp = _raw_post(running.port, [("MCP-Protocol-Version", "2026-07-28")],
+                             {"jsonrpc": "2.0", "id": 4, "method": "initialize",
+                              "params": {"protocolVersion": "2025-11-25", "capabilities": {},
+                                         "clientInfo": {"name": "t", "version": "1"}}})
+    assert status == 200 and resp["result"]["protocolVersion"] == "2025-11-25"

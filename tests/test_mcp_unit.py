@@ -333,10 +333,49 @@ def test_stateless_meta_without_capabilities_is_invalid_params(server):
     assert err.code == -32602 and err.http_status == 400
 
 
-def test_initialize_is_always_the_handshake(server):
-    r = server.dispatch("initialize", meta(protocolVersion="2025-06-18"), False, Request(STATELESS))
+@pytest.mark.parametrize("params, header", [
+    ({"protocolVersion": "2025-06-18"}, STATELESS),     # the header alone: clients send newer ones there
+    ({"protocolVersion": "2025-06-18"}, None),
+    (meta("2025-06-18", protocolVersion="2025-06-18"), STATELESS),   # an envelope of another version
+    ({"protocolVersion": "2025-06-18", "_meta": {"progressToken": 1}}, "2025-06-18"),
+])
+def test_initialize_without_the_stateless_envelope_is_the_handshake(server, params, header):
+    r = server.dispatch("initialize", params, False, Request(header))
     assert r["protocolVersion"] == "2025-06-18"
     assert "resultType" not in r
+
+
+def test_initialize_with_the_stateless_envelope_is_a_method_it_does_not_have(server):
+    """Contract section 13 (2026-07-28 has no initialize): 404 with -32601, as for any method
+    that revision's server does not implement."""
+    err = rpc_error(server, "initialize", meta(protocolVersion="2025-06-18"),
+                    Request(STATELESS, "initialize", None))
+    assert err.code == -32601 and err.http_status == 404
+    resp, status = _post(server, {"jsonrpc": "2.0", "id": 7, "method": "initialize",
+                                  "params": meta(protocolVersion=STATELESS)}, STATELESS)
+    assert status == 404 and resp["error"]["code"] == -32601 and resp["id"] == 7
+
+
+@pytest.mark.parametrize("raw, value", [
+    ("  kg_read  ", "kg_read"), ("\tkg_read", "kg_read"), ("kg_read \t", "kg_read"), ("kg_read", "kg_read"),
+    ("kg read", "kg read"),      # whitespace inside a value is the value's
+    ("", ""), (None, None),
+])
+def test_header_values_lose_their_surrounding_whitespace(raw, value):
+    """RFC 9110 section 5.5: a field value excludes the optional whitespace around it."""
+    req = Request(raw, raw, raw)
+    assert (req.header_version, req.header_method, req.header_name) == (value, value, value)
+
+
+@pytest.mark.parametrize("version, method, name", [
+    ("  2026-07-28", "tools/call ", "  kg_sync  "), ("2026-07-28\t", "\ttools/call", "kg_sync\t"),
+    (STATELESS, "tools/call", " =?base64?a2dfc3luYw==?= "),
+])
+def test_stateless_headers_match_without_surrounding_whitespace(real, version, method, name):
+    srv, _ = real
+    r = srv.dispatch("tools/call", meta(name="kg_sync", arguments={"session_id": "nope"}), False,
+                     Request(version, method, name))
+    assert r["resultType"] == "complete" and r["isError"] is True   # past the header checks: the tool's answer
 
 
 @pytest.mark.parametrize("header_method, header_name, method, params, ok", [

@@ -1,10 +1,12 @@
 """MCP on top of JSON-RPC: protocol generations, the method table, server info. No sockets.
 
 Rules owned here (contract section 3; the 2026-07-28 rules from that revision's spec):
-- Which generation a POST speaks is decided per request, by its body: `initialize` is always
-  the handshake generation; a request whose params._meta carries
-  "io.modelcontextprotocol/protocolVersion", or whose MCP-Protocol-Version header is exactly
-  2026-07-28, is the stateless revision; everything else is the handshake generation.
+- Which generation a POST speaks is decided per request, by its body: a request whose
+  params._meta carries "io.modelcontextprotocol/protocolVersion", or whose MCP-Protocol-Version
+  header is exactly 2026-07-28, is the stateless revision; everything else is the handshake
+  generation. `initialize` is the handshake unless its _meta carries the 2026-07-28 envelope
+  (version 2026-07-28): that revision has no initialize, so it gets 404 / -32601 (contract
+  section 13); the header alone does not make it stateless (clients send newer versions there).
 - Handshake revisions 2025-03-26, 2025-06-18, 2025-11-25: `initialize` echoes the client's
   protocolVersion when it is one of these, otherwise answers 2025-11-25. The
   MCP-Protocol-Version header is tolerated whatever its value (real clients send newer ones);
@@ -76,13 +78,19 @@ Keep nodes small and true; delete or fix nodes that turn out wrong."""
 
 
 class Request:
-    """What the HTTP layer tells us about the POST (headers only; the body is JSON-RPC's)."""
+    """What the HTTP layer tells us about the POST (headers only; the body is JSON-RPC's). Values
+    are kept as RFC 9110 section 5.5 parses a field: without the whitespace around it."""
 
     def __init__(self, header_version=None, header_method=None, header_name=None, user_agent=None):
-        self.header_version = header_version
-        self.header_method = header_method
-        self.header_name = header_name
+        self.header_version = field_value(header_version)
+        self.header_method = field_value(header_method)
+        self.header_name = field_value(header_name)
         self.user_agent = user_agent
+
+
+def field_value(value):
+    """A header's value without its optional whitespace (OWS: spaces and tabs) around it."""
+    return value.strip(" \t") if isinstance(value, str) else value
 
 
 def decode_header_value(value):
@@ -102,9 +110,10 @@ def _meta(params):
 
 
 def is_stateless(method, params, req):
+    meta = _meta(params)
     if method == "initialize":
-        return False
-    if META_VERSION in _meta(params):
+        return meta.get(META_VERSION) == STATELESS_VERSION
+    if META_VERSION in meta:
         return True
     return req is not None and req.header_version == STATELESS_VERSION
 

@@ -97,11 +97,11 @@ class Handler(BaseHTTPRequestHandler):
         ok = super().parse_request()  # sets self.command BEFORE reading the headers
         self.headers_done = True
         foreground.begin()  # background work gives way until this request is answered
-        # One lower-cased dict per request: email.message's get() rescans every header per call.
-        self.h = {}
+        # One lower-cased dict per request (email.message's get() rescans every header per call),
+        self.h = {}  # its values without surrounding whitespace, as RFC 9110 section 5.5 parses a field.
         if ok:
             for k, v in self.headers.items():
-                self.h.setdefault(k.lower(), v)
+                self.h.setdefault(k.lower(), v.strip(" \t"))
         return ok
 
     def handle_one_request(self):
