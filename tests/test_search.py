@@ -18,12 +18,16 @@ def ids(query, nodes, limit=20, level="user"):
     ("   ", []),
     ("cache", ["cache"]),
     ("Cache  INVALIDATION", ["cache", "invalidation"]),
-    ("a, b; c", ["a", "b", "c"]),
+    ("x, b; c", ["x", "b", "c"]),
     ("dup dup DUP", ["dup"]),
-    ('"quoted" (paren) [x] {y} <z> why? yes!', ["quoted", "paren", "x", "y", "z", "why", "yes"]),
+    ('"quoted" (paren) [x] {y} <z> pool? yes!', ["quoted", "paren", "x", "y", "z", "pool", "yes"]),
     ("src/app.py", ["src/app.py"]),
     ("kebab-case-id", ["kebab-case-id"]),
-    ("tab\tand\nnewline", ["tab", "and", "newline"]),
+    ("tab\tplus\nnewline", ["tab", "plus", "newline"]),
+    ("closing the lid", ["closing", "lid"]),             # stop words are no query words
+    ("The AND of", []),
+    ("not null", ["not", "null"]),                       # negations stay
+    ("theme other", ["theme"]),                          # "other" is a stop word, "theme" is not
     ('"" () !!', []),
     ("Ünïcode", ["ünïcode"]),
 ])
@@ -51,6 +55,22 @@ def test_exact_id_first():
     assert ids("cache", nodes)[0] == "cache"
     assert ids("CACHE", nodes)[0] == "cache"            # case-insensitive exact match
     assert ids("  Cache ", nodes)[0] == "cache"
+
+
+def test_stop_words_match_nothing():
+    """Issue 33: `kg_search "the"` matched, and "closing the lid" returned an unrelated node through "the"."""
+    lid = N("lid-closed", "closing the lid suspends the laptop")
+    other = N("theme-colours", "the other theme uses dark colours")
+    assert ids("the", [lid, other]) == []
+    assert ids("closing the lid", [lid, other]) == ["lid-closed"]
+    assert ids("how does the lid work", [lid, other]) == ["lid-closed"]
+
+
+def test_a_stop_word_still_finds_its_exact_id():
+    nodes = [N("the", "a node whose id is a stop word"), N("theory", "the theory")]
+    assert ids("The", nodes) == ["the"]
+    out = search.rank("the", [("user", nodes[0]), ("project", N("the", "x"))], limit=1)
+    assert [(lvl, n["id"]) for _, lvl, n in out] == [("user", "the")]
 
 
 def test_exact_id_with_several_words():

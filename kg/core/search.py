@@ -6,6 +6,11 @@ candidate nodes (rarer words count more) and the weight is 3 when the word is in
 1 otherwise; the sum is multiplied by (1 + matched words / query words) so nodes matching more
 of the words rank higher. An exact id match (case-insensitive) ranks first whatever else.
 Ties: id ascending, then candidate order (user level first). Scores are rounded to 3 decimals.
+
+Stop words (English function words: "the", "of", "is", ...) are no query words: matched as
+substrings they hit nearly every node ("the" is in "other" and "theme"), so "closing the lid"
+would return a node through "the" alone. A query of stop words only matches an exact id, nothing
+else. Negations ("no", "not") are kept: they change what a note means.
 """
 
 import heapq
@@ -18,6 +23,14 @@ from .errors import BadInput
 
 _WORD = re.compile(r"[^\s,;]+")
 EXACT_ID_BONUS = 1000.0
+STOP_WORDS = frozenset("""
+a about above after again all also am an and any are as at be because been before being below between
+both but by can could did do does doing down during each few for from further had has have having he
+her here hers him his how i if in into is it its itself just me more most my of off on once only or
+other our ours out over own same she should so some such than that the their theirs them then there
+these they this those through to too under until up very was we were what when where which while who
+whom why will with would you your yours
+""".split())
 
 
 def check_query(query, limit):
@@ -34,7 +47,7 @@ def query_words(query):
     words = []
     for w in _WORD.findall(query.lower()):
         w = w.strip("\"'()[]{}<>!?")
-        if w and w not in words:
+        if w and w not in words and w not in STOP_WORDS:
             words.append(w)
     return words[:32]
 
@@ -72,9 +85,10 @@ class Corpus:
 def rank_corpora(query, corpora, limit=20):
     """Rank the nodes of several corpora together. Returns [(score, tag, node)] best first."""
     words = query_words(query)
-    if not words:
-        return []
     q_exact = query.strip().lower()
+    if not words:  # stop words only (or nothing): an exact id is the one match
+        hits = [(ci, k) for ci, c in enumerate(corpora) for k in c.by_id.get(q_exact, ())] if q_exact else []
+        return [(EXACT_ID_BONUS, corpora[ci].items[k][0], corpora[ci].items[k][1]) for ci, k in hits][:limit]
     total = sum(len(c.items) for c in corpora)
     columns = [[c.weights(w) for w in words] for c in corpora]
     df = [sum(len(cols[i]) - cols[i].count(0.0) for cols in columns) for i in range(len(words))]
