@@ -107,6 +107,9 @@ class Memory:
     def file_read(self, path):
         return []
 
+    def file_edit(self, path, old, new):
+        return []
+
     def stop(self):
         return []
 
@@ -200,6 +203,12 @@ class KgdHooks(Memory):
         return [("file", self._hook({"hook_event_name": "PostToolUse", "tool_name": "Read",
                                      "tool_input": {"file_path": full},
                                      "tool_response": {"type": "text", "file": {"filePath": full, "content": "..."}}}))]
+
+    def file_edit(self, path, old, new):
+        full = os.path.join(self.project, path)
+        return [("file", self._hook({"hook_event_name": "PostToolUse", "tool_name": "Edit",
+                                     "tool_input": {"file_path": full, "old_string": old, "new_string": new},
+                                     "tool_response": {"filePath": full, "oldString": old, "newString": new}}))]
 
 
 class Baseline(Memory):
@@ -330,15 +339,11 @@ class Run:
     def execute(self):
         base = tempfile.mkdtemp(prefix="kgd-mem-", dir="/dev/shm" if os.access("/dev/shm", os.W_OK) else None)
         try:
-            project = os.path.join(base, "project")
+            project = self.project = os.path.join(base, "project")
             os.makedirs(os.path.join(project, ".git"))
-            for f in self.world.files:
-                p = os.path.join(project, f)
-                os.makedirs(os.path.dirname(p), exist_ok=True)
-                with open(p, "w") as fh:
-                    fh.write("# %s\n" % f)
+            self.project_files(project)
             self.now = -DAY
-            mem = MEMORIES[self.policy](os.path.join(base, "root"), project, self.max_tokens, self.args, self.clock)
+            mem = self.memories()[self.policy](os.path.join(base, "root"), project, self.max_tokens, self.args, self.clock)
             try:
                 day = 0
                 for sess in self.world.sessions:
@@ -360,6 +365,16 @@ class Run:
         finally:
             shutil.rmtree(base, ignore_errors=True)
         return self.summary()
+
+    def project_files(self, project):
+        for f in self.world.files:
+            p = os.path.join(project, f)
+            os.makedirs(os.path.dirname(p), exist_ok=True)
+            with open(p, "w") as fh:
+                fh.write("# %s\n" % f)
+
+    def memories(self):
+        return MEMORIES
 
     def day_end(self, mem, day):
         """The daemon's maintenance pass (once a simulated day); every 30 days a point of the timeline."""
@@ -416,7 +431,7 @@ class Run:
     def resolve(self, mem, need, texts):
         fact = self.world.facts[need.fid]
         nids = self.nodes_of.get(need.fid, [])
-        prefixes = [self.gist_of(nid)[:PREFIX] for nid in nids]
+        prefixes = [self.marker(nid) for nid in nids]
         found = None
         for src, text in texts:
             if any(p in text for p in prefixes):
@@ -480,6 +495,10 @@ class Run:
             except KgError:
                 self.stats["put_errors"] += 1
 
+    def marker(self, nid):
+        """What of a node's text shows that the agent has it: its gist's head."""
+        return self.gist_of(nid)[:PREFIX]
+
     def gist_of(self, nid):
         fact = self.world.facts[self.fact_of[nid]]
         k = self.nodes_of[fact.fid].index(nid)
@@ -535,6 +554,7 @@ class Run:
         out["conventions"] = dict(conv)
         out["conventions_in_context"] = pct(sum(conv[k] for k in IN_CONTEXT), sum(conv.values()))
         out["chars_per_session_median"] = median(st["session_chars"])
+        out["chars_per_session_p90"] = p90(st["session_chars"])
         out.update(
             {
                 "sessions": st["sessions"],
@@ -567,6 +587,12 @@ def median(xs):
     return xs[mid] if len(xs) % 2 else round((xs[mid - 1] + xs[mid]) / 2)
 
 
+def p90(xs):
+    """The 90th percentile (nearest rank) of the characters memory put into one session's context."""
+    xs = sorted(xs)
+    return xs[max(0, -(-9 * len(xs) // 10) - 1)] if xs else 0
+
+
 def pct(a, b):
     return round(100.0 * a / b, 1) if b else 0.0
 
@@ -580,7 +606,7 @@ COLUMNS = [("policy", "policy", "%-9s"), ("M", "max_tokens", "%6s"), ("seed", "s
            ("reach", "reachable", "%5.1f"), ("warm", "warm_in_context", "%5.1f"), ("cold", "cold_in_context", "%5.1f"),
            ("conv", "conventions_in_context", "%5.1f"),
            ("dups", "duplicates", "%4d"), ("ch/ses", "chars_per_session", "%6d"),
-           ("ch/med", "chars_per_session_median", "%6d"), ("maxread", "max_read_chars", "%7d"),
+           ("ch/med", "chars_per_session_median", "%6d"), ("ch/p90", "chars_per_session_p90", "%6d"), ("maxread", "max_read_chars", "%7d"),
            ("calls", "calls_per_session", "%5.2f"), ("act u/p", None, "%7s")]
 
 
@@ -614,7 +640,8 @@ def compare(a_path, b_path):
     key = lambda r: (r["policy"], r["max_tokens"], r["seed"], r["days"], r.get("world", "classic"))  # noqa: E731
     old = {key(r): r for r in a["runs"]}
     keys = ["in_context", "reachable", "warm_in_context", "cold_in_context", "conventions_in_context",
-            "share_missed", "duplicates", "lost", "chars_per_session", "chars_per_session_median", "calls_per_session"]
+            "share_missed", "duplicates", "lost", "chars_per_session", "chars_per_session_median",
+            "chars_per_session_p90", "calls_per_session"]
     lines = ["%-9s %6s %4s " % ("policy", "M", "seed") + " ".join("%17s" % k[:17] for k in keys)]
     for r in b["runs"]:
         o = old.get(key(r))
@@ -643,8 +670,14 @@ def parse_args(argv):
     )
     p.add_argument("--seed", default="1", help="seed or comma list (default 1)")
     p.add_argument("--days", type=int, default=180)
-    p.add_argument("--world", default=KINDS[0], choices=KINDS,
-                   help="conventions (default: 30 cross-topic conventions) or classic (the first world)")
+    p.add_argument("--world", default=KINDS[0], choices=KINDS + ("history",),
+                   help="conventions (default: 30 cross-topic conventions), classic (the first world) or history "
+                        "(a real repository's commits, --repo)")
+    p.add_argument("--repo", default=None, metavar="GITDIR",
+                   help="--world history: the git directory to replay (e.g. a /work/.mirror/OWNER+NAME/repo)")
+    p.add_argument("--commits", type=int, default=1000, help="--world history: the last N non-merge commits")
+    p.add_argument("--touches", default="part", choices=("part", "file"),
+                   help="--world history: knowledge touches PATH#NAME (default) or PATH")
     p.add_argument("--max-tokens", default="2500,5000,10000", help="comma list")
     p.add_argument("--policy", default=",".join(POLICIES), help="comma list of " + ", ".join(POLICIES))
     p.add_argument("--no-hooks", action="store_true", help="leave out kgd-hooks")
@@ -662,6 +695,11 @@ def parse_args(argv):
     a = p.parse_args(argv)
     a.seeds = [int(x) for x in a.seed.split(",") if x.strip()]
     a.budgets = [int(x) for x in a.max_tokens.split(",") if x.strip()]
+    if a.world == "history":
+        if not a.repo:
+            p.error("--world history needs --repo GITDIR")
+        if a.policy == ",".join(POLICIES):
+            a.policy = "kgd-hooks,lru,oracle"
     a.policies = [x.strip() for x in a.policy.split(",") if x.strip()]
     for path in a.plugin:
         load_plugin(path)
@@ -696,8 +734,18 @@ def main(argv=None, out=sys.stdout):
             MEMORIES["reference"] = cls
     started = time.time()
     runs = []
+    run_class, doc = Run, None
+    if a.world == "history":
+        sys.modules.setdefault("memory_eval", sys.modules[__name__])
+        import memory_history
+        import memory_history_git
+        doc = memory_history_git.load(a.repo, a.commits, os.path.join(os.path.dirname(os.path.abspath(__file__)),
+                                                                    "results"))
+        run_class = memory_history.HistoryRun
+        print("history: %s, HEAD %s, %d commits%s" % (a.repo, doc["head"], doc["n"],
+                                                     " (shallow mirror)" if doc["shallow"] else ""), file=out)
     for seed in a.seeds:
-        world = World(seed, a.days, a.world)
+        world = World(seed, a.days, a.world) if doc is None else memory_history.HistoryWorld(doc, seed, a.touches)
         for i, m in enumerate(a.budgets):
             for policy in a.policies:
                 budget = m
@@ -706,12 +754,12 @@ def main(argv=None, out=sys.stdout):
                         continue
                     budget = 0
                 t0 = time.time()
-                r = Run(world, policy, budget, a).execute()
+                r = run_class(world, policy, budget, a).execute()
                 runs.append(r)
                 print("  %-9s M=%-6d seed=%d  %.1f s" % (policy, budget, seed, time.time() - t0), file=sys.stderr)
     wall = time.time() - started
     print(table(runs), file=out)
-    print("%d run(s), %d days, %.1f s wall" % (len(runs), a.days, wall), file=out)
+    print("%d run(s), %d days, %.1f s wall" % (len(runs), runs[0]["days"] if runs else a.days, wall), file=out)
     path = a.json
     if path is None:
         d = os.path.join(os.path.dirname(os.path.abspath(__file__)), "results")
@@ -723,6 +771,7 @@ def main(argv=None, out=sys.stdout):
             "seeds": a.seeds,
             "days": a.days,
             "world": a.world,
+            "repo": doc and {"path": a.repo, "head": doc["head"], "commits": doc["n"], "touches": a.touches},
             "max_tokens": a.budgets,
             "policies": a.policies,
             "grace_days": a.grace_days,
