@@ -343,7 +343,8 @@ class Run:
             os.makedirs(os.path.join(project, ".git"))
             self.project_files(project)
             self.now = -DAY
-            mem = self.memories()[self.policy](os.path.join(base, "root"), project, self.max_tokens, self.args, self.clock)
+            mem = self.memories()[self.policy](os.path.join(base, "root"), project, self.max_tokens, self.args,
+                                               self.clock)
             try:
                 day = 0
                 for sess in self.world.sessions:
@@ -606,7 +607,8 @@ COLUMNS = [("policy", "policy", "%-9s"), ("M", "max_tokens", "%6s"), ("seed", "s
            ("reach", "reachable", "%5.1f"), ("warm", "warm_in_context", "%5.1f"), ("cold", "cold_in_context", "%5.1f"),
            ("conv", "conventions_in_context", "%5.1f"),
            ("dups", "duplicates", "%4d"), ("ch/ses", "chars_per_session", "%6d"),
-           ("ch/med", "chars_per_session_median", "%6d"), ("ch/p90", "chars_per_session_p90", "%6d"), ("maxread", "max_read_chars", "%7d"),
+           ("ch/med", "chars_per_session_median", "%6d"), ("ch/p90", "chars_per_session_p90", "%6d"),
+           ("maxread", "max_read_chars", "%7d"),
            ("calls", "calls_per_session", "%5.2f"), ("act u/p", None, "%7s")]
 
 

@@ -114,7 +114,8 @@ class HistoryWorld:
         fid = "p%04d" % len(self.facts)
         self.by_part[key] = fid
         touch = "%s#%s" % (path, qual) if self.touch_kind == "part" else path
-        self.facts[fid] = PartFact(fid=fid, path=path, qual=qual, level="project", topic=_slug(path.split("/")[0]), node_id=nid, gist="",
+        self.facts[fid] = PartFact(fid=fid, path=path, qual=qual, level="project", topic=_slug(path.split("/")[0]),
+                                   node_id=nid, gist="",
                                notes=[], touches=[touch], words=_words(qual, path), ident=_slug(qual),
                                emerge_day=0, weight=1.0, related=[], links=[])
         return fid

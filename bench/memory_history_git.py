@@ -112,7 +112,8 @@ def _parse_log(text):
                 m = _HUNK.match(line)
                 if m:
                     a, b, c, d = m.group(1), m.group(2), m.group(3), m.group(4)
-                    cur["hunks"].append([int(a), 1 if b is None else int(b), int(c), 1 if d is None else int(d), [], []])
+                    cur["hunks"].append([int(a), 1 if b is None else int(b), int(c), 1 if d is None else int(d),
+                                         [], []])
                 elif cur["hunks"] and line[:1] in ("+", "-"):
                     cur["hunks"][-1][4 if line[0] == "-" else 5].append(line[1:])
         commits.append({"sha": sha.strip(), "t": int(ts), "subject": subject.strip(), "body": body.strip(),
