@@ -236,3 +236,47 @@ def test_sync_off_keeps_the_repository_and_stops(fleet):
     assert (a.root / "sync" / ".git").is_dir()
     code, out, err, _ = a.kgd("sync")
     assert code == 1 and "off" in err
+
+
+def remote_holds(remote, nid):
+    p = subprocess.run(["git", "--git-dir", remote, "show", "main:user/" + kg_format.NODES_FILE],
+                       capture_output=True, text=True, timeout=60, env=clean_env())
+    return p.returncode == 0 and ('"id":"%s"' % nid) in p.stdout
+
+
+def test_a_clean_stop_pushes_what_waits_and_status_says_it_waits(fleet, remote):
+    """Issue 33: `kgd stop` did not push what was committed locally, and `kgd status` said "last sync
+    14s ago" while a commit waited."""
+    (a,) = fleet("a")
+    a.setup()
+    a.put("fresh", "written just before the stop")
+    code, out, err, _ = a.kgd("status")
+    assert code == 0 and "1 change waits to be pushed (next round in" in out, out
+    assert not remote_holds(remote, "fresh")
+    t0 = time.monotonic()
+    code, out, err, _ = a.kgd("stop")
+    assert code == 0, out + err
+    assert time.monotonic() - t0 < 8
+    assert remote_holds(remote, "fresh")
+    assert "pushed 1 change at stop" in "".join(a.daemon.stderr_lines)
+    code, out, err, _ = a.kgd("status")
+    assert code == 1 and "wait" not in out, out  # stopped: nothing waits
+
+
+def test_a_stop_offline_is_quick_and_leaves_what_waits_for_the_next_start(fleet, remote):
+    (a,) = fleet("a")
+    a.setup()
+    os.rename(remote, remote + ".away")
+    a.put("stranded", "written while the remote is gone")
+    t0 = time.monotonic()
+    code, out, err, _ = a.kgd("stop")
+    assert code == 0 and time.monotonic() - t0 < 8, out + err
+    assert "left unpushed at stop" in "".join(a.daemon.stderr_lines)
+    code, out, err, _ = a.kgd("status")
+    assert code == 1 and "1 change waits to be pushed (pushed when kgd starts)" in out, out
+    os.rename(remote + ".away", remote)
+    a.start()
+    a.sync()
+    assert remote_holds(remote, "stranded")
+    code, out, err, _ = a.kgd("status")
+    assert code == 0 and "to be pushed" not in out, out

@@ -208,3 +208,81 @@ def test_worker_backs_off_between_unasked_retries(failures):
         w.stop()
     gaps = [b - a for a, b in zip(calls, calls[1:])]
     assert all(g2 >= g1 * 1.5 for g1, g2 in zip(gaps, gaps[1:]) if g1 < 0.4)
+
+
+# ---------------------------------------------------------------- a local commit is pushed soon (issue 33)
+
+def test_a_local_commit_is_pushed_soon_not_at_the_next_interval():
+    """With the 300 s interval a write waited for the next round (up to 300 s) before another machine's
+    round (up to 300 s more) could see it: about ten minutes."""
+    s = Schedule(interval=300, debounce=5, max_delay=60, push_gap=30, now=0)
+    s.round_started(0)
+    s.round_done(True, 1)
+    s.changed(10)
+    assert s.next_action(15) == ("commit", 0.0)
+    s.committed(15)
+    s.local_commit(15)
+    assert s.next_action(16) == (None, 14)  # the gap since the last round began: 30 s
+    assert s.next_action(30) == ("round", 0.0)
+    s.round_started(30)
+    s.round_done(True, 31)
+    s.changed(100)  # long after: pushed as soon as it is committed
+    s.committed(105)
+    s.local_commit(105)
+    assert s.next_action(105) == ("round", 0.0)
+
+
+def test_a_commit_while_rounds_fail_leaves_the_backoff_alone():
+    s = Schedule(interval=300, debounce=5, backoff_base=5, push_gap=30, now=0)
+    for t in (0, 5, 15):
+        s.round_started(t)
+        s.round_done(False, t)
+    assert s.next_round == 15 + 20
+    s.changed(16)
+    s.committed(21)
+    s.local_commit(21)
+    assert s.next_round == 35
+
+
+def test_a_commit_of_no_knowledge_pulls_no_round_in():
+    s = Schedule(interval=300, push_gap=30, now=0)
+    s.round_started(0)
+    s.round_done(True, 0)
+    s.changed(100, count=0)  # a graph to look at (the maintenance beat), nothing new
+    s.committed(105)
+    s.local_commit(105)
+    assert s.next_round == 300 and s.waiting == 0
+
+
+def test_waiting_counts_the_changes_no_successful_round_carried():
+    s = Schedule(interval=300, now=0, waiting=2)  # left by the daemon before this one
+    assert s.waiting == 2
+    s.changed(1)
+    s.changed(2)
+    assert s.waiting == 4
+    s.round_started(3)
+    s.changed(4)  # made while the round runs: it waits for the next
+    s.round_done(False, 5)
+    assert s.waiting == 5  # a failed round pushed nothing
+    s.round_started(6)
+    s.changed(7)
+    s.round_done(True, 8)
+    assert s.waiting == 1
+
+
+def test_the_worker_pushes_a_commit_soon():
+    rounds, commits = [], []
+    sched = Schedule(interval=3600, debounce=0.1, max_delay=5, push_gap=0.3, now=time.time())
+    w = Worker(lambda: commits.append(time.time()), lambda: rounds.append(time.time()), sched,
+               Status(remote="/r")).start()
+    try:
+        assert w.request_round(wait=True, timeout=10)
+        n = len(rounds)
+        w.changed()
+        deadline = time.time() + 5
+        while len(rounds) == n and time.time() < deadline:
+            time.sleep(0.02)
+        assert commits and len(rounds) == n + 1 and rounds[-1] >= commits[0]
+        assert sched.waiting == 0
+    finally:
+        w.stop()

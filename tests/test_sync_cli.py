@@ -63,3 +63,24 @@ def test_offline_status_reads_the_files(tmp_path):
     write_config(root, {"remote": "/other", "enabled": False})
     st = offline_status(root)
     assert st["remote"] == "/other" and "last_ok" not in st and st["enabled"] is False
+
+
+def test_status_lines_say_what_waits_to_be_pushed():
+    """Issue 33: "last sync 14s ago" while a commit waited for the next round."""
+    now = 1000000.0
+    ok = {"remote": "/r", "enabled": True, "last_ok": now - 14, "last_error": None}
+    assert describe(dict(ok, waiting=0, next_round_in=20), now) == ["remote:   /r, last sync 14s ago"]
+    assert describe(dict(ok, waiting=1, next_round_in=16.4), now) == [
+        "remote:   /r, last sync 14s ago; 1 change waits to be pushed (next round in 16s)"]
+    assert describe(dict(ok, waiting=3, next_round_in=0), now)[0].endswith(
+        "; 3 changes wait to be pushed (pushing now)")
+    assert describe(dict(ok, waiting=2, next_round_in=290), now)[0].endswith("(next round in 4m)")
+    assert describe(dict(ok, waiting=2), now)[0].endswith("; 2 changes wait to be pushed (pushed when kgd starts)")
+    assert "kgd sync --remote turns it on" in describe(dict(ok, waiting=2, enabled=False), now)[0]
+
+
+def test_offline_status_keeps_what_waits(tmp_path):
+    root = str(tmp_path)
+    write_config(root, {"remote": "/r", "enabled": True})
+    write_status(root, {"remote": "/r", "last_ok": 5.0, "last_error": None, "waiting": 4})
+    assert offline_status(root)["waiting"] == 4

@@ -8,6 +8,8 @@ Rules owned here:
 - `kgd sync` runs a round now and says how it went; `kgd sync --off` stops syncing (ROOT/sync/
   and its history stay; `--remote` turns it on again).
 - Exit 1 when the round failed (the reason in one line); the daemon keeps retrying on its own.
+- The status line says how many changes wait to be pushed (the last sync may be recent while a
+  commit made since waits for the next round), and when they go.
 """
 
 import json
@@ -17,7 +19,7 @@ import time
 from ..memory import git_runner
 from ..travel.remote_repo import check_remote, read_config, read_status, redact_url, write_config
 from .client import Api, connect_host, ensure_daemon, find_daemon
-from .console import CommandError, say
+from .console import CommandError, plural, say
 
 WAIT = 120.0
 
@@ -59,12 +61,29 @@ def resolve_remote(url):
     return path, True
 
 
+def _in(seconds):
+    s = int(round(seconds or 0))
+    return "%ds" % s if s < 120 else "%dm" % (s // 60)
+
+
+def _waiting(st):
+    """"; 3 changes wait to be pushed (next round in 25s)", or "" when nothing waits."""
+    n = st.get("waiting") or 0
+    if not n:
+        return ""
+    if "next_round_in" in st:
+        when = "next round in %s" % _in(st["next_round_in"]) if st["next_round_in"] else "pushing now"
+    else:
+        when = "pushed when kgd starts" if st.get("enabled", True) else "kgd sync --remote turns it on"
+    return "; %s %s to be pushed (%s)" % (plural(n, "change"), "waits" if n == 1 else "wait", when)
+
+
 def describe(st, now=None):
     """Lines saying where the personal remote is and how the last round went."""
     if not st or not st.get("remote"):
         return ["remote:   none (kgd sync --remote URL keeps this memory on your other machines)"]
-    lines = ["remote:   %s%s, last sync %s" % (st["remote"], "" if st.get("enabled", True) else " (off)",
-                                               _ago(st.get("last_ok"), now))]
+    lines = ["remote:   %s%s, last sync %s%s" % (st["remote"], "" if st.get("enabled", True) else " (off)",
+                                                 _ago(st.get("last_ok"), now), _waiting(st))]
     err = st.get("last_error")
     if err and (not st.get("last_ok") or err.get("at", 0) > st["last_ok"]):
         lines.append("          last error %s (%s): %s" % (_ago(err.get("at"), now), err.get("kind"),
@@ -120,7 +139,7 @@ def check(rep, cfg):
     if not st.get("last_ok"):
         rep.warn("personal remote %s has never synced" % st["remote"], "start kgd, then `kgd sync`")
         return
-    rep.ok("personal remote %s, last sync %s" % (st["remote"], _ago(st.get("last_ok"))))
+    rep.ok("personal remote %s, last sync %s%s" % (st["remote"], _ago(st.get("last_ok")), _waiting(st)))
 
 
 def sync(args, cfg):

@@ -23,6 +23,9 @@ Rules owned here:
   at the first round and again after any git call failed.
 - A merge left half-done by a crash is finished at the next round, and a stale index.lock (this
   daemon holds the storage root, so no other git runs here) is removed when the worker starts.
+- A clean stop flushes: export, commit, and push what the remote lacks, no fetch, all within a
+  few seconds (FLUSH_BUDGET); offline, or when the remote moved, nothing more is tried and the
+  next start's first round pushes it.
 """
 
 import json
@@ -49,6 +52,7 @@ CONFIG_NAME = "sync.json"  # written by `kgd sync`: {"remote": URL, "enabled": b
 STATUS_NAME = "sync-status.json"  # written by the daemon: the last round's outcome
 FOLDER_NAME = "sync"
 MAX_URL = 4096
+FLUSH_BUDGET = 5.0  # seconds a clean stop gives the push of what waits
 
 
 def config_path(root):
@@ -326,6 +330,31 @@ class SyncRepo:
 
     def push(self):
         self.git("push", "--quiet", "--porcelain", "origin", "HEAD:refs/heads/" + BRANCH)
+
+    def flush(self, export=None, budget=FLUSH_BUDGET):
+        """At a clean stop (the worker has ended): commit what changed and push what is committed,
+        within `budget` seconds in all. True when something was pushed, False when the remote
+        already held it; raises git_runner.GitError (offline, refused, out of time)."""
+        self.cancelled = False  # the worker's round was cancelled; this is the stop's own step
+        deadline = time.monotonic() + budget
+        saved, self.timeout = self.timeout, budget  # no one local call may take longer than the whole
+        try:
+            self.ensure()
+            if export:
+                export()
+            self.commit()
+            ours, theirs = self.head(), self._ref(REMOTE_REF)
+            if ours is None or ours == theirs:
+                return False
+            if theirs is not None and self.git("merge-base", "--is-ancestor", ours, theirs, check=False)[0] == 0:
+                return False  # the remote moved past ours: nothing of ours waits
+            left = deadline - time.monotonic()
+            if left <= 0.2:
+                raise git_runner.GitError("timeout", "no time left to push within %gs" % budget)
+            self.git("push", "--quiet", "--porcelain", "origin", "HEAD:refs/heads/" + BRANCH, timeout=left)
+            return True
+        finally:
+            self.timeout = saved
 
     def round(self, export=None, pickup=None):
         """One full round; returns {"changed": [...], "conflicted": bool, "pushed": bool}. Raises

@@ -4,8 +4,14 @@ Rules owned here:
 - Schedule (pure, clock passed in): a change is committed locally once writes pause for
   `debounce` seconds, and at most `max_delay` seconds after the first unsaved change; a round
   (commit, fetch, merge, push) runs every `interval` seconds and at once when asked for
-  (`kgd sync`). After a failed round the next try waits base * 2^(failures-1) seconds, capped
-  at `backoff_cap`; a success resets it. An asked-for round never waits for the backoff.
+  (`kgd sync`). A local commit is pushed soon, not at the next interval: a round follows it once
+  `push_gap` seconds have passed since the last round began (so a write reaches the remote within
+  about debounce + push_gap seconds, and another machine at its next round: at most `interval`
+  later), unless rounds are failing, when the backoff decides. After a failed round the next try
+  waits base * 2^(failures-1) seconds, capped at `backoff_cap`; a success resets it. An
+  asked-for round never waits for the backoff.
+- What waits: the number of changes made since the last successful round began (`waiting`);
+  `kgd status` says it, so that "last sync 14s ago" never hides a commit not yet pushed.
 - Status: the remote, the last successful round, the last error. A failure is logged once per
   state change (a new kind or message, or a first failure after success); the same failure
   again is only counted; the first success after failures is logged once.
@@ -27,16 +33,21 @@ DEBOUNCE = 5.0
 MAX_DELAY = 60.0
 BACKOFF_BASE = 5.0
 BACKOFF_CAP = 900.0
+PUSH_GAP = 30.0
 
 
 class Schedule:
     """What the worker does next, as a pure function of the events it was told and `now`."""
 
     def __init__(self, interval=DEFAULT_INTERVAL, debounce=DEBOUNCE, max_delay=MAX_DELAY,
-                 backoff_base=BACKOFF_BASE, backoff_cap=BACKOFF_CAP, now=0.0):
+                 backoff_base=BACKOFF_BASE, backoff_cap=BACKOFF_CAP, now=0.0, push_gap=PUSH_GAP, waiting=0):
         self.interval = float(interval)
         self.debounce = float(debounce)
         self.max_delay = float(max_delay)
+        self.push_gap = min(float(push_gap), self.interval)
+        self.waiting = int(waiting or 0)  # changes not yet in a successful round
+        self._in_round = 0  # of those, the ones the round under way carries
+        self.last_round = None  # when the last round began
         self.backoff_base = min(float(backoff_base), self.interval)
         self.backoff_cap = max(float(backoff_cap), self.interval)
         self.first_change = None  # unsaved changes since then
@@ -45,10 +56,12 @@ class Schedule:
         self.failures = 0
         self.next_round = now  # the first round runs at start
 
-    def changed(self, now):
+    def changed(self, now, count=1):
+        """`count` changes were made (0: something to look at, no new knowledge)."""
         if self.first_change is None:
             self.first_change = now
         self.last_change = now
+        self.waiting += count
 
     def ask(self):
         self.asked = True
@@ -58,10 +71,21 @@ class Schedule:
         if self.last_change is not None and self.last_change <= since:
             self.first_change = self.last_change = None
 
-    def round_started(self):
+    def local_commit(self, now):
+        """A commit landed locally: push it soon (at once if the last round began push_gap ago)."""
+        if self.failures == 0 and self.waiting:
+            soon = now if self.last_round is None else max(now, self.last_round + self.push_gap)
+            self.next_round = min(self.next_round, soon)
+
+    def round_started(self, now=None):
         self.asked = False  # a request made while this round runs asks for another
+        self._in_round = self.waiting  # what a success will have pushed
+        self.last_round = now
 
     def round_done(self, ok, now):
+        if ok:
+            self.waiting = max(0, self.waiting - self._in_round)
+        self._in_round = 0
         if ok:
             self.failures = 0
             self.next_round = now + self.interval
@@ -157,10 +181,10 @@ class Worker:
         self.thread.start()
         return self
 
-    def changed(self):
-        """The store has changes to export (cheap: called on fold)."""
+    def changed(self, count=1):
+        """The store has changes to export (cheap: called on fold); `count` of them are new knowledge."""
         with self.cond:
-            self.schedule.changed(self.clock())
+            self.schedule.changed(self.clock(), count)
             self.cond.notify_all()
 
     def request_round(self, wait=False, timeout=120.0):
@@ -202,10 +226,10 @@ class Worker:
                     self.cond.wait(min(wait, 60.0) if wait else 60.0)
                     continue
                 self.busy = action
-                if action == "round":
-                    self.schedule.round_started()
-                covering = self.asked
                 started = self.clock()
+                if action == "round":
+                    self.schedule.round_started(started)
+                covering = self.asked
             self._run(action, started)
             if action == "round" and self.after is not None:
                 try:
@@ -224,6 +248,7 @@ class Worker:
                 self.do_commit()
                 with self.cond:
                     self.schedule.committed(started)
+                    self.schedule.local_commit(self.clock())
                 return
             self.last_result = self.do_round()
         except Exception as exc:  # a failure of one round never ends the thread
