@@ -1,6 +1,13 @@
 """The secrets gate's figures (contract section 10): detection, false alarms, time.
 
-    python bench/secrets_bench.py [--seeds N]
+    python bench/secrets_bench.py [--seeds N] [--base DIR] [--held-back]
+
+- calibration (tests/secrets_calibration.py, seeds 0..N-1 or, with --held-back, only the
+  held-back seed HELD_BACK, never used while tuning): recall per credential category and false
+  alarms per near-miss category, for kgd, detect-secrets and gitleaks on the same lines
+  (bench/secrets_anchors.py; an anchor that cannot be run says so);
+- against another checkout (--base DIR, e.g. a worktree of main before the change): a clean
+  node's scan and loading a 10,000-node graph, alternating rounds in one run, as ratios;
 
 - detection: every generated credential (tests/secrets_corpus.py, seeds 0..N-1) found as its kind;
 - false alarms: near-miss lines (engineering notes, hashes, UUIDs, placeholders, code) refused;
@@ -10,6 +17,7 @@
 
 import argparse
 import glob
+import json
 import os
 import sys
 import time
@@ -17,13 +25,18 @@ from collections import Counter
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 REPO = os.path.dirname(HERE)
-sys.path[:0] = [REPO, os.path.join(REPO, "tests")]
+sys.path[:0] = [REPO, HERE, os.path.join(REPO, "tests")]
+
+import secrets_anchors  # noqa: E402
+import secrets_calibration  # noqa: E402
 
 from kg.secrets import fields  # noqa: E402
 from kg.secrets import kinds as secrets  # noqa: E402
 
 import secrets_corpus  # noqa: E402
 import secrets_hostile  # noqa: E402
+
+HELD_BACK = 310_031  # the held-back seed: never run while tuning, reported at the end
 
 
 def best_of(fn, n=3, clock=time.perf_counter):
@@ -38,7 +51,19 @@ def best_of(fn, n=3, clock=time.perf_counter):
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--seeds", type=int, default=100)
+    ap.add_argument("--calibration-seeds", type=int, default=10)
+    ap.add_argument("--held-back", action="store_true", help="the calibration table on the held-back seed only")
+    ap.add_argument("--only-calibration", action="store_true")
+    ap.add_argument("--base", help="another checkout: clean-node scan and 10,000-node load as ratios")
+    ap.add_argument("--rounds", type=int, default=5)
     args = ap.parse_args()
+
+    seeds = [HELD_BACK] if args.held_back else list(range(args.calibration_seeds))
+    calibration(seeds, "held-back seed %d" % HELD_BACK if args.held_back else "seeds 0..%d" % (seeds[-1]))
+    if args.base:
+        against(args.base, args.rounds)
+    if args.only_calibration or args.held_back:
+        return
 
     found, total, wrong = Counter(), Counter(), []
     lines = alarms = 0
@@ -120,6 +145,75 @@ def main():
             "touches": ["kg/app.py"]}
     print("one clean node of %d chars: %.3f ms" % (sum(len(x) for x in node["notes"]),
                                                    best_of(lambda: fields.scan_node(fresh(node)), 20) * 1000))
+
+
+def calibration(seeds, what):
+    """Recall per credential category, false alarms per near-miss category: kgd and the anchors."""
+    rows = [line for seed in seeds for line in secrets_calibration.lines(seed)]
+    texts = [t for _, _, t in rows]
+    found = {"kgd": [secrets.find(t) is not None for t in texts]}
+    for name, flagged in secrets_anchors.run_all(texts).items():
+        found[name] = flagged
+    tools = list(found)
+    print("calibration corpus (%s): %d lines" % (what, len(rows)))
+    print("  %-24s %6s  %s" % ("category", "lines", "  ".join("%16s" % t for t in tools)))
+    for secret, cats, word in ((True, secrets_calibration.SECRET_CATEGORIES, "refused"),
+                               (False, secrets_calibration.NEAR_CATEGORIES, "false alarms")):
+        print("  %s (%s):" % ("credentials" if secret else "near misses", word))
+        every = [i for i, r in enumerate(rows) if r[1] == secret]
+        for cat in list(cats) + ["all"]:
+            idx = every if cat == "all" else [i for i in every if rows[i][0] == cat]
+            cells = []
+            for t in tools:
+                if found[t] is None:
+                    cells.append("%16s" % "unavailable")
+                else:
+                    n = sum(found[t][i] for i in idx)
+                    cells.append("%16s" % ("%d (%.1f %%)" % (n, 100.0 * n / max(len(idx), 1))))
+            print("  %-24s %6d  %s" % (cat, len(idx), "  ".join(cells)))
+    misses = [(rows[i][0], rows[i][2]) for i in range(len(rows)) if rows[i][1] != found["kgd"][i]]
+    for cat, text in misses[:40]:
+        print("  kgd wrong: %-22s %r" % (cat, text[:110]))
+
+
+def against(base, rounds):
+    """This checkout and `base`, alternating: a clean node's scan, a 10,000-node graph's load."""
+    import statistics
+    import subprocess
+    import tempfile
+
+    import compare_versions
+
+    tmp = tempfile.mkdtemp(prefix="kgd-secrets-bench-")
+    _, big, _, big_file = compare_versions.write_template(tmp, 10000)
+    notes = os.path.join(tmp, "notes.json")
+    with open(notes, "w") as f:
+        json.dump([secrets_corpus.near_misses()[:60],
+                   [t for _, s, t in secrets_calibration.lines(1) if not s][:60]], f)
+    scan = ("import sys, json, time; sys.path.insert(0, sys.argv[1]); from kg.secrets import fields; "
+            "nodes = json.load(open(sys.argv[2])); out = []\n"
+            "for notes in nodes:\n"
+            "    best = 1e9\n"
+            "    for r in range(30):\n"
+            "        node = {'id': 'n%d' % r, 'gist': notes[0], 'notes': notes, 'touches': ['kg/app.py']}\n"
+            "        t = time.process_time(); fields.scan_node(node); best = min(best, time.process_time() - t)\n"
+            "    out.append(best)\n"
+            "print(' '.join(map(str, out)))")
+    rows = {}
+    for r in range(rounds):
+        for tree in ((base, REPO) if r % 2 == 0 else (REPO, base)):
+            key = "base" if tree == base else "this"
+            rows.setdefault(("load 10000-node graph, CPU ms", key), []).append(
+                compare_versions.load_once(tree, big_file, big) * 1000)
+            got = subprocess.run([sys.executable, "-c", scan, tree, notes], check=True,
+                                 stdout=subprocess.PIPE).stdout.decode().split()
+            rows.setdefault(("clean node of 60 corpus notes, scan CPU ms", key), []).append(float(got[0]) * 1000)
+            rows.setdefault(("clean node of 60 calibration near misses, scan CPU ms", key), []).append(
+                float(got[1]) * 1000)
+    print("against %s (%d rounds, alternating; medians; load average %.1f):" % (base, rounds, os.getloadavg()[0]))
+    for what in dict.fromkeys(w for w, _ in rows):
+        b, t = statistics.median(rows[(what, "base")]), statistics.median(rows[(what, "this")])
+        print("  %-52s base %8.3f  this %8.3f  this/base %.2f" % (what, b, t, t / b))
 
 
 _ids = iter(range(1 << 30))

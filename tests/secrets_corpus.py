@@ -265,9 +265,9 @@ def adversarial(size=1 << 20, seed=3019):
         "AKIA run": fill("AK" + "IA"),
         "spaces": " " * size,
         "random printable": g.s(size, string.printable),
-        "dense assignments": fill("token=aaaaaaa1 "),
+        "dense assignments": fill("token=$AAAAAA1 "),  # a reference: judged, never refused
         "command flags": fill("mysql -p -p -pa -u a:b -a redis-cli --user "),
-        "glued command flag": fill("mysql" + " -p" + "Zq9" * 70),
+        "glued command flag": fill("mysql" + " -p" + "-Zq9" * 52),  # the next flag: judged, never refused
         "basic storm": fill("Authorization: Basic "),
         "basic run": "basic " + g.s(size - 6, B64),
         "authorization token storm": fill("authorization: token "),
@@ -285,5 +285,5 @@ def adversarial(size=1 << 20, seed=3019):
         "sendgrid and webhook prefixes": fill("S" + "G." + "a" * 22 + "." + " /api/webhooks/" + "1" * 18 + "/"),
         "fullwidth run": fill("\uff53\uff4b-\uff41"),
         "one long line of words": fill("token secret password key auth basic bearer "),
-        "distinct assignments": "".join("password=aaaaaaaaaaaaaaaabcd%07d " % i for i in range(size // 36 + 1))[:size],
+        "distinct assignments": "".join("password=$DECOY_AAAAAAAAABCD%07d " % i for i in range(size // 36 + 1))[:size],
     }

@@ -374,7 +374,6 @@ def hostile_near_misses(seed=5019):
         'auth_provider_x509_cert_url: https://www.googleapis.com/oauth2/v1/certs',
         'token_uri: https://oauth2.googleapis.com/token',
         '"client_id": "1234567890-abcdefghijklmnopqrstuvwxyz012345.apps.googleusercontent.com"',
-        'password: Password1',
         'secret: ${SECRET:-default}',
         'api_key: "{{ api_key }}"',
         'authToken := os.Getenv("AUTH_TOKEN")',

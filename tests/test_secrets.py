@@ -157,8 +157,8 @@ def test_entropy(value, bits):
     "g" + "hp_yourPersonalAccessTokenGoesHereOk",
     "s" + "k-your-openai-api-key-goes-here",
     "api_key=getAccessTokenFromEnvironment",
-    "password=correcthorsebatterystaple",
-    "password: Password123",
+    "password=${DB_PASSWORD}",
+    "password: <password>",
     "client_secret=$CLIENT_SECRET",
     "token=/var/run/secrets/kubernetes.io/serviceaccount/token",
 ])
@@ -168,6 +168,9 @@ def test_placeholders_words_and_references_pass(text):
 
 @pytest.mark.parametrize("name, value", [  # joined at run time: no password literal in the repository
     ("password=", "hunter22x"),
+    ("password=", "correct" + "horsebatterystaple"),  # contract section 10, Calibration: however human
+    ("password: ", "Pass" + "word123"),
+    ("password: ", "Pass" + "word1"),
     ("DB_PASSWORD=", "'Summer2024!'"),
     ("dbPassword: ", "Tr0ub4dor&3"),
 ])
@@ -191,8 +194,9 @@ def test_adversarial_megabyte_answers_fast(name):
     elapsed, cpu = time.perf_counter() - t0, time.process_time() - c0
     assert elapsed < BOUND, "%s took %.3f s" % (name, elapsed)
     assert cpu < CPU_BOUND, "%s took %.3f s of CPU" % (name, cpu)  # a loaded machine inflates wall time
-    # None holds a credential: at most the decoy bound refuses a hostile text.
-    assert hit is None or hit.kind == "too-many", (name, hit)
+    # None holds a credential: at most the decoy bound refuses a hostile text. A megabyte of random
+    # printable characters holds, by chance, a short value after a name like PW: (a password's place).
+    assert hit is None or hit.kind == "too-many" or (name == "random printable" and hit.kind == "password"), (name, hit)
 
 
 @pytest.mark.parametrize("name", ["base64 run", "many :// and @", "long user and password runs", "keyword tails",
@@ -214,7 +218,7 @@ def test_time_grows_linearly(name):
 
 
 def test_a_hostile_text_of_many_decoys_is_refused_but_a_node_sized_one_is_judged():
-    decoys = "".join("password=aaaaaaaaaaaaaaaabcd%07d " % i for i in range(secrets.MAX_JUDGED + 10))
+    decoys = "".join("password=$DECOY_AAAAAAAAABCD%07d " % i for i in range(secrets.MAX_JUDGED + 10))
     assert secrets.find(decoys).kind == "too-many"
     node_sized = decoys[:16000]  # a node's text holds at most 16,000 characters
     assert secrets.find(node_sized) is None

@@ -1,0 +1,469 @@
+"""Passwords and secrets judged by where they stand (contract section 10, "Calibration"). Pure.
+
+Why it exists: a weak human password (a word, digits, a symbol) looks like nothing; what makes it
+a credential is its place: a URL's password part, a password flag, an assignment or config key
+named like a password / secret / token / key, a sentence that says it is one. In such a place a
+concrete value is refused however human it is; what is not concrete is a closed set of forms.
+
+Rules this file owns (docs/reference.md, "Secrets: what is refused, what passes", lists them):
+- Names: password-like (password, passwd, pass as a word, passphrase, pwd, pw, keytool's
+  -storepass...), secret-like (secret, token, api_key, access_key, private_key, a KEY after a
+  qualifier: APP_KEY, SIGNING_KEY, ENCRYPTION_KEY...), weak (auth, credentials: a random value
+  only). A name ending in a word that says it is not the secret (password_encryption, token_ttl,
+  secret_name, --password-stdin, password_hash) holds none.
+- Not concrete (closed): placeholders PLACEHOLDER forms, VENDOR_DEFAULTS, CONFIG_WORDS,
+  references (where the secret comes from), password-hash formats, and, unquoted only, code.
+- A password-like name's concrete value of 4+ characters is refused; a secret-like name's when
+  it is random or mixes letters with digits or symbols (not a kebab-case resource name); in prose
+  and after a bare space, a plain word never is.
+"""
+
+import functools
+import re
+import string
+
+from .values import DATE, UUID, path_like, secret_value
+
+# ---- the closed forms that are not a concrete value ----
+
+VENDOR_DEFAULTS = frozenset((  # documentation's default passwords: publishing one reveals nothing
+    "password", "passwd", "pass", "pwd", "secret", "changeme", "change_me", "change-me", "changeit",
+    "admin", "root", "guest", "postgres", "mysql", "redis", "test", "example", "default", "replace_me",
+    "replaceme", "replace-me", "fixme", "todo", "tbd", "none", "null", "nil", "empty",
+))
+CONFIG_WORDS = frozenset((  # what a config or schema says in a secret's place
+    "undefined", "true", "false", "yes", "no", "on", "off", "required", "optional", "hidden", "masked",
+    "redacted", "unset", "disabled", "enabled", "auto", "generated", "random", "prompt", "ask", "stdin",
+    "env", "vault", "string", "str", "text", "bool", "boolean", "int", "integer", "sensitive", "omitted",
+    "removed", "value", "unknown", "dummy", "placeholder", "sample", "secretstr", "self", "this", "bearer",
+    "basic", "digest", "token", "oauth", "oauth2", "none", "plain", "plaintext",
+))
+_TEMPLATE = re.compile(r"\$\{|\{\{|\$\(|%\(|<%|#\{|\{%")
+_WRAPPED = ("<>", "[]", "{}", "()")
+_YOUR = re.compile(r"your(?:[_\-.]|[A-Z]|\Z)", re.I)
+_HERE_END = re.compile(r"(?:[_\-. ]|[a-z])here\Z|(?<=[a-z])Here\Z|\AHERE\Z", re.I)
+_XS = re.compile(r"[xX]{4}|\A[xX]{3}")
+
+
+def placeholder(v):
+    """<...>, [...], {...}, ${...}, {{...}}, $(...), %(...)s, YOUR_..., ...-here, xxxx, ***, ...,
+    and the closed word lists: never a concrete value."""
+    low = v.lower()
+    if low in VENDOR_DEFAULTS or low in CONFIG_WORDS or _TEMPLATE.search(v):
+        return True
+    if len(v) >= 2 and v[0] + v[-1] in _WRAPPED:
+        return True
+    if "..." in v or "\u2026" in v or "***" in v or "\u2022\u2022" in v or "\u25cf\u25cf" in v:
+        return True
+    if "EXAMPLE" in v:
+        return True  # AWS's documented example key and secret (...EXAMPLE, ...EXAMPLEKEY)
+    return bool(_YOUR.match(v) or _XS.search(v) or (low.endswith("here") and _HERE_END.search(v)))
+
+
+_SHELL_REF = re.compile(r"\$(?:\{?[A-Z_][A-Z0-9_]*\}?|[0-9@*#?])\Z")
+_CODE_REF = re.compile(r"\$[a-z_][A-Za-z0-9_]*\Z")  # $password in PHP, Perl, a shell function: unquoted only
+_REF_STARTS = ("env:", "vault:", "op://", "arn:", "file:", "ref+", "sops:", "ssm:", "awssm:", "keychain:",
+               "secret://", "!env", "!vault", "enc[", "@microsoft.keyvault", "secretref:", "k8s:", "gcp:",
+               "azurekv:", "bws:", "doppler:")
+_ENV_VAR = re.compile(r"[A-Z][A-Z0-9]*(?:_[A-Z0-9]+)+\Z")
+_PHRASE = re.compile(r"[a-z0-9]+(?:[-_/.][a-z0-9]+)+\Z")
+_WHERE = frozenset((  # set-in-vault, managed-by-terraform, stored-in-ssm, from-1password, injected-at-runtime
+    "vault", "terraform", "env", "environment", "ssm", "kms", "keychain", "keyring", "sops", "1password",
+    "onepassword", "bitwarden", "lastpass", "doppler", "ci", "helm", "k8s", "kubernetes", "runtime", "secrets",
+    "secretsmanager", "manager", "store", "injected", "external", "managed", "provided", "stored", "sealed",
+    "pulumi", "ansible", "chamber", "infisical", "akv", "keyvault", "gsm", "conjur", "parameter",
+))
+_PATHISH = re.compile(r"[a-z0-9_\-]+(?:/[a-z0-9_\-.]+)+\Z")
+
+
+def reference(v):
+    """Where a secret comes from, not the secret: $X, env:/vault:/op://..., a path, an environment
+    variable's name, a URL, a phrase naming a store (set-in-vault), a store path (secret/db)."""
+    low = v.lower()
+    if low.startswith(_REF_STARTS) or path_like(v) or "://" in v or _ENV_VAR.match(v) or _SHELL_REF.match(v):
+        return True
+    if (v[0] == v[-1] == "%") and len(v) > 2:
+        return True  # %DB_PASSWORD% (Windows)
+    if _PATHISH.match(v):
+        return True
+    return bool(_PHRASE.match(v)) and not _WHERE.isdisjoint(re.split(r"[-_/.]", v))
+
+
+_HASH_STARTS = ("pbkdf2_", "pbkdf2:", "argon2", "$argon2", "scrypt:", "bcrypt$", "sha1$", "sha256$", "md5$",
+                "{ssha}", "{sha}", "{crypt}", "{bcrypt}", "{ssha512}", "scram-sha-256$", "$2a$", "$2b$", "$2y$",
+                "$5$", "$6$", "$1$")
+_MD5_PG = re.compile(r"md5[0-9a-f]{32}\Z")
+
+
+def hash_format(v):
+    """A password hash names no password: pbkdf2_sha256$..., $2b$..., {SSHA}..., md5 + 32 hex."""
+    low = v.lower()
+    return low.startswith(_HASH_STARTS) or bool(_MD5_PG.match(low))
+
+
+_DOTTED = re.compile(r"[A-Za-z_$][A-Za-z_]*(?:\??\.[A-Za-z_$][A-Za-z_0-9]*)+\Z")
+_IDENT = re.compile(r"[A-Za-z_][A-Za-z_]*\Z")
+_CODE_PARTS = frozenset((
+    "pass", "password", "passwd", "pwd", "pw", "secret", "token", "key", "cred", "creds", "credential",
+    "credentials", "auth", "api", "input", "value", "val", "var", "env", "config", "cfg", "conf", "settings",
+    "args", "opts", "options", "param", "params", "data", "raw", "new", "old", "current", "user", "form",
+    "request", "field", "text", "plain", "hashed", "encoded", "decoded", "result", "response", "arg", "ctx",
+    "expected", "actual", "entered", "typed", "default", "db", "my", "the", "get", "read", "load",
+))
+_BOUND = re.compile(r"[:&*@][A-Za-z_]+\Z")  # :password (SQL), &anchor / *alias (YAML), @password
+_CODE_ROOTS = frozenset((
+    "os", "process", "self", "this", "ctx", "var", "local", "locals", "module", "data", "random", "output", "outputs",
+    "values", "spec", "secrets", "vault", "aws", "azurerm", "google", "app", "params", "props", "state", "store",
+    "options", "opts", "cls", "req", "res", "env", "environ", "getenv", "config", "settings", "conf", "cfg",
+))
+_PARTS = re.compile(r"[A-Z]?[a-z]+|[A-Z]+(?![a-z])")
+
+
+def code(v, after=""):
+    """Unquoted code in a value's place: a call or subscript (os.environ[...], getpass()), a
+    dotted name (settings.DB_PASSWORD), a bind parameter (:password, ?), a variable whose name
+    says what it holds (db_password, newPass, expected_secret)."""
+    if after[:1] in ("(", "["):
+        return True
+    if v == "?" or _BOUND.match(v) or _CODE_REF.match(v):
+        return True
+    if _DOTTED.match(v):  # settings.DB_PASSWORD, self._pw, var.db_password; not window.garden.silver
+        segments = v.replace("?", "").split(".")
+        return any(not s.isalpha() or not s.islower() or s in _CODE_ROOTS or s in _CODE_PARTS for s in segments)
+    if _IDENT.match(v):
+        parts = [p.lower() for p in _PARTS.findall(v)]
+        return not _CODE_PARTS.isdisjoint(parts) or ("_" in v and v.islower() and len(parts) <= 2)
+    return False
+
+
+# ---- concrete values, by the kind of name ----
+
+_VERSION = re.compile(r"v?[0-9]+(?:\.[0-9]+)+[a-z0-9\-]*\Z")
+_KEBAB = re.compile(r"[a-z][a-z0-9]*(?:[-.][a-z0-9]+)+\Z")
+_WORDS_JOINED = re.compile(r"[a-z]{2,}(?:_[a-z]{2,}){2,}\Z|[a-z]{2,}(?:\.[a-z]{2,}){2,}\Z")
+_SYMBOLS = frozenset("!@#$%^&*?~+=|\\")
+
+
+def not_a_value(v, quoted, after):
+    return placeholder(v) or reference(v) or hash_format(v) or (not quoted and code(v, after))
+
+
+def concrete_password(v, quoted=False, after=""):
+    """A value in a password's place: refused unless it is one of the closed forms."""
+    if len(v) < 4 or not_a_value(v, quoted, after):
+        return False
+    if v.isdigit():
+        return len(v) >= 6
+    return not DATE.match(v)
+
+
+def _mixed(v):
+    """Letters with digits or symbols, or a camel case inside (berlinHockey): not a plain word."""
+    letters = any(c.isalpha() for c in v)
+    return letters and (any(c.isdigit() for c in v) or not _SYMBOLS.isdisjoint(v)
+                        or any(a.islower() and b.isupper() for a, b in zip(v, v[1:])))
+
+
+def concrete_secret(v, quoted=False, after="", strong=True):
+    """A value in a token's or key's place: random, or (a strong name) letters mixed with digits or
+    symbols, not a version, a kebab-case name (db-credentials-v2) nor a closed form."""
+    if len(v) < 6 or not_a_value(v, quoted, after):
+        return False
+    if UUID.match(v) and strong:
+        return True  # an API key may be a UUID (an id's name, token_id, holds none)
+    if secret_value(v, False):
+        return True
+    if not strong or _VERSION.match(v) or DATE.match(v):
+        return False
+    if _WORDS_JOINED.match(v) and (quoted or "." in v):
+        return True  # a passphrase: cloud_stone_piano, window.garden.silver (not a kebab-case name)
+    if quoted and v.isalpha() and after[:1] in "\"'`":
+        return True  # a quoted word in a secret's place: SECRET_KEY="development"
+    if _KEBAB.match(v):
+        return False
+    return _mixed(v) and not v.replace(".", "").replace("-", "").isdigit()
+
+
+def concrete_in_prose(v, quoted, password_like):
+    """`password is X`, `password X`: quoted, random or mixed; a plain word (required, stored,
+    wrong) never; a passphrase of three words or more is one."""
+    v = v.rstrip(".,;:)")
+    if len(v) < 4 or not_a_value(v, quoted, ""):
+        return False
+    if quoted:
+        return True
+    if password_like and (_KEBAB.match(v) and v.count("-") + v.count(".") >= 2 or _WORDS_JOINED.match(v)):
+        return True  # a passphrase of three words or more
+    return _mixed(v) or secret_value(v, False)
+
+
+# ---- names ----
+
+LOOK_BACK = 42  # a name is at most this long (with its "--")
+NAME_CHARS = frozenset(string.ascii_letters + string.digits + "_.-")
+_NAME_WORDS = re.compile(r"[A-Z]?[a-z0-9]+|[A-Z0-9]+(?![a-z])")
+# Names that hold a secret-like word but not a secret: token_count, secret_hash, public_key_id.
+_NOT_SECRET_NAME = re.compile(r"hash|sha|md5|digest|checksum|fingerprint|commit|public|page|cursor|sample|example")
+_NOT_SECRET_END = frozenset((
+    "id", "ids", "len", "length", "ttl", "expiry", "expires", "expiration", "type", "name", "names",
+    "file", "path", "url", "uri", "endpoint", "env", "var", "count", "size", "max", "min", "limit",
+    "budget", "header", "prefix", "format", "policy", "version", "usage", "cost", "rate", "timeout",
+    "dir", "mode", "field", "param", "location", "store", "manager", "provider", "source", "ref",
+    "at", "ts", "date", "time", "timestamp", "encryption", "authentication", "method", "stdin", "salt",
+    "backend", "reset", "second", "seconds", "minutes", "hours", "days", "strength", "complexity",
+    "history", "required", "enabled", "disabled", "algorithm", "algo", "command", "cmd", "secret_name",
+    "hasher", "hashers", "label", "kind", "class", "key", "keys", "arn", "vault", "attempts", "retries",
+    "regex", "pattern", "rules", "rule", "lifetime", "interval", "delay", "lookup", "changed",
+))
+_KEYWORD = re.compile(r"pass(?:word|wd|phrase)?|pwd|pw|secret|token|api[_\-]?key|access[_\-]?key|"
+                      r"private[_\-]?key|auth|credentials?|key")
+# KEY is a secret after one of these words (APP_KEY, signingKey, STORAGE_ACCOUNT_KEY), never alone.
+_KEY_QUALIFIERS = frozenset((
+    "app", "signing", "sign", "signature", "encryption", "encrypt", "enc", "secret", "master", "private", "api",
+    "access", "client", "jwt", "hmac", "aes", "crypt", "crypto", "cipher", "service", "webhook", "shared",
+    "storage", "subscription", "license", "session", "cookie", "admin", "root", "integration", "partner",
+    "merchant", "django", "rails", "laravel", "flask", "fernet", "decryption", "hash", "mac", "data", "account",
+    "secure", "auth", "deploy", "server", "consumer", "app_secret", "kms", "wrapping", "symmetric",
+))
+# keytool -storepass, wp --user_pass: glued words ending in "pass" (never compass, bypass, surpass).
+_PASS_GLUED = ("store", "key", "srcstore", "deststore", "srckey", "destkey", "user", "root", "admin", "db", "new",
+               "old", "master", "sa", "app", "my", "ssh", "smtp", "mail", "ftp", "bind")
+
+
+def name_start(text, pos):
+    i = pos
+    while i > 0 and pos - i < LOOK_BACK - 2 and text[i - 1] in NAME_CHARS:
+        i -= 1
+    return i
+
+
+def _keyword_is_a_word(name, kw_start, kw_end):
+    """compass, bypass, tokenizer and author hold a keyword that is not a word of the name."""
+    if name.isupper():
+        return True  # DBPASSWORD
+    before = name[kw_start - 1] if kw_start > 0 else ""
+    low = name.lower()
+    if before.isalpha() and not (before.islower() and name[kw_start].isupper()):
+        head = low[:kw_start].lstrip("-_.").rsplit("_", 1)[-1].rsplit(".", 1)[-1].rsplit("-", 1)[-1]
+        if not (low[kw_start:kw_end].startswith("pass") and head in _PASS_GLUED):
+            return False
+    after = name[kw_end:kw_end + 1]
+    return not after.islower() or (after == "s" and not name[kw_end + 1:kw_end + 2].isalpha())
+
+
+@functools.lru_cache(maxsize=2048)
+def secret_name(name):
+    """'password', 'secret', 'weak' or None for a whole name such as DB_PASSWORD or --api-token."""
+    low = name.lower()
+    kws = [low[m.start():m.end()] for m in _KEYWORD.finditer(low) if _keyword_is_a_word(name, m.start(), m.end())]
+    if not kws:
+        return None
+    words = [w.lower() for w in _NAME_WORDS.findall(name)]
+    if _NOT_SECRET_NAME.search(low) or not words:
+        return None
+    qualified_key = len(words) > 1 and words[-1] in ("key", "keys") and words[-2] in _KEY_QUALIFIERS
+    if words[-1] in _NOT_SECRET_END and not qualified_key:
+        return None
+    if any(k.startswith("pass") or k == "pwd" for k in kws) or (kws == ["pw"] and len(words) <= 2 and "pw" in words):
+        return "password"
+    if any(k.startswith(("secret", "token", "api", "access", "private")) for k in kws) or qualified_key:
+        return "secret"
+    return "weak" if any(k.startswith(("auth", "credential")) for k in kws) else None
+
+
+# ---- the checks of kg/secrets/kinds.py's password and assignment kinds ----
+
+KEY_BACK = 160  # a check reads at most this many characters before its match (a command's line)
+_ATTRIBUTE = re.compile(r"[A-Za-z_\-]+=")  # password" name=...: the next attribute, not a value
+_VERBS = re.compile(r"(?:^|[ \t])(?:is|was|to|are)(?:[ \t]|$)")
+
+
+def group(text, m, name):
+    """A group's text from the original (a lower-cased kind matched a copy)."""
+    return text[m.start(name):m.end(name)]
+
+
+def line_before(text, start, n=KEY_BACK):
+    return text[max(text.rfind("\n", max(start - n, 0), start) + 1, start - n, 0):start].lower()
+
+
+def url_password(user, pw):
+    """The password part of user:pass@ (a URL, curl -u): the user's own name is a docs default."""
+    return pw != user and concrete_password(pw, quoted=True)
+
+
+def check_url(text, m):
+    return url_password(m.group("user"), m.group("pw"))
+
+
+def _form(sep):
+    """'assign' (=, :, :=, =>), 'xml' (<password>...), 'call' (set_password('...')), 'prose'
+    (password is ..., password for X is ...) or 'bare' (password VALUE)."""
+    if "=" in sep or ":" in sep:
+        return "assign"
+    if ">" in sep:
+        return "xml"
+    if "(" in sep:
+        return "call"
+    return "prose" if _VERBS.search(sep.lower()) else "bare"
+
+
+def _name_of(text, m):
+    start = m.start("kw") if m.group("kw") == "" else name_start(text, m.start("kw"))
+    return start, text[start:m.end("tail")]
+
+
+def _class_of(text, start, name, form):
+    """The name's class; in prose a lone KEY takes the word before it (the new signing key is)."""
+    cls = secret_name(name)
+    if cls is None and form in ("prose", "bare") and name.lower() in ("key", "keys"):
+        before = text[max(start - 30, 0):start].split()
+        if before:
+            cls = secret_name(before[-1].strip("\"'`(") + "_" + name)
+    return cls
+
+
+def check_assignment(text, m):
+    value = group(text, m, "value")
+    if len(value) < 4:  # the cheap test first: most candidates end here
+        return False
+    start, name = _name_of(text, m)
+    sep = m.groupdict().get("sep")
+    form = "assign" if sep is None else _form(sep)  # None: the --flag VALUE kind
+    cls = _class_of(text, start, name, form)
+    if cls is None:
+        return False
+    after = text[m.end("value"):m.end("value") + 1]
+    quoted = sep is not None and sep[-1:] in "\"'`"
+    if form == "xml":
+        return text[start - 1:start] == "<" and after == "<" and concrete_password(value, True)
+    if form == "call":
+        return cls == "password" and concrete_password(value, True)
+    if form in ("prose", "bare"):
+        if sep[:1] in "\"']" or _ATTRIBUTE.match(value):
+            return False  # type="password" name=...: a string, then another attribute
+        written = text[start - 4:start].upper()
+        if name.isupper() and written.strip() in ("ENV", "ARG") and form == "bare":
+            form = "assign"  # a Dockerfile's ENV NAME value
+        elif name.isupper() and form == "bare":
+            return False  # docker run -e POSTGRES_PASSWORD postgres:16 names a variable
+        elif not (name.islower() or name.isupper() or name.istitle()):
+            return False  # a name written as a word, not noise (pwD_ tl...)
+    if form in ("prose", "bare"):
+        if after == "(":
+            return False  # the token is base64url(header) + ...
+        return concrete_in_prose(value, quoted, cls == "password") if cls != "weak" else secret_value(value, False)
+    if sep == "=" and (name.isupper() or "." in name) and _line_start(text, start):
+        quoted = True  # NAME=value at a line's start (.env, .properties, export): a literal, never code
+    if cls == "password":
+        return concrete_password(value, quoted, after)
+    return concrete_secret(value, quoted, after, strong=cls == "secret")
+
+
+def _line_start(text, start):
+    """Whether the name begins its line (after blanks and an `export` / `set` / `ENV`)."""
+    head = text[max(text.rfind("\n", max(start - 40, 0), start) + 1, start - 40, 0):start].strip()
+    return head in ("", "export", "set", "ENV", "ARG", "-", "- ", "setenv") or (start == 0)
+
+
+def label_assignment(text, m):
+    start, name = _name_of(text, m)
+    sep = m.groupdict().get("sep")
+    cls = _class_of(text, start, name, "assign" if sep is None else _form(sep))
+    low = name.lower()
+    window = text[max(m.start("kw") - 80, 0):m.start("kw")].lower()
+    aws = "aws" in low or "aws" in window or "secretaccess" in low.replace("_", "")
+    if len(group(text, m, "value")) == 40 and aws:
+        return "aws-secret", "an AWS secret access key"
+    if cls == "password":
+        return "password", "a password"
+    return "assigned-secret", "a secret value assigned to a secret-like name"
+
+
+# A password given on a command line: (flag, commands where it is glued, where it may be spaced).
+_COMMAND_FLAGS = {
+    "p": (("mysql", "mariadb"), ("sshpass", "mongo", "docker login", "podman login", "buildah login", "skopeo login",
+                                 "registry login", "oc login", "az login", "sqlcmd", "bcp ")),
+    "a": (("redis-cli",), ("redis-cli",)),
+    "w": ((), ("ldapsearch", "ldapadd", "ldapmodify", "ldapdelete", "ldapwhoami")),
+    "u": ((), ("curl", "wget", "http ", "smbclient", "rpcclient")), "-user": ((), ("curl", "wget")),
+}
+
+
+def check_command(text, m):
+    """mysql -pPASS, docker login -p PASS, mongodump -p PASS, redis-cli -a PASS, curl -u user:PASS,
+    smbclient -U user%PASS: the command is on the line."""
+    glued, spaced = _COMMAND_FLAGS[m.group("flag")]
+    line = line_before(text, m.start())
+    if not any(c in line for c in (spaced if m.group("space") else glued + spaced)):
+        return False
+    value = group(text, m, "value")
+    if value.startswith("-") or any(c in value.lower() for c in spaced + glued):
+        return False  # mongodump -p --db app: the next flag, the password is asked for; the command itself
+    if m.group("flag") in ("u", "-user"):
+        user, sep, pw = value.partition("%" if "smbclient" in line or "rpcclient" in line else ":")
+        return bool(sep) and url_password(user, pw.rstrip(".,;:)"))
+    return concrete_password(value, True)
+
+
+_NAMED = re.compile(r"name[\"']?[ \t]{0,4}[:=][ \t]{0,4}[\"']?(?P<name>[A-Za-z0-9_.\-]{1,60})", re.I)
+_VARIABLE = re.compile(r"variable[ \t]{1,4}\"(?P<name>[A-Za-z0-9_\-]{1,60})\"")
+
+
+def _judge_named(cls, value):
+    if cls == "password":
+        return concrete_password(value, True)
+    return cls is not None and concrete_secret(value, True, "", strong=cls == "secret")
+
+
+def check_named_value(text, m):
+    """Kubernetes and ECS environment lists: `- name: DB_PASSWORD` then `value: ...`."""
+    names = list(_NAMED.finditer(text[max(m.start() - KEY_BACK, 0):m.start()]))
+    return bool(names) and _judge_named(secret_name(names[-1].group("name")), group(text, m, "value"))
+
+
+def check_tf_default(text, m):
+    """Terraform: `variable "db_password" { ... default = "..." }`."""
+    names = [n.group("name") for n in _VARIABLE.finditer(text[max(m.start() - KEY_BACK, 0):m.start()])]
+    end = text.find("\n", m.end())
+    comment = _VAR_COMMENT.search(text[m.end():end if end >= 0 else len(text)])
+    if comment:
+        names.append(comment.group("name"))  # default = "..."  # var.db_password
+    return bool(names) and _judge_named(secret_name(names[-1]), group(text, m, "value"))
+
+
+_VAR_COMMENT = re.compile(r"^[ \t]{0,40}(?:#|//)[^\n]{0,80}?\bvar\.(?P<name>[A-Za-z0-9_]{1,60})")
+
+
+def check_openssl(text, m):
+    """openssl -passin pass:PASS / -passout pass:PASS."""
+    return "-pass" in line_before(text, m.start(), 24) and concrete_password(group(text, m, "value"), True)
+
+
+def check_htpasswd(text, m):
+    """htpasswd -b FILE USER PASS, htpasswd -nb USER PASS."""
+    flags, args = m.group("flags"), group(text, m, "args").split()
+    return "b" in flags and len(args) == (2 if "n" in flags else 3) and concrete_password(args[-1], True)
+
+
+def check_quoted_password(text, m):
+    """auth=("user", "PASS")."""
+    return concrete_password(group(text, m, "value"), True)
+
+
+_ARTICLES = frozenset(("the", "a", "my", "our", "its", "your", "their"))
+
+
+def check_use_as(text, m):
+    """`use PASS as the password (for ...)`: the words before the keyword, read back (at most five)."""
+    window = text[max(m.start() - 260, 0):m.start()].split("\n")[-1]
+    words = window.split()[-6:]
+    for j in range(len(words) - 1, max(len(words) - 4, 1) - 1, -1):
+        if words[j].lower() == "as" and j >= 2 and words[j - 2].lower() == "use":
+            between = [w.lower() for w in words[j + 1:]]
+            if len(between) <= 2 and (not between or between[0] in _ARTICLES or len(between) == 1):
+                value = words[j - 1]
+                if concrete_in_prose(value.strip("\"'`"), value[:1] in "\"'`", True):
+                    return (m.start() - len(window) + window.rfind(value),)  # the hit starts at the value
+            return False
+    return False
