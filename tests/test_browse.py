@@ -111,7 +111,7 @@ def test_show_with_a_wrong_token_fails_in_one_line(make_daemon, tmp_path, projec
 
 
 def test_search_in_a_plain_folder_creates_no_project_graph(make_daemon, tmp_path):
-    """Issue 33: `kgd search foo` in a folder that is no project made an empty project graph there,
+    """`kgd search foo` in a folder that is no project once made an empty project graph there,
     which then showed in `kgd status` and `kgd export`."""
     root = tmp_path / "r"
     d = make_daemon(root=root)

@@ -245,7 +245,7 @@ def remote_holds(remote, nid):
 
 
 def test_a_clean_stop_pushes_what_waits_and_status_says_it_waits(fleet, remote):
-    """Issue 33: `kgd stop` did not push what was committed locally, and `kgd status` said "last sync
+    """`kgd stop` once did not push what was committed locally, and `kgd status` said "last sync
     14s ago" while a commit waited."""
     (a,) = fleet("a")
     a.setup()

@@ -210,7 +210,7 @@ def test_worker_backs_off_between_unasked_retries(failures):
     assert all(g2 >= g1 * 1.5 for g1, g2 in zip(gaps, gaps[1:]) if g1 < 0.4)
 
 
-# ---------------------------------------------------------------- a local commit is pushed soon (issue 33)
+# ---------------------------------------------------------------- a local commit is pushed soon
 
 def test_a_local_commit_is_pushed_soon_not_at_the_next_interval():
     """With the 300 s interval a write waited for the next round (up to 300 s) before another machine's

@@ -58,7 +58,7 @@ def test_exact_id_first():
 
 
 def test_stop_words_match_nothing():
-    """Issue 33: `kg_search "the"` matched, and "closing the lid" returned an unrelated node through "the"."""
+    """`kg_search "the"` used to match, and "closing the lid" returned an unrelated node through "the"."""
     lid = N("lid-closed", "closing the lid suspends the laptop")
     other = N("theme-colours", "the other theme uses dark colours")
     assert ids("the", [lid, other]) == []

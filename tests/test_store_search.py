@@ -1,6 +1,6 @@
 """kg/memory/store.py search(): a search reads. A project_path whose folder has no project graph on
-disk searches the user graph alone and creates nothing (issue 33: `kgd search foo` in a folder that
-is no project made an empty project graph there, which then showed in `kgd status` and `kgd export`)."""
+disk searches the user graph alone and creates nothing (`kgd search foo` in a folder that is
+no project used to make an empty project graph there, which then showed in `kgd status` and `kgd export`)."""
 
 import os
 

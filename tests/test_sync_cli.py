@@ -66,7 +66,7 @@ def test_offline_status_reads_the_files(tmp_path):
 
 
 def test_status_lines_say_what_waits_to_be_pushed():
-    """Issue 33: "last sync 14s ago" while a commit waited for the next round."""
+    """Not "last sync 14s ago" alone while a commit waited for the next round."""
     now = 1000000.0
     ok = {"remote": "/r", "enabled": True, "last_ok": now - 14, "last_error": None}
     assert describe(dict(ok, waiting=0, next_round_in=20), now) == ["remote:   /r, last sync 14s ago"]

@@ -1,5 +1,5 @@
-"""kg/travel/remote_repo.py SyncRepo.flush: what a clean stop does with the personal remote (issue 33:
-`kgd stop` did not push what was committed locally). Real git, a bare remote in a temp folder."""
+"""kg/travel/remote_repo.py SyncRepo.flush: what a clean stop does with the personal remote (`kgd stop`
+once did not push what was committed locally). Real git, a bare remote in a temp folder."""
 
 import os
 import shutil
