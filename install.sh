@@ -1,7 +1,9 @@
 #!/bin/sh
 # kgd installer: copies kgd into a prefix, writes a launcher, installs and starts a user service
 # (systemd on Linux, launchd on macOS) and registers kgd with Claude Code. No root needed.
-# Running it twice changes nothing the second time. `./install.sh --help` lists the options.
+# Running it twice changes nothing the second time: a re-run keeps what the earlier install was
+# given (port, root, token, service, agents) unless an option says otherwise, and says so.
+# `./install.sh --help` lists the options.
 set -eu
 
 usage() {
@@ -14,6 +16,7 @@ service that keeps the daemon running, and the Claude Code MCP entry.
   --prefix DIR    where the program goes           (default ~/.local/share/kgd)
   --bin-dir DIR   where the `kgd` launcher goes    (default ~/.local/bin)
   --port N        the daemon's port                (default 8765)
+  --root DIR      the storage root, your memory    (default ~/.knowledge-graph; also KG_STORAGE_ROOT)
   --python PATH   the Python 3.9+ to use           (default: python3 on PATH)
   --from PATH     install from this source tree or kgd.pyz
                   (default: the tree this script is in, else a kgd.pyz beside it)
@@ -25,11 +28,19 @@ service that keeps the daemon running, and the Claude Code MCP entry.
   --no-permissions  do not add permissions.allow lines for kgd's tools there (Claude Code then
                   asks before every memory call)
   --desktop       also add kgd to Claude Desktop's config (via `kgd stdio`)
+  --service, --client, --hooks, --permissions, --no-desktop, --no-token
+                  undo the option of that name an earlier install was given
   --dry-run       show what would be done, change nothing
   --uninstall     remove what this script installed; keeps your memory (~/.knowledge-graph)
   -h, --help      this text
 
-Environment: KGD_PYTHON (as --python), KGD_INSTALL_OS=linux|darwin (which service files to write).
+A re-run keeps what the earlier install (same --prefix) was given: --port, --root, the token
+(KG_TOKEN set: the hooks send it), --no-service, --no-client, --no-hooks, --no-permissions,
+--desktop. An option given again changes it, and the installer says so.
+
+Environment: KGD_PYTHON (as --python), KGD_INSTALL_OS=linux|darwin (which service files to write),
+KG_STORAGE_ROOT (as --root), KG_TOKEN (the hooks and agents' entries send Authorization: Bearer
+$KG_TOKEN; the token itself is never written).
 EOF
 }
 
@@ -41,6 +52,7 @@ say() { printf '%s\n' "$*"; }
 PREFIX="$HOME/.local/share/kgd"
 BIN_DIR="$HOME/.local/bin"
 PORT=8765
+ROOT=""
 PY="${KGD_PYTHON:-}"
 FROM=""
 SERVICE=1
@@ -51,6 +63,8 @@ PERMS=1
 DESKTOP=0
 DRY=0
 UNINSTALL=0
+TOKEN=0
+GIVEN=""  # the remembered options this command line gives (see `remember` below)
 
 need_arg() { [ "$2" -ge 2 ] || die "$1 needs a value (see --help)."; }
 while [ $# -gt 0 ]; do
@@ -59,18 +73,26 @@ while [ $# -gt 0 ]; do
         --prefix=*) PREFIX=${1#*=}; shift ;;
         --bin-dir) need_arg "$1" $#; BIN_DIR=$2; shift 2 ;;
         --bin-dir=*) BIN_DIR=${1#*=}; shift ;;
-        --port) need_arg "$1" $#; PORT=$2; shift 2 ;;
-        --port=*) PORT=${1#*=}; shift ;;
+        --port) need_arg "$1" $#; PORT=$2; GIVEN="$GIVEN port"; shift 2 ;;
+        --port=*) PORT=${1#*=}; GIVEN="$GIVEN port"; shift ;;
+        --root) need_arg "$1" $#; ROOT=$2; GIVEN="$GIVEN root"; shift 2 ;;
+        --root=*) ROOT=${1#*=}; GIVEN="$GIVEN root"; shift ;;
         --python) need_arg "$1" $#; PY=$2; shift 2 ;;
         --python=*) PY=${1#*=}; shift ;;
         --from) need_arg "$1" $#; FROM=$2; shift 2 ;;
         --from=*) FROM=${1#*=}; shift ;;
-        --no-service) SERVICE=0; shift ;;
+        --no-service) SERVICE=0; GIVEN="$GIVEN service"; shift ;;
+        --service) SERVICE=1; GIVEN="$GIVEN service"; shift ;;
         --no-start) START=0; shift ;;
-        --no-client) CLIENT=0; shift ;;
-        --no-hooks) HOOKS=0; shift ;;
-        --no-permissions) PERMS=0; shift ;;
-        --desktop) DESKTOP=1; shift ;;
+        --no-client) CLIENT=0; GIVEN="$GIVEN client"; shift ;;
+        --client) CLIENT=1; GIVEN="$GIVEN client"; shift ;;
+        --no-hooks) HOOKS=0; GIVEN="$GIVEN hooks"; shift ;;
+        --hooks) HOOKS=1; GIVEN="$GIVEN hooks"; shift ;;
+        --no-permissions) PERMS=0; GIVEN="$GIVEN permissions"; shift ;;
+        --permissions) PERMS=1; GIVEN="$GIVEN permissions"; shift ;;
+        --desktop) DESKTOP=1; GIVEN="$GIVEN desktop"; shift ;;
+        --no-desktop) DESKTOP=0; GIVEN="$GIVEN desktop"; shift ;;
+        --no-token) TOKEN=0; GIVEN="$GIVEN token"; shift ;;
         --dry-run) DRY=1; shift ;;
         --uninstall) UNINSTALL=1; shift ;;
         -h|--help) usage; exit 0 ;;
@@ -89,6 +111,67 @@ abspath() {  # absolute form of a path that may not exist yet; ~/ expanded
 PREFIX=$(abspath "$PREFIX"); PREFIX=${PREFIX%/}
 BIN_DIR=$(abspath "$BIN_DIR"); BIN_DIR=${BIN_DIR%/}
 MANIFEST="$PREFIX/.kgd-install-manifest"
+
+manifest_lines() {  # manifest_lines KIND: the values of that kind in the current manifest
+    [ -f "$MANIFEST" ] || return 0
+    sed -n "s/^$1 //p" "$MANIFEST"
+}
+
+# ---------------------------------------------------------------- what the earlier install was given
+
+DEFAULT_ROOT="$HOME/.knowledge-graph"
+if [ -z "$ROOT" ] && [ -n "${KG_STORAGE_ROOT:-}" ]; then
+    ROOT=$KG_STORAGE_ROOT; GIVEN="$GIVEN root"
+fi
+if [ -n "$ROOT" ]; then
+    ROOT=$(abspath "$ROOT"); [ "$ROOT" = / ] || ROOT=${ROOT%/}
+fi
+if [ -n "${KG_TOKEN:-}" ] && [ "$TOKEN" = 0 ] && ! case " $GIVEN " in *" token "*) true ;; *) false ;; esac; then
+    TOKEN=1; GIVEN="$GIVEN token"
+fi
+KEPT=""        # "--port 8766, --no-service": what this run keeps from the earlier install
+CHANGES=""     # one line per remembered option this run changes
+option_word() {  # option_word NAME VALUE: the option that gives VALUE
+    case "$1:$2" in
+        port:*) printf -- '--port %s' "$2" ;;
+        root:*) printf -- '--root %s' "$2" ;;
+        token:1) printf 'the token (KG_TOKEN)' ;; token:0) printf 'no token' ;;
+        desktop:1) printf -- '--desktop' ;; desktop:0) printf -- '--no-desktop' ;;
+        permissions:1) printf -- '--permissions' ;; permissions:0) printf -- '--no-permissions' ;;
+        *:1) printf -- '--%s' "$1" ;; *:0) printf -- '--no-%s' "$1" ;;
+    esac
+}
+remember() {  # remember NAME VARIABLE DEFAULT: keep the earlier install's value unless given now
+    [ -f "$MANIFEST" ] || return 0
+    old=$(manifest_lines "$1" | head -n 1)
+    eval "cur=\${$2}"
+    case " $GIVEN " in
+        *" $1 "*)
+            if [ -n "$old" ] && [ "$old" != "$cur" ]; then
+                CHANGES="$CHANGES$(option_word "$1" "$old") -> $(option_word "$1" "$cur")
+"
+            fi ;;
+        *)
+            if [ -n "$old" ]; then
+                eval "$2=\$old"
+                [ "$old" = "$3" ] || KEPT="$KEPT${KEPT:+, }$(option_word "$1" "$old")"
+            fi ;;
+    esac
+}
+if [ "$UNINSTALL" = 0 ]; then
+    remember port PORT 8765
+    remember root ROOT "$DEFAULT_ROOT"
+    remember token TOKEN 0
+    remember service SERVICE 1
+    remember client CLIENT 1
+    remember hooks HOOKS 1
+    remember permissions PERMS 1
+    remember desktop DESKTOP 0
+fi
+ROOT=${ROOT:-$DEFAULT_ROOT}
+export KG_STORAGE_ROOT="$ROOT"  # every kgd command run below talks about this root
+# the hooks and agents' entries name $KG_TOKEN (never its value): they need only know that one is used
+if [ "$TOKEN" = 1 ]; then HOOK_TOKEN=${KG_TOKEN:-kept-from-the-earlier-install}; else HOOK_TOKEN=""; fi
 
 case "$PORT" in
     ''|*[!0-9]*) die "--port must be a number from 1 to 65535, got '$PORT'." ;;
@@ -318,11 +401,6 @@ service_active() {
     fi
 }
 
-manifest_lines() {  # manifest_lines KIND: the paths of that kind in the current manifest
-    [ -f "$MANIFEST" ] || return 0
-    sed -n "s/^$1 //p" "$MANIFEST"
-}
-
 claude_entry_is_ours() {  # claude_entry_is_ours URL
     out=$(claude mcp get kg 2>/dev/null) || return 2
     printf '%s\n' "$out" | grep -F "$1" >/dev/null 2>&1 && return 0
@@ -437,7 +515,7 @@ if [ "$UNINSTALL" = 1 ]; then
         [ -d "$PREFIX" ] && rmdir "$PREFIX" 2>/dev/null || true
     fi
     if [ "$DRY" = 1 ]; then done_line="kgd would be uninstalled"; else done_line="kgd is uninstalled"; fi
-    say "$done_line. Your memory stays in ${KG_STORAGE_ROOT:-$HOME/.knowledge-graph}; delete that folder yourself if you no longer want it."
+    say "$done_line. Your memory stays in $OLD_ROOT; delete that folder yourself if you no longer want it."
     exit 0
 fi
 
@@ -459,8 +537,7 @@ esac
 NO_BUS="systemctl --user cannot reach your user session (no systemd user instance here: a container, or an SSH session without one). Re-run with --no-service and start kgd yourself (kgd start), or --no-start to only write the unit; on a server, 'loginctl enable-linger $(id -un)' gives you a user instance."
 if [ "$SERVICE" = 1 ] && [ "$START" = 1 ] && [ "$OS" = linux ] && ! systemctl --user show-environment >/dev/null 2>&1; then
     if [ "$DRY" = 1 ]; then
-        printf 'install.sh: warning: a real run would stop here: %s\n' "$NO_BUS" >&2
-        say "warning: no systemd user session: a real run would stop before changing anything (use --no-service)"
+        say "warning: a real run would stop here, before changing anything: $NO_BUS"
     else
         die "$NO_BUS"
     fi
@@ -471,6 +548,10 @@ fi
 
 say "Installing $SRC_VERSION ($SRC_KIND from $SRC) for Python $PYVER ($PY)"
 [ "$DRY" = 0 ] || say "(dry run: nothing is changed)"
+[ -z "$KEPT" ] || say "kept from the earlier install: $KEPT (give an option to change it)"
+printf '%s' "$CHANGES" | while IFS= read -r line; do
+    [ -z "$line" ] || say "changed from the earlier install: $line"
+done
 
 # ---------------------------------------------------------------- 1. program files
 
@@ -502,12 +583,18 @@ fi
 
 # ---------------------------------------------------------------- 2. launcher
 
+ROOT_LINES=""  # the launcher's storage root when not the default (KG_STORAGE_ROOT still wins)
+if [ "$ROOT" != "$DEFAULT_ROOT" ]; then
+    ROOT_LINES="[ -n \"\${KG_STORAGE_ROOT:-}\" ] || KG_STORAGE_ROOT=$(sh_quote "$ROOT")
+export KG_STORAGE_ROOT
+"
+fi
 cat >"$TMPD/launcher" <<EOF
 #!/bin/sh
 # kgd launcher, $MARK (\`install.sh --uninstall\` removes it).
 : "\${KG_HTTP_PORT:=$PORT}"
 export KG_HTTP_PORT
-exec $(sh_quote "$PY") $(sh_quote "$ENTRY") "\$@"
+${ROOT_LINES}exec $(sh_quote "$PY") $(sh_quote "$ENTRY") "\$@"
 EOF
 make_dir "$BIN_DIR"
 put_file "$TMPD/launcher" "$LAUNCHER" 755 show
@@ -518,6 +605,13 @@ SERVICE_CHANGED=0
 if [ "$SERVICE" = 1 ]; then
     before=$CHANGED
     CHANGED=0
+    SD_ROOT=""; PLIST_ROOT=""  # --root when not the default
+    if [ "$ROOT" != "$DEFAULT_ROOT" ]; then
+        SD_ROOT=" --root $(sd_quote "$ROOT")"
+        PLIST_ROOT="        <string>--root</string>
+        <string>$(xml_escape "$ROOT")</string>
+"
+    fi
     if [ "$OS" = darwin ]; then
         LOG="$HOME/Library/Logs/kgd.log"
         cat >"$TMPD/service" <<EOF
@@ -535,7 +629,7 @@ if [ "$SERVICE" = 1 ]; then
         <string>serve</string>
         <string>--port</string>
         <string>$PORT</string>
-    </array>
+${PLIST_ROOT}    </array>
     <key>RunAtLoad</key>
     <true/>
     <key>KeepAlive</key>
@@ -562,7 +656,7 @@ Description=kgd knowledge-graph memory daemon for AI coding agents
 
 [Service]
 Type=simple
-ExecStart=$(sd_quote "$PY") $(sd_quote "$ENTRY") serve --port $PORT
+ExecStart=$(sd_quote "$PY") $(sd_quote "$ENTRY") serve --port $PORT$SD_ROOT
 Restart=on-failure
 RestartSec=2
 # exit 2 is a configuration error (port in use, root locked): restarting will not help
@@ -584,15 +678,17 @@ fi
 # ---------------------------------------------------------------- 4. Claude Desktop (kgd stdio)
 
 if [ "$DESKTOP" = 1 ]; then
+    DESKTOP_ROOT=""
+    [ "$ROOT" = "$DEFAULT_ROOT" ] || DESKTOP_ROOT="--root=$ROOT"
     if [ "$OS" = darwin ]; then
         make_dir "$HOME/Library/Application Support/Claude"
     else
         make_dir "$CONFIG_HOME/Claude"
     fi
     if [ "$DRY" = 1 ]; then
-        "$PY" "$SRC_ENTRY" desktop --port "$PORT" --python "$PY" --kgd "$ENTRY" --dry-run
+        "$PY" "$SRC_ENTRY" desktop --port "$PORT" ${DESKTOP_ROOT:+"$DESKTOP_ROOT"} --python "$PY" --kgd "$ENTRY" --dry-run
     else
-        "$PY" "$ENTRY" desktop --port "$PORT" --python "$PY" --kgd "$ENTRY"
+        "$PY" "$ENTRY" desktop --port "$PORT" ${DESKTOP_ROOT:+"$DESKTOP_ROOT"} --python "$PY" --kgd "$ENTRY"
     fi
 fi
 
@@ -609,7 +705,7 @@ if [ "$CLIENT" = 1 ] && [ "$HOOKS" = 1 ]; then
             say "would add kgd's hooks (SessionStart, UserPromptSubmit, PostToolUse, Stop) to ~/.claude/settings.json"
         fi
         HOOKED=1
-    elif out=$("$PY" "$ENTRY" hooks install --port "$PORT" $perm_arg 2>&1); then
+    elif out=$(KG_TOKEN=$HOOK_TOKEN "$PY" "$ENTRY" hooks install --port "$PORT" $perm_arg 2>&1); then
         [ -z "$out" ] || printf '%s\n' "$out" | sed 's/^/hooks: /'
         HOOKED=1
         PERMS_DONE=$PERMS
@@ -637,7 +733,7 @@ if [ "$CLIENT" = 1 ] && [ "$HOOKS" = 1 ]; then
         [ "$agent" != copilot ] || make_dir "$ahome/hooks"
         if [ "$DRY" = 1 ]; then
             say "would add kgd's MCP server and hooks for $agent to $ahome (kgd hooks install --agent $agent)"
-        elif out=$("$PY" "$ENTRY" hooks install --agent "$agent" --port "$PORT" 2>&1); then
+        elif out=$(KG_TOKEN=$HOOK_TOKEN "$PY" "$ENTRY" hooks install --agent "$agent" --port "$PORT" 2>&1); then
             printf '%s\n' "$out" | grep -v ': by hand: ' | sed 's/^/hooks: /'
             hand=$(printf '%s\n' "$out" | grep ': by hand: ' || true)
             [ -z "$hand" ] || BY_HAND="$BY_HAND$hand
@@ -656,7 +752,13 @@ OLD_DIRS=$(manifest_lines dir)
     say "port $PORT"
     say "entry $ENTRY"
     say "os $OS"
-    say "root ${KG_STORAGE_ROOT:-$HOME/.knowledge-graph}"
+    say "root $ROOT"
+    say "token $TOKEN"
+    say "service $SERVICE"
+    say "client $CLIENT"
+    say "hooks $HOOKS"
+    say "permissions $PERMS"
+    say "desktop $DESKTOP"
     printf '%s\n%s' "$OLD_DIRS" "$NEW_DIRS" | sed '/^$/d' | sort -u | sed 's/^/dir /'
     printf '%s' "$FILES" | sed '/^$/d' | sort -u | sed 's/^/file /'
 } >"$TMPD/manifest"

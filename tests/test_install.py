@@ -375,7 +375,8 @@ def test_no_user_session_is_detected_before_anything_is_written(home, tmp_path):
     assert code != 0 and "--no-service" in err and "user session" in err, err
     assert tree(home) == {}, "it wrote files before finding there is no user session"
     code, out, err = run_install(home, "--dry-run", "--no-client", "--port", free_port(), env=env)
-    assert "a real run would stop" in out and "--no-service" in err
+    assert "a real run would stop" in out and "--no-service" in out
+    assert (out + err).count("user session") == 1, out + err  # said once, not twice
     assert tree(home) == {}
     run_install(home, "--no-start", "--no-client", "--port", free_port(), env=env)  # no bus needed to write the unit
     assert (home / ".config" / "systemd" / "user" / "kgd.service").exists()
@@ -416,6 +417,11 @@ def test_hooks_are_added_and_taken_away_leaving_the_rest(home):
     run_install(home, "--no-service", "--no-client", "--no-hooks", "--port", port)
     assert json.loads(settings.read_text()) == mine  # --no-hooks (and --no-client) leave it alone
     run_install(home, "--no-service", "--port", port)
+    assert json.loads(settings.read_text()) == mine  # a re-run keeps them off
+    _, out, _ = run_install(home, "--client", "--hooks", "--port", port)  # --no-service is kept
+    assert "changed from the earlier install: --no-client -> --client" in out
+    assert "changed from the earlier install: --no-hooks -> --hooks" in out
+    assert "kept from the earlier install: --no-service" in out
     conf = json.loads(settings.read_text())
     assert conf["permissions"] == {"allow": ["Bash(ls)"] + ["mcp__kg__" + t for t in TOOLS]}
     assert {"SessionStart", "UserPromptSubmit", "PostToolUse", "Stop"} <= set(conf["hooks"])
@@ -552,3 +558,61 @@ def test_no_hooks_leaves_the_other_agents_alone(home, tmp_path):
     env = env_for(home, PATH="%s:%s" % (bindir, os.environ["PATH"]))
     run_install(home, "--no-service", "--no-hooks", "--port", free_port(), env=env)
     assert not (home / ".codex").exists()
+
+
+def manifest(home):
+    return dict(line.split(" ", 1) for line in (prefix(home) / ".kgd-install-manifest").read_text().splitlines()
+                if not line.startswith("#") and line.split(" ", 1)[0] not in ("file", "dir"))
+
+
+def hook_ports(home):
+    text = (home / ".claude" / "settings.json").read_text()
+    return set(re.findall(r"127\.0\.0\.1:(\d+)/api/hooks", text))
+
+
+def test_a_rerun_without_options_keeps_what_the_install_was_given(home, tmp_path):
+    """`./install.sh` again without --port moved an install made with --port 8766 to 8765: the
+    hooks then pointed at a port no daemon served."""
+    port = free_port()
+    root = tmp_path / "my memory"  # a space: quoted everywhere it is written
+    env = env_for(home, KG_STORAGE_ROOT=root, KG_TOKEN="s3cret-t0ken")
+    run_install(home, "--no-start", "--desktop", "--no-permissions", "--port", port, env=env)
+    unit = home / ".config" / "systemd" / "user" / "kgd.service"
+    first = tree(home)
+    m = manifest(home)
+    assert (m["port"], m["root"], m["token"], m["desktop"], m["permissions"]) == (str(port), str(root), "1", "1", "0")
+    assert "s3cret-t0ken" not in json.dumps(first) and "s3cret" not in "".join(
+        (home / p).read_text() for p, v in first.items() if v[0] == "f" and not p.startswith(".local/share"))
+    assert hook_ports(home) == {str(port)}
+    assert '"--root" "%s"' % root in unit.read_text() or "--root \"%s\"" % root in unit.read_text()
+    settings = json.loads((home / ".claude" / "settings.json").read_text())
+    assert "Bearer $KG_TOKEN" in json.dumps(settings) and "permissions" not in settings
+    time.sleep(0.05)
+    bare = env_for(home)
+    del bare["KG_STORAGE_ROOT"]
+    _, out, _ = run_install(home, "--no-start", env=bare)  # no --port, no root, no token, no --desktop
+    assert tree(home) == first, out  # not one file rewritten
+    assert "kept from the earlier install: --port %d, --root %s, the token (KG_TOKEN), --no-permissions, " \
+        "--desktop" % (port, root) in out
+    assert "nothing changed" in out
+    # the launcher runs on that root unless told otherwise
+    r = subprocess.run([str(home / ".local" / "bin" / "kgd"), "status", "--json"], env=bare,
+                       stdout=subprocess.PIPE, timeout=30)
+    assert json.loads(r.stdout)["root"] == str(root) and json.loads(r.stdout)["port"] == port
+
+
+def test_an_option_given_again_changes_it_and_says_so(home, tmp_path):
+    old, new = free_port(), free_port()
+    run_install(home, "--no-start", "--port", old)
+    _, out, _ = run_install(home, "--no-start", "--port", new)
+    assert "changed from the earlier install: --port %d -> --port %d" % (old, new) in out
+    assert hook_ports(home) == {str(new)} and manifest(home)["port"] == str(new)
+    assert "--port %d" % new in (home / ".config" / "systemd" / "user" / "kgd.service").read_text()
+    _, out, _ = run_install(home, "--no-start", "--no-service")
+    assert "changed from the earlier install: --service -> --no-service" in out
+    assert "kept from the earlier install: --port %d" % new in out
+    _, out, _ = run_install(home, "--no-start")
+    assert "kept from the earlier install: --port %d, --no-service" % new in out
+    _, out, _ = run_install(home, "--no-start", "--port", "8765", "--service")
+    assert "changed from the earlier install: --port %d -> --port 8765" % new in out
+    assert "kept from the earlier install" not in out  # the defaults again: nothing to say
