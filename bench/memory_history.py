@@ -264,7 +264,7 @@ class HistoryBaseline(Baseline):
     def _recall(self, path):
         about = [n for n in self.nodes.values() if n["id"] not in self.shown and _about(n, path)]
         order = self.order(about, self.sess, self.world, self.run)
-        head = "kg memory about %s:" % path
+        head = "kg memory that may be relevant to %s:" % path
         by_id = {n["id"]: n for n in about}
         lines, used = recall.fit_lines([("project", by_id[i], "active") for i in order], loop.FILE_NODES,
                                        loop.FILE_CHARS - len(head) - 1)

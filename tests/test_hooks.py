@@ -3,6 +3,8 @@ payloads in the shapes Claude Code sends: every event and source, output shapes 
 dedup across events, compact reset, recall promoting an archived node, nudge throttles, Stop at
 most once."""
 
+import re
+
 import pytest
 
 from kg.agents import loop as hooks
@@ -372,7 +374,7 @@ def test_file_recall_by_touch_and_edge(env):
     env.put("project", "other", "about http", touches=["kg/http.py"])
     out = env.tool("Read", {"file_path": str(env.proj / "kg" / "store.py")})
     text = ctx(out, "PostToolUse")
-    assert text.startswith("kg memory about kg/store.py:")
+    assert text.startswith("kg memory that may be relevant to kg/store.py:")
     assert "store-lock" in text and "journal" in text and "other" not in text
     assert len(text) <= hooks.FILE_CHARS
     assert env.tool("Edit", {"file_path": str(env.proj / "kg" / "store.py"), "old_string": "a",
@@ -617,3 +619,43 @@ def test_resume_lists_only_what_changed_after_the_last_hook(env):
     env.put("project", "late", "written by another session while this one was closed")
     text = ctx(env.start("resume"), "SessionStart")
     assert "late (project)" in text and "early" not in text
+
+
+# ---- file recall's order: part touches, the prompt's nodes, the part being edited, the newest
+
+def _ids(text):
+    return re.findall(r"^- \[\w+\] ([\w.-]+)", text, re.M)
+
+
+def test_part_touches_name_their_file_newest_first(env):
+    for i, name in enumerate(["a", "b", "c", "d"]):
+        env.put("project", "part-%s" % name, "about %s" % name, touches=["kg/store.py#%s" % name])
+        env.advance(60)
+    text = ctx(env.tool("Read", {"file_path": str(env.proj / "kg" / "store.py")}), "PostToolUse")
+    assert text.startswith("kg memory that may be relevant to kg/store.py:")
+    assert _ids(text) == ["part-d", "part-c", "part-b"]  # the most recently written first
+
+
+def test_the_prompt_and_the_edited_part_lead_file_recall(env):
+    src = "class Pool:\n    def acquire(self):\n        return 1\n\n    def release(self):\n        return 2\n\n" \
+          "def helper():\n    return 3\n"
+    (env.proj / "kg" / "store.py").write_text(src)
+    env.put("project", "pool-acquire", "Pool.acquire waits on the semaphore", touches=["kg/store.py#Pool.acquire"])
+    env.put("project", "pool-release", "Pool.release wakes one waiter", touches=["kg/store.py#Pool.release"])
+    for i in range(6):
+        env.advance(60)
+        env.put("project", "newer-%d" % i, "helper detail %d" % i, touches=["kg/store.py#helper"])
+    env.prompt("the semaphore hangs")  # one word: under recall's bar, but the prompt points to pool-acquire
+    path = str(env.proj / "kg" / "store.py")
+    first = _ids(ctx(env.tool("Read", {"file_path": path}), "PostToolUse"))
+    assert first == ["pool-acquire", "newer-5", "newer-4"]
+    edited = _ids(ctx(env.tool("Edit", {"file_path": path, "old_string": "return 2", "new_string": "return 2"}),
+                      "PostToolUse"))
+    assert edited[0] == "pool-release"  # the part the edit is in, before newer knowledge
+
+
+def test_prompt_recall_is_worded_as_memory_that_may_be_relevant(env):
+    env.put("project", "ws-backoff", "websocket reconnect uses exponential backoff")
+    text = ctx(env.prompt("why does the websocket reconnect so slowly"), "UserPromptSubmit")
+    assert text.startswith("kg memory that may be relevant to this prompt (1 node):")
+    assert "ws-backoff" in text

@@ -235,7 +235,7 @@ def test_session_start_stays_within_10000_with_long_ids_and_gists(kgd, project):
 
 def test_post_tool_use_knowledge_stays_within_1500(kgd, project):
     """Was a bug: kg/agents/loop.py _about_target fits the lines into FILE_CHARS - 120 but its header
-    "kg memory about <path clipped to 200>:" takes up to 217: a long path gives 1,536 characters."""
+    "kg memory that may be relevant to <path clipped to 200>:" takes up to 235: a long path gives 1,536 characters."""
     rel = "/".join("sub%02d" % i for i in range(40)) + "/module.py"
     sid = start(kgd, project)["session_id"]
     for i in range(3):

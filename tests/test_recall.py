@@ -226,3 +226,45 @@ def test_index_rebuilt_from_prev_equals_a_fresh_one():
     assert _snapshot(again) == _snapshot(Index(nodes, edges))
     assert "lock" not in again.post and again.df("websocket") == 1 and again.df("reconnect") == 1
     assert ix.post == {}  # the old index was taken over
+
+
+@pytest.mark.parametrize("touch, path", [
+    ("src/auth.py#refresh_token", "src/auth.py"),
+    ("src/auth.py#Session.refresh", "src/auth.py"),
+    ("src/auth.py:10-24", "src/auth.py"),
+    ("src/auth.py:10", "src/auth.py"),
+    ("src/auth.py", "src/auth.py"),
+    ("#only-a-name", "#only-a-name"),          # nothing before the mark: not a part touch
+    ("https://x.org/a#frag", "https://x.org/a#frag"),  # urls keep theirs (norm_url drops it)
+])
+def test_a_part_touch_names_its_file(touch, path):
+    if "://" not in touch:
+        assert recall.file_of(touch) == path
+    ix = index(node("n", "gist", touches=[touch]))
+    assert bool(file_hits([("project", ix)], "/r/src/auth.py", "/r")) is (path == "src/auth.py")
+
+
+def test_a_part_edge_end_names_its_file():
+    ix = index(node("a", "x"), edges=[("a", "src/auth.py#refresh_token", "about")])
+    assert [h.id for h in file_hits([("project", ix)], "/r/src/auth.py", "/r")] == ["a"]
+
+
+def test_file_recall_shows_the_files_own_nodes_first_then_by_key():
+    ix = index(node("linked", "x"), node("old", "y", touches=["f.py#a"]), node("new", "z", touches=["f.py#b"]),
+               edges=[("linked", "f.py", "about")])
+    assert [h.id for h in file_hits([("project", ix)], "/r/f.py", "/r")] == ["new", "old", "linked"]  # by id
+    rank = {"old": 0, "new": 1, "linked": -5}
+    got = file_hits([("project", ix)], "/r/f.py", "/r", key=lambda h: rank[h.id])
+    assert [h.id for h in got] == ["old", "new", "linked"]  # an edge-only node stays last whatever its key
+
+
+def test_prompt_hits_near_lists_nodes_below_the_bar_best_first():
+    ix = index(node("option-init", "Option.__init__ in core.py: flag default"),
+               node("option-help", "Option.get_help_record in core.py: help text"),
+               node("other", "parser state"),
+               *[node("pad%d" % i, "padding %d" % i) for i in range(30)])
+    one_word = "the flag"  # one word: under prompt recall's bar
+    assert prompt_hits([("project", ix)], one_word) == []
+    assert [h.id for h in prompt_hits([("project", ix)], one_word, near=True)] == ["option-init"]
+    both = [h.id for h in prompt_hits([("project", ix)], "option flag help", near=True)]
+    assert both[:2] == ["option-init", "option-help"] and "other" not in both

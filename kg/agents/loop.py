@@ -15,7 +15,11 @@ Rules owned here:
 - UserPromptSubmit: words-matched recall (kg/agents/recall.py), every state, at most PROMPT_NODES and
   PROMPT_CHARS, never matching kgd's own words (<hook_context> blocks, a Stop's reason sent back
   as the next prompt); a node shown counts as read (store.read_nodes: recency, promotion).
-- PostToolUse: nodes about the files or url just used (FILE_NODES, FILE_CHARS in all), and a nudge
+- Recall text says what it is, memory that may be relevant (contract section 13), never an
+  instruction the model could take for the user's task.
+- PostToolUse: nodes about the files or url just used (FILE_NODES, FILE_CHARS in all): the file's
+  own nodes first, those the last prompt pointed to (below recall's bar too), then those about the
+  part an Edit changed (`PATH#NAME`), then the most recently written; and a nudge
   to save what keeps being re-derived (kg/agents/nudges.py). Targets over TARGET_MAX chars are ignored.
   For agents that read files through their shell, the files a shell command reads or a patch
   edits (kg/agents/shell_files.py) are the targets.
@@ -41,6 +45,7 @@ log = logging.getLogger(__name__)
 
 PROMPT_NODES, PROMPT_CHARS = 5, 2500
 FILE_NODES, FILE_CHARS = 3, 1500
+NEAR_MAX = 40               # nodes the last prompt pointed to, kept to order file recall
 TARGET_MAX = 65536          # characters of a file path, url or web query worth looking at
 WARM_INLINE = 2000          # nodes: a graph this small is indexed inline at session start
 
@@ -219,14 +224,18 @@ def _prompt(mem, call, targets, env):
         return None
     with mem.store.lock:
         session.hook["seen"] = mem.now()
-        hits = recall.prompt_hits(mem.indexes(session), text, exclude=session.shown, limit=PROMPT_NODES)
+        indexes = mem.indexes(session)
+        hits = recall.prompt_hits(indexes, text, exclude=session.shown, limit=PROMPT_NODES)
+        # which nodes the prompt is about (ids, never its words): they lead this session's file recall
+        near = recall.prompt_hits(indexes, text, limit=NEAR_MAX, near=True)
+        session.hook["near"] = [model.node_key(h.level, h.id) for h in near]
         lines, used = _lines(mem, session, hits, PROMPT_NODES, PROMPT_CHARS - 120)
         mem.shown(session, used)
     mem.save(session)
     if not lines:
         return None
     mem.read(session, used)
-    head = "kg memory recalled for this prompt (%d node%s):" % (len(lines), "" if len(lines) == 1 else "s")
+    head = "kg memory that may be relevant to this prompt (%d node%s):" % (len(lines), "" if len(lines) == 1 else "s")
     return _context("UserPromptSubmit", "\n".join([head] + lines))
 
 
@@ -287,6 +296,7 @@ def _tool(mem, call, targets, env):
         return None
     parts, used = [], []
     found = _targets(call)  # may look at the file system: before the lock
+    focus = _edited(call, found)
     with mem.store.lock:
         h = session.hook
         h["seen"] = mem.now()
@@ -297,7 +307,7 @@ def _tool(mem, call, targets, env):
             h["kg_writes"] = int(h.get("kg_writes", 0)) + 1
         for target in found:
             more, shown = _about_target(mem, session, payload, target, targets, env,
-                                        FILE_NODES - len(used), FILE_CHARS - sum(len(x) + 1 for x in parts))
+                                        FILE_NODES - len(used), FILE_CHARS - sum(len(x) + 1 for x in parts), focus)
             parts.extend(more)
             used.extend(shown)
             mem.shown(session, shown)
@@ -308,13 +318,28 @@ def _tool(mem, call, targets, env):
     return _context("PostToolUse", "\n".join(parts))
 
 
-def _about_target(mem, session, payload, target, targets, env, max_nodes=FILE_NODES, max_chars=FILE_CHARS):
+def _edited(call, found):
+    """The parts of the file an Edit or MultiEdit changed (innermost first), or []: they lead
+    file recall (contract section 12's part touches). Reads the file: before the lock."""
+    ti = call.payload.get("tool_input")
+    if call.payload.get("tool_name") not in ("Edit", "MultiEdit") or len(found) != 1 or not isinstance(ti, dict):
+        return []
+    edits = ti.get("edits") if isinstance(ti.get("edits"), list) else [ti]
+    first = edits[0] if edits and isinstance(edits[0], dict) else {}
+    path, cwd = found[0][1], call.payload.get("cwd")
+    if not os.path.isabs(path) and isinstance(cwd, str):
+        path = os.path.join(cwd, path)
+    return shell_files.edited_parts(path, [first.get("new_string"), first.get("old_string")])
+
+
+def _about_target(mem, session, payload, target, targets, env, max_nodes=FILE_NODES, max_chars=FILE_CHARS,
+                  focus=()):
     """(lines, hits shown) for one file or web target within what is left of the budget (lock held)."""
     kind, value = target
     indexes = mem.indexes(session)
     root = session.project_path
     if kind == "file":
-        covered = recall.file_hits(indexes, value, root, limit=1000)
+        covered = recall.file_hits(indexes, value, root, limit=1000, key=_file_key(mem, session, focus))
     elif kind == "url":
         covered = recall.url_hits(indexes, value, limit=1000)
     else:
@@ -323,7 +348,7 @@ def _about_target(mem, session, payload, target, targets, env, max_nodes=FILE_NO
     parts, used = [], []
     if fresh and kind != "query":
         name = recall.relative_path(value, root) if kind == "file" else value
-        head = "kg memory about %s:" % recall.clip(name, 200)
+        head = "kg memory that may be relevant to %s:" % recall.clip(name, 200)
         lines, used = _lines(mem, session, fresh, max_nodes, max_chars - len(head) - 1)
         if lines:
             parts.append(head)
@@ -332,6 +357,28 @@ def _about_target(mem, session, payload, target, targets, env, max_nodes=FILE_NO
     if nudge:
         parts.append(nudge)
     return parts, used
+
+
+def _file_key(mem, session, focus):
+    """File recall's order after the file's own nodes (lock held): knowledge about the part being
+    edited and the parts around it (a touch `PATH#NAME` in the same class or function) first, then
+    the most recently written."""
+    graphs = {g.level: g.nodes for g in mem.graphs(session)}
+    near_rank = {k: i for i, k in enumerate(session.hook.get("near") or ()) if isinstance(k, str)}
+
+    def near(node):
+        for t in node.get("touches", ()):
+            name = t.rpartition("#")[2] if isinstance(t, str) and "#" in t else None
+            if name and (name in focus):
+                return 0
+        return 1
+
+    def key(hit):
+        node = graphs[hit.level].get(hit.id) or {}
+        w = node.get("_write_ts")
+        return (near_rank.get(model.node_key(hit.level, hit.id), NEAR_MAX), near(node) if focus else 1,
+                -w if isinstance(w, (int, float)) else 0)
+    return key
 
 
 def _stop(mem, call, targets, env):

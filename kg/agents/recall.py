@@ -15,7 +15,9 @@ Rules owned here:
 - Harness prompts (task notifications, system notifications and reminders, slash-command echoes,
   image placeholders alone, empty or slash-command prompts) are not the user's words: skipped.
 - Files: a node is about a file when one of its touches, or an end of one of its edges, names it:
-  the same relative path, or one path a suffix of the other on whole components.
+  the same relative path, or one path a suffix of the other on whole components. A part touch
+  (`PATH#NAME`, `PATH:START-END`: contract section 12) names PATH. File recall shows the nodes
+  whose touches name the file before those only linked to it, then as the caller orders them.
 - Budgets: at most N lines and C characters; a line that does not fit is tried shorter (without
   its note, then with its gist clipped) before the list stops.
 """
@@ -245,6 +247,14 @@ class Index:
 
 
 _PARTS = {}
+_PART = re.compile(r"(?:#[A-Za-z_$][\w$.]*|:\d+(?:-\d+)?)$")
+
+
+def file_of(target):
+    """The file a touch names: `PATH#NAME` (a function, class or method) and `PATH:START-END` (lines)
+    name PATH; anything else is itself."""
+    m = _PART.search(target)
+    return target[:m.start()] if m and m.start() else target
 
 
 def _target_key(target):
@@ -253,7 +263,7 @@ def _target_key(target):
     if got is None:
         if len(_PARTS) >= _MEMO_MAX:
             _PARTS.clear()
-        got = _PARTS[target] = ("url", norm_url(target)) if "://" in target else ("file", path_parts(target))
+        got = _PARTS[target] = ("url", norm_url(target)) if "://" in target else ("file", path_parts(file_of(target)))
     return got
 
 
@@ -366,10 +376,11 @@ class _Tally:
                                      and (nid in head or score >= STRONG_SCORE))]
 
 
-def prompt_hits(indexes, text, exclude=(), limit=5):
+def prompt_hits(indexes, text, exclude=(), limit=5, near=False):
     """Nodes that clear the bar for a prompt, best first: [Hit]. indexes: [(level, Index)];
     exclude: "level:id" keys already shown. Words held by more than COMMON_SHARE of the nodes
-    (and more than COMMON_MIN) are too weak to count, and skipping them keeps a prompt cheap."""
+    (and more than COMMON_MIN) are too weak to count, and skipping them keeps a prompt cheap.
+    near: every node a word of whose id or gist matched, below the bar too (for file recall)."""
     total = sum(ix.n for _, ix in indexes)
     if not total:
         return []
@@ -380,7 +391,9 @@ def prompt_hits(indexes, text, exclude=(), limit=5):
         tally = _Tally()
         tally.add_words(ix, qwords)
         tally.add_names(ix, named)
-        out.extend(Hit(round(score, 4), level, nid, matched) for nid, score, matched in tally.clearing()
+        got = ([(i, s, tally.matched[i]) for i, s in tally.score.items() if i in tally.head or i in tally.strong]
+               if near else tally.clearing())
+        out.extend(Hit(round(score, 4), level, nid, matched) for nid, score, matched in got
                    if node_key(level, nid) not in exclude)
     out.sort(key=lambda h: (-h.score, h.level != "project", h.id))
     return out[:limit]
@@ -400,9 +413,11 @@ def _counted_words(indexes, text, total):
     return out
 
 
-def file_hits(indexes, path, root=None, exclude=(), limit=3):
-    """Nodes whose touches or edge ends name this file: [Hit] in index order (user first).
-    path: absolute or relative; root: the project root (to make an absolute path relative)."""
+def file_hits(indexes, path, root=None, exclude=(), limit=3, key=None):
+    """Nodes whose touches or edge ends name this file: [Hit], those whose touches name it first,
+    then by key(hit) when given (else the more specific path first), the project before the user
+    level, then id. path: absolute or relative; root: the project root (to make an absolute path
+    relative)."""
     if not isinstance(path, str) or not path.strip():
         return []
     rel = relative_path(path.strip(), root)
@@ -411,15 +426,17 @@ def file_hits(indexes, path, root=None, exclude=(), limit=3):
         return []
     out, seen = [], set()
     for level, ix in indexes:
+        own = ix.files.get(parts[-1], ())
         for tparts, nid in ix.file_entries(parts[-1]):
             if not _suffix_match(parts, tparts, root):
                 continue
-            key = node_key(level, nid)
-            if key in exclude or key in seen:
+            k = node_key(level, nid)
+            if k in exclude or k in seen:
                 continue
-            seen.add(key)
-            out.append(Hit(len(tparts), level, nid, 1))
-    out.sort(key=lambda h: (-h.score, h.level != "project", h.id))
+            seen.add(k)
+            # matched: 1 when a touch names the file, 0 when only an edge end does
+            out.append(Hit(len(tparts), level, nid, 1 if (tparts, nid) in own else 0))
+    out.sort(key=lambda h: (-h.matched, key(h) if key else -h.score, h.level != "project", h.id))
     return out[:limit]
 
 

@@ -1,5 +1,7 @@
 """The files a shell command reads, or a patch edits (file recall for agents that read files
-through their shell tool, contract section 11). Pure but for one os.path.isfile per candidate.
+through their shell tool, contract section 11), and the parts of a file an edit is in (contract
+section 12's `PATH#NAME`). Pure but for one os.path.isfile per candidate and one bounded read of
+an edited file.
 
 Rules owned here:
 - Conservative: a command over MAX_COMMAND characters, one shlex cannot split, or one whose
@@ -11,9 +13,14 @@ Rules owned here:
 - A patch (`*** Begin Patch` ... `*** Update File: PATH`) names the files it adds, updates or
   moves to; a patch inside a shell command (`apply_patch <<'EOF'`) too.
 - At most MAX_FILES files, in the order named, without repeats.
+- The part an edit is in: where the edit's new text (else its old text) stands in the file, the
+  innermost definition around it by its keyword and indentation (`def`, `class`, `function`,
+  `func`, `fn`, ...), named `Class.method` inside a class; a file over PART_FILE_MAX bytes, or
+  text not found, names no part.
 """
 
 import os
+import re
 import shlex
 
 MAX_COMMAND = 8192
@@ -164,3 +171,51 @@ def _simple_files(words, cwd, out, depth):
             continue
         _add(out, w, cwd)
     return cwd
+
+
+PART_FILE_MAX = 2 * 1024 * 1024
+_DEF = re.compile(r"^([ \t]*)(?:export\s+)?(?:async\s+|pub\s+|static\s+|public\s+|private\s+)*"
+                  r"(def|class|function|func|fn|interface|struct|impl|trait|module)\s+([A-Za-z_$][\w$]*)")
+
+
+def edited_parts(path, snippets):
+    """Names of the parts (`NAME`, `Class.NAME`) the first found of `snippets` (texts an edit wrote
+    or replaced) stands in, innermost first, then the class around it; [] when none is found."""
+    try:
+        if not os.path.isfile(path) or os.path.getsize(path) > PART_FILE_MAX:
+            return []
+        with open(path, encoding="utf-8", errors="replace") as f:
+            text = f.read()
+    except OSError:
+        return []
+    for snip in snippets:
+        if isinstance(snip, str) and snip.strip():
+            at = text.find(snip)
+            if at >= 0:
+                return part_at(text, text.count("\n", 0, at))
+    return []
+
+
+def part_at(text, line):
+    """The definitions around a line (0-based) of a source text: [innermost qualified name, ...
+    outer ones], e.g. ["Option.__init__", "Option"]."""
+    lines = text.split("\n")
+    line = max(0, min(line, len(lines) - 1))
+    here = lines[line].expandtabs()
+    # a definition encloses the line when it is indented less (a def line encloses itself)
+    indent = len(here) - len(here.lstrip()) + (1 if _DEF.match(lines[line]) else 0) if here.strip() else 10 ** 6
+    chain = []
+    for k in range(line, -1, -1):
+        m = _DEF.match(lines[k])
+        if not m:
+            continue
+        ind = len(m.group(1).expandtabs())
+        if ind < indent:
+            chain.append(m.group(3))
+            indent = ind
+            if ind == 0:
+                break
+    names, out = list(reversed(chain)), []
+    for k in range(len(names), 0, -1):
+        out.append(".".join(names[:k]))
+    return out
