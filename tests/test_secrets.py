@@ -82,14 +82,43 @@ LABELS = {k.label for k in secrets.KINDS if k.label} | {
 
 
 def test_the_refusal_names_field_and_kind_never_the_secret():
-    """The message is built from the field name and a fixed label only: no byte of the text."""
+    """The message is built from the field name, a fixed label and the kind's advice only: no byte of the text."""
     for _, text in CREDENTIALS:
         hit = secrets.find(text)
         assert hit.label in LABELS
         message = fields.refusal("notes[2]", hit)
-        assert message == ('notes[2] looks like %s: save where the secret lives (e.g. "in .env as GITHUB_TOKEN"), '
-                           "not the secret. Nothing was written." % hit.label)
+        assert message == "notes[2] looks like %s: %s. Nothing was written." % (hit.label, fields.advice(hit.kind))
         assert text[hit.start:hit.end] not in message
+
+
+@pytest.mark.parametrize("kind, advice", [
+    ("github", 'save where the key lives (e.g. "in .env as GITHUB_TOKEN"), not the key'),
+    ("openai", 'save where the key lives (e.g. "in .env as OPENAI_API_KEY"), not the key'),
+    ("password", 'save the name of the variable or vault entry that holds this password (e.g. "DB_PASSWORD in .env"), '
+                 'not the password'),
+    ("url-password", "save the URL without its password and the name of the variable or vault entry that holds the "
+                     'password (e.g. "postgres://app@db/app, password in DB_PASSWORD")'),
+    ("private-key", "save the key file's path or the vault entry that holds it "
+                    '(e.g. "~/.ssh/id_ed25519"), not the key'),
+    ("assigned-secret", "save the name of the variable or vault entry that holds this secret, not the secret"),
+])
+def test_the_advice_fits_the_kind(kind, advice):
+    """Contract section 10, Calibration: never a fixed example from another kind."""
+    assert fields.advice(kind) == advice
+    text = next(t for k, t in CREDENTIALS if k == kind)
+    assert fields.refusal("gist", secrets.find(text)).endswith(": %s. Nothing was written." % advice)
+
+
+def test_no_kinds_advice_names_another_kinds_variable():
+    every = {k.kind for k in secrets.KINDS} | {"aws-secret", "password"}
+    for kind in every:
+        words = fields.advice(kind)
+        for other, variable in fields._TOKEN_VARIABLE.items():
+            assert other == kind or variable not in words, (kind, variable)
+        if kind in ("password", "url-password"):
+            assert "password" in words
+        else:
+            assert "this password" not in words
 
 
 @pytest.mark.parametrize("kind, label", [

@@ -66,7 +66,8 @@ def test_put_node_refused_names_field_and_kind_and_writes_nothing(senv, fields, 
     with pytest.raises(SecretRefused) as exc:
         store.put_node(s, "user", args.pop("node_id"), **args)
     assert exc.value.status == 422
-    assert exc.value.message.startswith("%s looks like a GitHub token: save where the secret lives" % field)
+    assert exc.value.message.startswith(
+        '%s looks like a GitHub token: save where the key lives (e.g. "in .env as GITHUB_TOKEN")' % field)
     assert GITHUB not in exc.value.message and GITHUB[4:20] not in exc.value.message
     assert _files(senv.root) == before and store.log.seq == seq and "n1" not in store.user.nodes
 
@@ -232,7 +233,7 @@ def test_mcp_put_is_an_error_naming_field_and_kind(make_daemon, tmp_path):
                                "notes": ["one", "two", "GITHUB_TOKEN=" + GITHUB]})
     assert r["isError"] is True and "structuredContent" not in r
     text = r["content"][0]["text"]
-    assert "notes[2] looks like a GitHub token: save where the secret lives" in text and GITHUB not in text
+    assert "notes[2] looks like a GitHub token: save where the key lives" in text and GITHUB not in text
     r = d.call("kg_put_edge", {"session_id": sid, "level": "project", "from": "a.py", "to": "b.py", "rel": "r",
                                "notes": [JWT]})
     assert r["isError"] is True and "edge notes[0] looks like a JSON Web Token" in r["content"][0]["text"]

@@ -7,7 +7,9 @@ Rules this file owns:
   progress state's keys and string values, by key path. The fields are also scanned joined, so a
   private key pasted one line per note is found (named by its first field).
 - A refusal names the field and the kind in words ("notes[2] looks like a GitHub token: ..."),
-  never the secret; a withheld text is "[withheld: KIND]".
+  never the secret, with advice fitted to the kind (a password: the variable or vault entry that
+  holds it; a provider's key: the variable its documentation names); a withheld text is
+  "[withheld: KIND]".
 """
 
 from .kinds import Hit, find
@@ -121,7 +123,37 @@ def scan_edge(edge):
     return _scan(_fields_of_edge(edge))
 
 
+_TOKEN_VARIABLE = {  # the variable a provider's own documentation keeps its key in
+    "github": "GITHUB_TOKEN", "gitlab": "GITLAB_TOKEN", "slack": "SLACK_BOT_TOKEN", "stripe": "STRIPE_SECRET_KEY",
+    "google": "GOOGLE_API_KEY", "openai": "OPENAI_API_KEY", "anthropic": "ANTHROPIC_API_KEY", "npm": "NPM_TOKEN",
+    "pypi": "PYPI_API_TOKEN", "sendgrid": "SENDGRID_API_KEY", "aws-access-key-id": "AWS_ACCESS_KEY_ID",
+    "aws-secret": "AWS_SECRET_ACCESS_KEY",
+}
+ADVICE = {
+    "password": "save the name of the variable or vault entry that holds this password "
+                "(e.g. \"DB_PASSWORD in .env\"), not the password",
+    "url-password": "save the URL without its password and the name of the variable or vault entry that holds "
+                    "the password (e.g. \"postgres://app@db/app, password in DB_PASSWORD\")",
+    "basic-auth": "save the name of the variable or vault entry that holds these credentials, not the header",
+    "private-key": "save the key file's path or the vault entry that holds it (e.g. \"~/.ssh/id_ed25519\"), "
+                   "not the key",
+    "jwt": "save where the token comes from (the login call, the cookie's name), not the token",
+    "bearer": "save the name of the variable that holds this token (e.g. \"API_TOKEN in .env\"), not the token",
+    "assigned-secret": "save the name of the variable or vault entry that holds this secret, not the secret",
+    "slack-webhook": "save the name of the variable that holds the webhook URL (e.g. SLACK_WEBHOOK_URL), not the URL",
+    "discord-webhook": "save the name of the variable that holds the webhook URL (e.g. DISCORD_WEBHOOK_URL), "
+                       "not the URL",
+    "too-many": "split the text or leave out the secret-shaped values",
+}
+
+
+def advice(kind):
+    """What to save instead, fitted to the kind (contract section 10, Calibration)."""
+    if kind in _TOKEN_VARIABLE:
+        return "save where the key lives (e.g. \"in .env as %s\"), not the key" % _TOKEN_VARIABLE[kind]
+    return ADVICE.get(kind, "save where the secret lives, not the secret")
+
+
 def refusal(field, hit):
-    """The refusal an agent reads: the field and the kind, never the secret."""
-    return ("%s looks like %s: save where the secret lives (e.g. \"in .env as GITHUB_TOKEN\"), "
-            "not the secret. Nothing was written." % (field, hit.label))
+    """The refusal an agent reads: the field, the kind and advice fitted to it, never the secret."""
+    return "%s looks like %s: %s. Nothing was written." % (field, hit.label, advice(hit.kind))
