@@ -164,6 +164,46 @@ def test_model_receives_kgd_text_for_every_tool(claude, make_daemon, project, fa
         claude, "deferred" if model.deferred else "listed", "\n".join(problems))
 
 
+FIRST_TURN_TOOLS = {"mcp__kg__kg_read", "mcp__kg__kg_put_node", "mcp__kg__kg_search"}
+ALL_KG_TOOLS = FIRST_TURN_TOOLS | {"mcp__kg__kg_put_edge", "mcp__kg__kg_delete_node", "mcp__kg__kg_delete_edge",
+                                   "mcp__kg__kg_sync", "mcp__kg__kg_progress"}
+
+
+def test_tool_search_on_still_offers_the_first_turn_tools(claude, make_daemon, project, fake_api, tmp_path):
+    """Contract section 13: with ENABLE_TOOL_SEARCH=true and the entry `claude mcp add` writes (no
+    alwaysLoad), the model's first request carries kg_read, kg_put_node and kg_search with their
+    schemas (kgd's _meta["anthropic/alwaysLoad"]), the other five only by name behind ToolSearch,
+    and the model calls kg_read in its first turn with no ToolSearch."""
+    daemon = make_daemon(env={"KG_STRUCTURED_OUTPUT": "0"})
+    plan = [("mcp__kg__kg_read", {"cwd": str(project / "src")}),
+            ("mcp__kg__kg_put_node", lambda s: {"session_id": s["session_id"], "level": "project", "id": NEW_ID,
+                                                "gist": NEW_GIST})]
+    model = ScriptedModel(plan, final="Saved.")
+    fake = fake_api(model)
+    mcp_config = tmp_path / "mcp.json"
+    mcp_config.write_text(json.dumps({"mcpServers": {"kg": {"type": "http", "url": daemon.url + "/"}}}))
+    home = make_home(str(tmp_path / "home"))
+    proc = run_claude(["-p", "Remember this project.", "--output-format", "json", "--mcp-config", str(mcp_config),
+                       "--strict-mcp-config", "--allowedTools", ",".join(sorted(FIRST_TURN_TOOLS))],
+                      cwd=project / "src", home=home, api_url=fake.url, extra_env={"ENABLE_TOOL_SEARCH": "true"})
+    fake.dump(tmp_path / "requests.json")
+    assert proc.returncode == 0, claude_failed(proc, fake, daemon)
+    assert fake.errors == [], claude_failed(proc, fake, daemon)
+    main = [b for b in fake.messages() if any(t.get("name") == "ToolSearch" for t in b.get("tools") or [])]
+    assert main, "tool search is not on: no request offered ToolSearch"
+    first = {t["name"]: t for t in main[0]["tools"]}
+    assert FIRST_TURN_TOOLS <= set(first), sorted(first)
+    for name in FIRST_TURN_TOOLS:
+        assert first[name].get("input_schema", {}).get("type") == "object" and not first[name].get("defer_loading")
+    deferred = ALL_KG_TOOLS - set(first)
+    assert deferred == ALL_KG_TOOLS - FIRST_TURN_TOOLS, "loaded: %s" % sorted(set(first) & ALL_KG_TOOLS)
+    assert all(name in request_text(main[0]) for name in deferred)   # named for ToolSearch
+    calls = tool_exchanges(fake.messages())
+    assert [c["name"] for c in calls] == ["mcp__kg__kg_read", "mcp__kg__kg_put_node"], calls
+    assert model.deferred is False
+    assert "Session: " in calls[0]["text"] and NEW_ID in calls[1]["text"]
+
+
 ZEBRA_ID = "okavango-zebra-crossing"
 ZEBRA_GIST = "Zebra herds cross the Okavango delta when the flood pulse peaks in July"
 ZEBRA_PROMPT = "When do the zebra herds cross the Okavango delta?"

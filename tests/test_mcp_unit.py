@@ -143,7 +143,18 @@ def test_tools_list(structured):
     assert by["kg_sync"]["annotations"]["readOnlyHint"] is True
     assert by["kg_delete_node"]["annotations"]["destructiveHint"] is True
     assert by["kg_delete_edge"]["annotations"]["destructiveHint"] is True
+    # Contract section 13: the three tools a first turn needs are loaded by Claude Code even with
+    # tool search on; the other five stay deferred behind ToolSearch (no _meta at all).
+    loaded = {n for n, t in by.items() if t.get("_meta", {}).get("anthropic/alwaysLoad") is True}
+    assert loaded == {"kg_read", "kg_put_node", "kg_search"}
+    assert all("_meta" not in by[n] for n in set(by) - loaded)
     json.dumps(r)
+
+
+def test_tools_list_meta_is_not_shared_between_answers(server):
+    first = server.dispatch("tools/list", {}, False, Request())
+    first["tools"][0]["_meta"]["anthropic/alwaysLoad"] = False
+    assert server.dispatch("tools/list", {}, False, Request())["tools"][0]["_meta"] == {"anthropic/alwaysLoad": True}
 
 
 # ---------------------------------------------------------------- tools/call protocol faults

@@ -31,7 +31,8 @@ _SESSION = {"type": "string", "description": "the id kg_read gave you"}
 _STATE = {"type": "string", "enum": [model.ACTIVE, model.ARCHIVED, model.ORPHANED]}
 
 NODE = {"type": "object", "required": ["id", "gist", "notes", "touches", "state"],
-        "properties": {"id": _STR, "gist": _STR, "notes": _STRS, "touches": _STRS, "state": _STATE}}
+        "properties": {"id": _STR, "gist": _STR, "notes": _STRS, "touches": _STRS, "state": _STATE,
+                       "private": {"type": "boolean"}}}
 EDGE = {"type": "object", "required": ["from", "to", "rel", "notes"],
         "properties": {"from": _STR, "to": _STR, "rel": _STR, "notes": _STRS}}
 
@@ -114,7 +115,9 @@ TOOLS = [
             "one is refused; note where it lives instead (e.g. 'in .env as GITHUB_TOKEN')."),
         "inputSchema": _in(["session_id", "level", "id", "gist"], session_id=_SESSION, level=_LEVEL,
                            id={"type": "string", "maxLength": model.MAX_ID},
-                           gist={"type": "string", "maxLength": model.MAX_GIST}, notes=_STRS, touches=_STRS),
+                           gist={"type": "string", "maxLength": model.MAX_GIST}, notes=_STRS, touches=_STRS,
+                           private={"type": "boolean", "description": "true: keep it personal, never shared "
+                                    "through the repository's .kg/ (omitted: as it was)"}),
         "outputSchema": _obj(["level", "created", "node"], level=_LEVEL, created={"type": "boolean"}, node=NODE),
         "annotations": {"title": "Save an insight", "readOnlyHint": False, "destructiveHint": False,
                         "idempotentHint": True, "openWorldHint": False},
@@ -205,12 +208,23 @@ TOOLS = [
 TOOLS_BY_NAME = {t["name"]: t for t in TOOLS}
 
 
+# The tools an agent needs in its first turn (contract section 13): Claude Code loads a tool whose
+# _meta says "anthropic/alwaysLoad": true into the prompt even with tool search on, and defers the
+# rest behind ToolSearch (docs/agents.md has the measurement behind this choice).
+ALWAYS_LOAD = ("kg_read", "kg_put_node", "kg_search")
+ALWAYS_LOAD_META = "anthropic/alwaysLoad"
+
+
 def list_tools(structured=False):
     """Without structured output no tool declares an outputSchema (the spec then requires
     structuredContent, which Claude Code would show the model instead of the text)."""
-    if structured:
-        return [dict(t) for t in TOOLS]
-    return [{k: v for k, v in t.items() if k != "outputSchema"} for t in TOOLS]
+    out = []
+    for t in TOOLS:
+        tool = dict(t) if structured else {k: v for k, v in t.items() if k != "outputSchema"}
+        if tool["name"] in ALWAYS_LOAD:
+            tool["_meta"] = {ALWAYS_LOAD_META: True}
+        out.append(tool)
+    return out
 
 
 # ---------------------------------------------------------------- argument checking
@@ -306,7 +320,8 @@ def _read(store, a, agent=None):
 
 
 def _put_node(store, a):
-    r = store.put_node(store.session(a["session_id"]), a["level"], a["id"], a["gist"], a.get("notes"), a.get("touches"))
+    r = store.put_node(store.session(a["session_id"]), a["level"], a["id"], a["gist"], a.get("notes"), a.get("touches"),
+                       private=a.get("private"))
     return r, render.render_put_node(r), _same
 
 

@@ -48,8 +48,9 @@ def make_home(path, settings=None):
     return str(path)
 
 
-def run_claude(args, cwd, home, api_url, timeout=180):
-    """`claude -p ...` against the fake Messages API at api_url; -> CompletedProcess (text)."""
+def run_claude(args, cwd, home, api_url, timeout=180, extra_env=None):
+    """`claude -p ...` against the fake Messages API at api_url; -> CompletedProcess (text).
+    extra_env: Claude Code's own switches a test sets (e.g. ENABLE_TOOL_SEARCH)."""
     env = {
         "PATH": os.environ.get("PATH", "/usr/bin:/bin"),
         "HOME": home,
@@ -63,6 +64,7 @@ def run_claude(args, cwd, home, api_url, timeout=180):
         "DISABLE_TELEMETRY": "1",
         "DISABLE_ERROR_REPORTING": "1",
     }
+    env.update(extra_env or {})
     return subprocess.run([CLAUDE_BIN] + list(args), cwd=str(cwd), env=env, capture_output=True, text=True,
                           timeout=timeout, stdin=subprocess.DEVNULL)
 
