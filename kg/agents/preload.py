@@ -185,10 +185,10 @@ class _Preload:
         left = {lv: len(self.ordered[lv]) - self.taken[lv] for lv in _LEVELS}
         graphs = self.graphs.values()
         archived = sum(len(g.by_state[model.ARCHIVED]) + len(g.by_state[model.ORPHANED]) for g in graphs)
+        # short: every character here is paid by every session (the guide above says how to call)
         return "Left out here: %d more active user nodes, %d more active project nodes, %d archived or " \
-               "orphaned nodes, %d edges, all notes; kg_read session_id=%s lists the whole active graph, " \
-               "kg_read id=... a node in full, kg_search query=... finds any of them." % (
-                   left["user"], left["project"], archived, sum(len(g.edges) for g in graphs), self.session.id)
+               "orphaned, %d edges, all notes; kg_read lists the active graph, kg_search finds any." % (
+                   left["user"], left["project"], archived, sum(len(g.edges) for g in graphs))
 
     def text(self):
         text = "\n".join(self.head + self.body() + ["", self.tail()])
