@@ -277,12 +277,17 @@ def quarantined(root):
     return sorted(os.path.join(d, n) for d, _, names in os.walk(root) for n in names if ".corrupt-" in n)
 
 
-def temp_files(folder, skip_git=True):
-    out = []
-    for d, dirs, names in os.walk(folder):
-        if skip_git:
+def temp_files(root, repo):
+    """{area: set of paths} of the temp files kgd's atomic writes leave while they run (.tmp-*)."""
+    out = {".kg": set(), "sync": set(), "root": set()}
+    for area, folder in ((".kg", os.path.join(repo, ".kg")), ("root", root)):
+        for d, dirs, names in os.walk(folder):
             dirs[:] = [x for x in dirs if x != ".git"]
-        out.extend(n for n in names if n.startswith(".tmp-") or n.endswith(".lock"))
+            for n in names:
+                if n.startswith(".tmp-"):
+                    where = "sync" if area == "root" and (d + os.sep).startswith(os.path.join(root, "sync") + os.sep) \
+                        else area
+                    out[where].add(os.path.join(d, n))
     return out
 
 
@@ -634,7 +639,9 @@ class Bench:
             time.sleep(rnd.uniform(0, 0.02))
         elif aim == "kg-write":
             time.sleep(rnd.uniform(0.2, 1.0))
-            while time.monotonic() < deadline and not any(n.startswith(".tmp-") for n in os.listdir(kg)):
+            while time.monotonic() < deadline and not any(
+                    n.startswith(".tmp-") and os.path.join(kg, n) not in self.temps_before[".kg"]
+                    for n in os.listdir(kg)):
                 time.sleep(0.001)
         elif aim == "project-git":
             time.sleep(rnd.uniform(0.2, 1.0))
@@ -659,17 +666,16 @@ class Bench:
             if argv[:1] == ["git"]:
                 sub = next((a for a in argv[1:] if not a.startswith("-") and "=" not in a), "?")
                 kinds.add("personal remote: git %s running" % sub)
-        if any(n.startswith(".tmp-") for n in temp_files(os.path.join(self.cwds["shared"], ".kg"))):
+        temps = temp_files(self.root, self.cwds["shared"])
+        new = {area: temps[area] - self.temps_before[area] for area in temps}  # stale ones are no moment
+        if new[".kg"]:
             kinds.add(".kg/: a temp file open (kgd writing the team's files)")
-        sync = os.path.join(self.root, "sync")
-        if os.path.isdir(sync) and any(n.startswith(".tmp-") for n in temp_files(sync)):
+        if new["sync"]:
             kinds.add("ROOT/sync: a temp file open (mirroring for the remote)")
-        if os.path.exists(os.path.join(sync, ".git", "index.lock")):
-            kinds.add("ROOT/sync: index.lock held")
-        others = [n for d, dirs, names in os.walk(self.root) for n in names
-                  if n.startswith(".tmp-") and os.sep + "sync" not in d[len(self.root):]]
-        if others:
+        if new["root"]:
             kinds.add("ROOT: a temp file open (a graph file or sessions.json written)")
+        if os.path.exists(os.path.join(self.root, "sync", ".git", "index.lock")):
+            kinds.add("ROOT/sync: index.lock held")
         for who, act in (("clone", self.clone.act), ("teammate", self.mate.act)):
             if act.now is not None:
                 kinds.add("%s: git %s in flight" % (who, act.now[0]))
@@ -795,6 +801,7 @@ class Bench:
             t.start()
         aim = rnd.choice(AIMS)
         self.aims[aim] += 1
+        self.temps_before = temp_files(self.root, self.cwds["shared"])
         self.d.mark("round %d starts, the kill aimed at %s" % (round_no, aim))
         moment = self.aim_and_kill(aim, state)
         self.d.mark("round %d: killed; moment: %s" % (round_no, "; ".join(sorted(moment))))
@@ -830,6 +837,10 @@ class Bench:
         if code != 0:
             self.lose(self.rounds + 1, "the clean stop exited %s:\n%s" % (code, self.d.log_text()))
         self.check_files(self.rounds + 1)
+        left = temp_files(self.root, self.cwds["shared"])
+        for area, paths in sorted(left.items()):
+            if paths:
+                self.notes["temp files the kills left in %s, still there after the clean stop" % area] += len(paths)
         tracebacks = [line for _, line in self.d.log if "Traceback" in line]
         if tracebacks:
             self.notes["tracebacks in the daemon's log"] += len(tracebacks)
