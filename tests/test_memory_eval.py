@@ -236,3 +236,51 @@ def test_the_reference_row_runs_on_the_same_trace(tmp_path):
     assert runs["reference"]["max_tokens"] == 0 and runs["reference"]["needs"] == runs["kgd-hooks"]["needs"]
     assert runs["reference"]["hook_errors"] == 0 and runs["reference"]["share_preload"] > 0
     assert "reference    own" in text
+
+
+def _history_repo(tmp_path):
+    """A small real git repository: functions of one module changed over a few commits."""
+    import subprocess
+    repo = tmp_path / "hist"
+    repo.mkdir()
+    env = dict(os.environ, GIT_AUTHOR_NAME="a", GIT_AUTHOR_EMAIL="a@x", GIT_COMMITTER_NAME="a",
+               GIT_COMMITTER_EMAIL="a@x")
+
+    def git(*args, when=None):
+        e = dict(env, GIT_AUTHOR_DATE=when or "", GIT_COMMITTER_DATE=when or "")
+        subprocess.run(["git", "-C", str(repo)] + list(args), check=True, env=e, capture_output=True)
+
+    git("init", "-q")
+    names = ["alpha", "beta", "gamma", "delta"]
+    for k in range(12):
+        body = "\n\n".join("def %s():\n    return %d\n" % (n, (k if i in (k % 4, (k + 1) % 4) else 0))
+                           for i, n in enumerate(names))
+        body += "\n\nclass Box:\n    def open(self):\n        return %d\n" % (k // 3)
+        (repo / "mod.py").write_text(body)
+        git("add", "mod.py")
+        git("commit", "-q", "-m", "change %s and %s" % (names[k % 4], names[(k + 1) % 4]),
+            when="2024-01-%02dT10:00:00" % (k + 1))
+    return str(repo / ".git")
+
+
+def test_the_history_world_replays_a_real_repository(tmp_path):
+    gitdir = _history_repo(tmp_path)
+    import memory_history_git
+    doc = memory_history_git.extract(gitdir, 100)
+    assert doc["n"] == 12 and not doc["shallow"]
+    assert doc["commits"][1]["files"][0]["parts"] == ["beta", "gamma"]  # the functions whose lines changed
+    assert "Box.open" in doc["commits"][3]["files"][0]["parts"]        # a method, not its class
+    args = ["--world", "history", "--repo", gitdir, "--max-tokens", "5000"]
+    a, out = run(tmp_path, "h1.json", *args)
+    b, _ = run(tmp_path, "h2.json", *args)
+    assert a == b
+    assert "history: %s" % gitdir in out and "ch/p90" in out
+    runs = by_policy(a)
+    assert set(p for p, _ in runs) == {"kgd-hooks", "lru", "oracle"}
+    needs = {r["needs"] for r in a["runs"]}
+    assert len(needs) == 1 and needs.pop() > 10
+    assert runs[("oracle", 5000)]["in_context"] == 100.0
+    for r in a["runs"]:
+        assert sum(r["outcomes"].values()) == r["needs"]
+        assert r["chars_per_session_p90"] >= r["chars_per_session_median"] > 0
+    assert runs[("kgd-hooks", 5000)]["in_context"] > 90  # a tiny graph fits the preload: its gists are seen
