@@ -38,9 +38,9 @@ CONFIG_WORDS = frozenset((  # what a config or schema says in a secret's place
     "removed", "value", "unknown", "dummy", "placeholder", "sample", "secretstr", "self", "this", "bearer",
     "basic", "digest", "token", "oauth", "oauth2", "none", "plain", "plaintext",
 ))
-_TEMPLATE = re.compile(r"\$\{|\{\{|\$\(|%\(|<%|#\{|\{%")
+_TEMPLATE = re.compile(r"\$\{|\{\{|\$\(|%\(|<%|#\{|\{%|%[sd](?![A-Za-z0-9])")
 _WRAPPED = ("<>", "[]", "{}", "()")
-_YOUR = re.compile(r"your(?:[_\-.]|[A-Z]|\Z)", re.I)
+_YOUR = re.compile(r"(?:[Yy]our|YOUR)(?:[_\-.]|[A-Z]|\Z)")
 _HERE_END = re.compile(r"(?:[_\-. ]|[a-z])here\Z|(?<=[a-z])Here\Z|\AHERE\Z", re.I)
 _XS = re.compile(r"[xX]{4}|\A[xX]{3}")
 
@@ -395,7 +395,7 @@ def check_command(text, m):
     smbclient -U user%PASS: the command is on the line."""
     glued, spaced = _COMMAND_FLAGS[m.group("flag")]
     line = line_before(text, m.start())
-    if not any(c in line for c in (spaced if m.group("space") else glued + spaced)):
+    if not any(c in line for c in (spaced if m.group("space") else glued)):  # -passout is no -p glued
         return False
     value = group(text, m, "value")
     if value.startswith("-") or any(c in value.lower() for c in spaced + glued):
