@@ -305,7 +305,7 @@ class Model:
         self.counter = 0
         self.acked = collections.Counter()
         self.refused = collections.Counter()  # shared project: a node that left with a branch
-        self.deleted = {}  # id -> round of its acknowledged delete
+        self.deleted = {}  # node id or (target, edge key) -> round of its acknowledged delete
         self.log = None  # a file: every acknowledged write, for the post-mortem
 
 
@@ -382,10 +382,14 @@ def writer(port, cwds, m, rnd, round_no, go, stop, problems):
                     continue
                 problems.append("writer %d: %s %r -> %s" % (m.k, tool, args, text))
                 return
+            before_e = m.edges
             m.nodes, m.edges = apply_op(m.nodes, m.edges, tool, target, args)
             m.acked[tool] += 1
             if tool == "kg_delete_node":
                 m.deleted[args["id"]] = round_no
+            gone = set(before_e) - set(m.edges)  # deleted, or with the node they came from or went to
+            for key in gone:
+                m.deleted[key] = round_no
             if m.log:
                 m.log.write("%.3f r%d %s %s %s\n" % (time.time(), round_no, tool, target, json.dumps(
                     {k: v for k, v in args.items() if k not in ("session_id", "level")}, ensure_ascii=False)))
@@ -753,9 +757,9 @@ class Bench:
         for m in self.models:
             deleted.update(m.deleted)
         for what, key, want, got in diffs:
-            if want is None and what == "node" and key in deleted:
-                self.lose(round_no, "node %r came back after its acknowledged delete (round %d): %r"
-                          % (key, deleted[key], got), where=got[0])
+            if want is None and key in deleted:
+                self.lose(round_no, "%s %r came back after its acknowledged delete (round %d): %r"
+                          % (what, key, deleted[key], got), where=got[0] if what == "node" else key[0])
             elif want is None:
                 self.lose(round_no, "%s %r is there and was never acknowledged (or came back with a node whose "
                                     "delete was): %r" % (what, key, got), kind="unexpected",
