@@ -291,3 +291,43 @@ def test_doctor_checks_each_agent(tmp_path, name):
     kgd(home, "install", "--agent", name)  # the default port: not the daemon's
     code, out, _, _ = run_kgd(*args, home=home)
     assert code == 1 and "FAIL  %s's kg MCP server points at" % label in out and "not 9300" in out, out
+
+
+def test_codex_hooks_set_the_hook_context_limit_the_preload_needs(tmp_path):
+    """Contract section 13: Codex cuts hook context over additionalContextLimit (default 2,500 tokens,
+    one per 4 bytes) into a file; kgd's SessionStart, UserPromptSubmit and PostToolUse hooks set a
+    limit that holds the whole preload in any script, and Stop (which adds no context) none."""
+    from kg.agents import dialects, preload
+
+    home = tmp_path / "home"
+    home.mkdir()
+    code, _, err, _ = kgd(home, "install", "--agent", "codex")
+    assert code == 0, err
+    conf = json.loads((home / ".codex" / "hooks.json").read_text())
+    limits = {event: [h.get("additionalContextLimit") for g in groups for h in g["hooks"]]
+              for event, groups in conf["hooks"].items()}
+    want = dialects.HOOK_CONTEXT_LIMITS["codex"]
+    assert limits == {"SessionStart": [want], "UserPromptSubmit": [want], "PostToolUse": [want], "Stop": [None]}
+    assert want * 4 >= preload.PRELOAD_LIMIT * 4    # Codex's tokens (4 bytes) vs the preload's worst UTF-8 bytes
+    assert want > 2500
+
+
+def test_codex_hooks_of_an_older_kgd_are_brought_up_to_date(tmp_path):
+    """A hooks.json written before the limit existed: install replaces kgd's entries, keeps the person's."""
+    home = tmp_path / "home"
+    (home / ".codex").mkdir(parents=True)
+    code, _, err, _ = kgd(home, "install", "--agent", "codex")
+    assert code == 0, err
+    path = home / ".codex" / "hooks.json"
+    conf = json.loads(path.read_text())
+    for groups in conf["hooks"].values():
+        for g in groups:
+            for h in g["hooks"]:
+                h.pop("additionalContextLimit", None)
+    conf["hooks"]["Stop"].append({"hooks": [{"type": "command", "command": "notify-send done", "timeout": 5}]})
+    path.write_text(json.dumps(conf, indent=2) + "\n")
+    code, out, err, _ = kgd(home, "install", "--agent", "codex")
+    assert code == 0 and "unchanged" not in out, (out, err)
+    conf = json.loads(path.read_text())
+    assert conf["hooks"]["SessionStart"][0]["hooks"][0]["additionalContextLimit"] > 2500
+    assert any(h["command"] == "notify-send done" for g in conf["hooks"]["Stop"] for h in g["hooks"])

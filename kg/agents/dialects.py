@@ -15,6 +15,8 @@ Rules owned here:
   agents can never share one binding by accident.
 - Prompts: kgd's own earlier context, which Gemini CLI hands back inside <hook_context>...
   </hook_context> in the next prompt, is cut out before any matching (for every agent).
+- Hook context: HOOK_CONTEXT_LIMITS gives the limit kgd's hook entries set for an agent that cuts
+  hook context (Codex's additionalContextLimit), so the preload reaches its model whole.
 - Result bounds: READ_LIMITS gives, per agent, the largest kg_read / kg_sync text it passes whole
   to its model (measured with the real programs: Codex cuts near 11,800 characters, Copilot saves
   anything over about 20,000 to a file); `agent_of_request` tells the agent from what an MCP
@@ -81,6 +83,14 @@ NAMES = tuple(AGENTS)
 # Characters of a kg_read / kg_sync text each agent passes to its model whole (contract section 3
 # bounds Claude Code's at 40,000).
 READ_LIMITS = {"claude": 40000, "codex": 10000, "gemini": 40000, "copilot": 18000}
+
+# Tokens of hook context an agent passes to its model whole, where the agent has such a limit and its
+# hook entry can set it (contract section 13). Codex cuts a hook's additionalContext over its
+# additionalContextLimit (default 2,500 tokens, counted as one per 4 bytes of UTF-8) into a file with
+# a preview; kgd's largest hook context, the preload, is at most 10,000 characters, which is at most
+# 40,000 bytes: 10,000 tokens never cut it, in any script. kgd's Codex hooks set this (measured with
+# the real Codex 0.171.0: a 9,792-character preload of 10,161 bytes was cut at the default).
+HOOK_CONTEXT_LIMITS = {"codex": 10000}
 
 # What an MCP request carries that names its client: a lower-case piece of the User-Agent header
 # or of clientInfo.name -> agent.

@@ -10,6 +10,8 @@ Rules owned here:
 - The MCP entry is named kg and points at http://127.0.0.1:PORT/mcp. An entry named kg that is not
   kgd's (another URL, another program) is refused, not overwritten.
 - The hooks run `kgd hook --agent NAME` (Copilot's also `--event E`: its input names no event).
+  Codex's hooks that can add context set additionalContextLimit to kg/agents/dialects.py's
+  HOOK_CONTEXT_LIMITS (contract section 13), so Codex never cuts the preload into a file.
 - Installing twice changes nothing; removing takes out only kgd's entries, and a file that held
   nothing else (kgd created it) is removed with them.
 - What the person must still do by hand (Codex's hook trust) is said in one line after an install
@@ -22,6 +24,7 @@ import re
 import shlex
 import shutil
 
+from ...agents import dialects
 from ..config import DEFAULT_PORT
 from ..console import CommandError
 from . import hook_lists, settings_file, toml_block
@@ -39,7 +42,11 @@ AGENTS = {
         "mcp": {"file": "config.toml", "format": "toml"},
         "hooks": {"file": "hooks.json", "layout": "grouped", "timeout": 10, "event_flag": False,
                   "events": (("SessionStart", None), ("UserPromptSubmit", None), ("PostToolUse", None),
-                             ("Stop", None))},
+                             ("Stop", None)),
+                  # Codex cuts hook context over this many tokens into a file (Stop adds none: Codex
+                  # warns about the key there).
+                  "context_limit": ("additionalContextLimit", dialects.HOOK_CONTEXT_LIMITS["codex"],
+                                    ("SessionStart", "UserPromptSubmit", "PostToolUse"))},
         "by_hand": "Codex runs new or changed hooks only once you trust them: start `codex`, type /hooks and "
                    "trust kgd's 4 hooks",
     },
@@ -104,6 +111,8 @@ def wanted_hooks(name, cfg):
             ),
         }
         hook["timeoutSec" if spec["layout"] == "flat" else "timeout"] = spec["timeout"]
+        if "context_limit" in spec and event in spec["context_limit"][2]:
+            hook[spec["context_limit"][0]] = spec["context_limit"][1]
         if spec["layout"] == "flat":
             out[event] = [hook]
         else:
