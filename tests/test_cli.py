@@ -184,7 +184,41 @@ def test_start_on_a_taken_port_says_so_once(tmp_path):
         code, out, err, _ = run_kgd("start", "--root", tmp_path / "r", "--port", port, "--timeout", "10")
     assert code == 1, (out, err)
     assert err.count("\n") == 1 and err.startswith("kgd: ") and err.count("kgd:") == 1, err
-    assert "port %d" % port in err and "already in use" in err
+    assert "port %d" % port in err and "taken by another program" in err and "--port N" in err, err
+    assert "pid %d, " % os.getpid() in err  # the program is named: this test's own Python holds it
+    assert not (tmp_path / "r" / "kgd.log").exists()  # refused before a daemon was started to fail
+
+
+MEMORY_SERVER = """
+import socket, sys, time
+s = socket.socket()
+s.bind(("127.0.0.1", 0))
+s.listen(1)
+print(s.getsockname()[1], flush=True)
+time.sleep(60)
+"""
+
+
+@pytest.mark.e2e
+def test_start_and_doctor_name_the_program_on_the_port(tmp_path):
+    """Another memory server that also defaults to 8765 (contract section 13): named, with the --port fix."""
+    script = tmp_path / "mcp-memory-service"
+    script.write_text(MEMORY_SERVER)
+    other = subprocess.Popen([sys.executable, str(script), "--http"], stdout=subprocess.PIPE, env=clean_env())
+    try:
+        port = int(other.stdout.readline())
+        code, out, err, _ = run_kgd("start", "--root", tmp_path / "r", "--port", port)
+        assert code == 1 and err.count("\n") == 1, (out, err)
+        assert "pid %d, " % other.pid in err and "mcp-memory-service --http" in err and "--port N" in err, err
+        code, out, err, _ = run_kgd("doctor", "--root", tmp_path / "r", "--port", port, "--skip-service",
+                                    "--skip-client")
+        assert code == 1 and "FAIL  port %d on 127.0.0.1 is taken by another program (pid %d, " % (
+            port, other.pid) in out and "mcp-memory-service --http" in out and "--port N" in out, out
+        code, out, err, _ = run_kgd("status", "--root", tmp_path / "r", "--port", port)
+        assert code == 1 and "mcp-memory-service" in out, out
+    finally:
+        other.kill()
+        other.wait()
 
 
 @pytest.mark.e2e
@@ -196,6 +230,8 @@ def test_start_and_status_refuse_a_daemon_that_serves_another_root(make_daemon, 
         code, out, err, _ = run_kgd(*argv, "--root", mine, "--port", d.port)
         assert code == 1 and out == "", (argv, out, err)
         assert err.count("\n") == 1 and "another storage root" in err and "--port" in err, err
+        assert "another storage root (%s)" % (tmp_path / "theirs") in err  # that root is named
+        assert "kgd stop --root %s" % (tmp_path / "theirs") in err, err
     assert not mine.exists()
     code, out, _, _ = run_kgd("status", "--json", "--root", mine, "--port", d.port)
     assert code == 1 and "another storage root" in out

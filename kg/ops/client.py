@@ -6,6 +6,8 @@ Rules owned here:
 - A daemon started for a client runs detached (own session, stdin/stdout closed), logs to
   ROOT/kgd.log (rotated once past 5 MiB), gets the token through KG_TOKEN (never argv, where ps
   shows it), and is started from the file this kgd runs from (kgd.py, or the kgd.pyz).
+- No daemon is started on a port another program holds: the refusal names that program and the
+  `--port` fix (kg/ops/port_owner.py), instead of a daemon that fails in its log.
 """
 
 import http.client
@@ -206,6 +208,11 @@ def ensure_daemon(cfg, timeout=5.0):
     held = root_lock(cfg)[0]
     proc = log_path = None
     if not held:
+        if cfg["port"]:
+            from .port_owner import port_free, taken_line
+
+            if not port_free(cfg["host"], cfg["port"]):
+                raise CommandError(taken_line(host, cfg["port"]))
         proc, log_path = spawn_daemon(cfg)
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:

@@ -6,7 +6,6 @@ client set-up, and prints a fix for every problem. Rules owned here: what counts
 import json
 import os
 import re
-import socket
 import subprocess
 import sys
 from collections import namedtuple
@@ -18,6 +17,7 @@ from .client import LOG_NAME, connect_host, find_daemon, python_executable, root
 from .config import DEFAULT_PORT
 from .console import CommandError, say
 from .disk_view import journal_problem
+from .port_owner import named, port_free
 from .setup import claude_hooks, settings_file
 from .setup.desktop import SERVER_NAME, desktop_config_path, target_os
 
@@ -41,17 +41,6 @@ class Report:
         say("FAIL  %s" % what)
         if fix:
             say("      fix: %s" % fix)
-
-
-def _port_free(host, port):
-    s = socket.socket(socket.AF_INET6 if ":" in host else socket.AF_INET)
-    try:
-        s.bind((host, port))
-        return True
-    except OSError:
-        return False
-    finally:
-        s.close()
 
 
 def _writable(rep, root):
@@ -432,8 +421,14 @@ def doctor(args, cfg):
         rep.ok("kgd %s answers on http://%s:%d/ (%s sessions, %s graphs loaded)" % (
             h.get("version"), host, port, h.get("sessions"), h.get("graphs_loaded")))
         if not found["holds_root"]:
-            rep.warn("the kgd on port %d does not hold root %s: it serves another storage root" % (port, cfg["root"]),
-                     "check --root / KG_STORAGE_ROOT, or stop it (kgd stop --root THAT_ROOT)")
+            from .port_owner import kgd_root, owner
+
+            who = owner(port)
+            theirs = kgd_root(who["pid"]) if who else None
+            rep.warn("the kgd on port %d does not hold root %s: it serves another storage root%s" % (
+                port, cfg["root"], " (%s)" % theirs if theirs else ""),
+                "check --root / KG_STORAGE_ROOT, give this root its own port (--port N), or stop that daemon "
+                "(kgd stop --root %s)" % (theirs or "THAT_ROOT"))
         if h.get("version") != __version__:
             rep.warn("the running kgd is %s, this one is %s" % (h.get("version"), __version__),
                      "restart it (kgd stop, then start it again) to run this version")
@@ -442,16 +437,18 @@ def doctor(args, cfg):
         if held:
             rep.fail("kgd (pid %s) holds root %s but does not answer on port %s" % (pid, cfg["root"], lport),
                      "see %s/%s or the service log; kgd stop, then start it again" % (cfg["root"], LOG_NAME))
-        elif port and _port_free(host, port):
+        elif port and port_free(cfg["host"], port):
             rep.warn(
                 "kgd is not running (port %d is free)" % port,
                 "start it: kgd start (a new Claude Code session starts it too, through kgd's SessionStart "
                 "hook)%s" % (", or the service (systemctl --user start kgd / launchctl)" if _service_file() else ""),
             )
         elif port:
-            rep.fail("port %d on %s is taken by another program (not kgd)" % (port, host),
-                     "find it with `lsof -i :%d` (or `ss -ltnp`); or run kgd on another port (--port / "
-                     "KG_HTTP_PORT) and re-register the client with that port" % port)
+            who = named(port)
+            rep.fail("port %d on %s is taken by another program (%s), not kgd" % (
+                port, host, who or "`lsof -i :%d` or `ss -ltnp` names it" % port),
+                "run kgd on another port: ./install.sh --port N (the service, the launcher and the clients "
+                "follow), or kgd start --port N with KG_HTTP_PORT=N for the clients")
     _check_storage(rep, cfg["root"])
     _check_credentials(rep, cfg["root"])
     sync.check(rep, cfg)

@@ -3,7 +3,9 @@ stopping it. Rules owned here: `status` exits 0 only when the daemon answers and
 graphs (a missing or wrong token is one clear line and exit 1); `stop` signals the process named
 by the lock file (SIGTERM: it finishes in-flight requests and flushes) and waits for the lock to
 be released; it never signals a `kgd import` holding the root. `start` and `status` for a root
-whose port is answered by a daemon serving another root refuse in one line (exit 1), naming `--port`.
+whose port is answered by a daemon serving another root refuse in one line (exit 1), naming that
+root (when this user can see it) and `--port`. A port another program holds is named with its
+program by `start` (kg/ops/client.py ensure_daemon) and `status`.
 """
 
 import json
@@ -43,9 +45,13 @@ def other_root(cfg, found):
     """The one line for a daemon on cfg's port that serves another storage root (None: it is ours)."""
     if found["holds_root"]:
         return None
-    return ("the kgd on port %d serves another storage root, not %s; give this root its own port "
-            "(kgd start --root %s --port N) or stop that daemon (kgd stop --root THAT_ROOT)" % (
-                found["port"], cfg["root"], cfg["root"]))
+    from .port_owner import kgd_root, owner
+
+    who = owner(found["port"])
+    theirs = kgd_root(who["pid"]) if who else None
+    return ("the kgd on port %d serves another storage root%s, not %s; give this root its own port "
+            "(kgd start --root %s --port N) or stop that daemon (kgd stop --root %s)" % (
+                found["port"], " (%s)" % theirs if theirs else "", cfg["root"], cfg["root"], theirs or "THAT_ROOT"))
 
 
 def status(args, cfg):
@@ -65,6 +71,12 @@ def status(args, cfg):
         else:
             text = "kgd is not running (root %s, port %s); start it with `kgd start` or `kgd`" % (
                 cfg["root"], cfg["port"])
+            if cfg["port"]:
+                from .port_owner import port_free, taken_line
+
+                if not port_free(cfg["host"], cfg["port"]):
+                    out["port_taken"] = taken_line(connect_host(cfg), cfg["port"])
+                    text = "kgd is not running (root %s); %s" % (cfg["root"], out["port_taken"])
         remote = sync.offline_status(cfg["root"])
         if remote:
             out["remote"] = remote
