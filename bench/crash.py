@@ -714,7 +714,10 @@ class Bench:
     def lose(self, round_no, what, kind="loss", where="files"):
         self.loss_where["%s %s" % (kind, where)] += 1
         (self.losses if kind == "loss" else self.unexpected).append("round %d: %s" % (round_no, what))
-        print("%s (seed %d) round %d: %s" % (kind.upper(), self.seed, round_no, what), flush=True)
+        line = "%s (seed %d) round %d: %s" % (kind.upper(), self.seed, round_no, what)
+        print(line, flush=True)
+        with open(os.path.join(self.tmp, "losses.txt"), "a", encoding="utf-8") as f:
+            f.write(line + "\n")
 
     def actual(self):
         nodes, edges = {}, {}
