@@ -116,10 +116,6 @@ def test_a_short_run_goes_through_every_step_and_reports():
 @GIT
 @pytest.mark.e2e
 @pytest.mark.slow
-@pytest.mark.xfail(strict=True, reason=(
-    "bench/crash.py, seed 2: a SIGKILL after an acknowledged write and before its journal is folded; at the "
-    "restart the personal remote's first round merges ROOT/sync's older copy in as if another machine's: "
-    "an acknowledged delete is undone (and, at 48f3f75, notes the put replaced come back)"))
 def test_personal_remote_keeps_writes_acknowledged_just_before_a_sigkill(tmp_path):
     remote = str(tmp_path / "personal.git")
     subprocess.run(["git", "init", "-q", "--bare", remote], check=True, env=clean_env())

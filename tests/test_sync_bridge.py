@@ -278,3 +278,53 @@ def test_a_line_cut_from_the_file_is_written_again_not_dropped_from_memory(machi
     a.bridge.pickup(["user/" + kg_format.NODES_FILE])
     assert set(a.nodes()) == {"n1", "n2"}
     assert len(open(path, "rb").read().splitlines()) == 2
+
+
+def crash(m):
+    """The process dies: nothing is folded or flushed; only the OS lock goes away."""
+    for j in m.store.journals.values():
+        j.close()
+    m.store.root_lock.release()
+
+
+def test_writes_acknowledged_after_a_pass_survive_a_crash_before_the_fold(tmp_path, remote):
+    """Contract section 4: a pass's new base reaches the disk with it, so an acknowledged put,
+    delete or edge delete journalled after it (and not folded: a SIGKILL) is not reconciled
+    against an older base at the restart (the folder's copy taken in as another machine's)."""
+    a = Machine(tmp_path / "a", remote)
+    a.put("x", "first", ["a"])
+    a.put("y", "to be deleted")
+    a.store.put_edge(None, "user", "x", "y", "uses")
+    a.store.put_edge(None, "user", "y", "x", "uses")
+    assert a.sync()["pushed"]
+    a.put("x", "second", ["b"])
+    a.store.delete_edge(None, "x", "y", "uses", level="user")
+    a.store.delete_node(None, "y", "user")
+    crash(a)
+    b = Machine(tmp_path / "a", remote)  # the restart: graph file + journal
+    try:
+        b.bridge.export(full=True)
+        g = b.store.graph("user")
+        assert {k: (n["gist"], n["notes"]) for k, n in g.nodes.items()} == {"x": ("second", ["b"])}
+        assert g.edges == {}
+        nodes, _ = kg_format.parse(open(os.path.join(b.folder, "user", kg_format.NODES_FILE), "rb").read(), "node")
+        assert kg_format.is_tombstone(nodes["y"]) and nodes["x"]["gist"] == "second"
+        b.sync()
+        assert set(b.store.graph("user").nodes) == {"x"}
+    finally:
+        b.close()
+
+
+def test_a_pass_that_changes_nothing_writes_no_graph_file(machines):
+    """The fold that makes a pass's base durable comes only with a change: an idle round costs no
+    write of the graph (its cost stays with what changed)."""
+    a = machines("a")
+    a.put("n", "v")
+    a.sync()
+    path = a.store.registry.user.path
+    before = os.stat(path)
+    a.sync()
+    a.bridge.export(full=True)
+    after = os.stat(path)
+    assert (after.st_ino, after.st_mtime_ns) == (before.st_ino, before.st_mtime_ns)
+    assert not a.store.registry.user.dirty

@@ -13,8 +13,11 @@ Rules owned here:
   every key is compared when a graph is met first or recounted, when the files moved (a merge,
   an edit) and on a pickup. Once an hour an audit compares memory with what the passes saw and
   logs (and syncs) any change made around the tracker.
-- The store's lock is held only to take a graph's dicts (not their nodes) and to apply what the
-  folder brought; nodes are copied, files read, merged and written outside it. A key that changed
+- The base a pass leaves is on disk before the lock is released: the graph is folded with it
+  (the journal holds no record for a base), so a write acknowledged after the pass is never
+  reconciled, after a crash, against an older base. A pass that changes nothing folds nothing.
+- The store's lock is held only to take a graph's dicts (not their nodes), to apply what the
+  folder brought and to fold; nodes are copied, files read, merged and written outside it. A key that changed
   in memory meanwhile is left for the next pass. What the folder brings goes through the store's
   one write path (kg_sync, the live feed and compaction see it as another session's change).
 - Nothing holding a credential is written here: a node or edge the secrets gate flagged
@@ -416,7 +419,13 @@ class Bridge:
                     apply_record(graph, r)
                 graph.meta[META] = new_base
             store.writes.change(w, durable, records, apply, lambda _: events(records, before), counted=False)
-            durable.dirty = True  # the base is saved with the graph file at the next fold
+            durable.dirty = True
+            if new_base != old:
+                # The base is on disk before any later write is (contract section 4): the journal
+                # has no record for it, and a write journalled on top of a graph file without it
+                # would, after a crash, be reconciled against an older base (an acknowledged
+                # delete undone by the folder's copy). A failed fold is logged and retried by the store.
+                durable.fold()
         return len(records)
 
     # ------------------------------------------------------------ identity, problems

@@ -8,8 +8,9 @@ Rules owned here:
   identity is recorded in the graph's `_meta.repo_id`). A project shared in its repository (it has
   `.kg/`) keeps its content there: only its personal state lands here.
 - The base (what memory and the folder last agreed on) is `_meta.sync_base` of each graph, saved
-  with the graph file; a base lost in a crash only makes the next reconcile merge versions that
-  are already equal.
+  with the graph file by the pass that changes it (kg/travel/remote_bridge.py folds the graph):
+  a base older than the folder is harmless only while memory has not changed since, since a key
+  deleted in memory and missing from the base is taken back from the folder as another machine's.
 """
 
 from ..core import kg_format, model
