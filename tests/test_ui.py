@@ -332,3 +332,43 @@ def test_viewer_layout_rules(daemon, tmp_path, size, scheme):
         assert browser.exceptions() == []
     finally:
         browser.close()
+
+
+SHARING = ("JSON.stringify((function () { var s = document.getElementById('sharing'),"
+           " c = s.parentNode.querySelector('.counts'), st = getComputedStyle(s);"
+           " return {text: s.textContent, title: s.title, h: s.offsetHeight, fs: parseFloat(st.fontSize),"
+           " scroll: s.scrollWidth, client: s.clientWidth, top: s.getBoundingClientRect().top,"
+           " countsBottom: c.getBoundingClientRect().bottom}; })())")
+
+
+@pytest.mark.parametrize("shared", [False, True], ids=["personal", "shared"])
+def test_the_sharing_label_is_one_line_under_the_counts(daemon, tmp_path, shared):
+    """The label ("personal (not in the repository)", "shared in /full/path/.kg (8 nodes)") once sat in
+    the counts' four-column grid and wrapped under them."""
+    from kg.core import kg_format
+
+    project_dir = tmp_path / ("a-project-folder-with-a-rather-long-name-" * 3)
+    (project_dir / ".git").mkdir(parents=True)
+    if shared:
+        (project_dir / ".kg").mkdir()
+        recs = {"n%d" % i: kg_format.node_record({"id": "n%d" % i, "gist": "shared node %d" % i,
+                                                  "_created_ts": 1.7e9, "_write_ts": 1.7e9}) for i in range(8)}
+        (project_dir / ".kg" / kg_format.NODES_FILE).write_bytes(kg_format.render(recs))
+    project_path = daemon.call_tool("kg_read", {"cwd": str(project_dir)})["project_path"]
+    browser = Chromium(800, 600)
+    try:
+        browser.open("about:blank")
+        browser.send("Page.navigate", {"url": daemon.url + "/ui#?project=" + quote(project_path, safe="")})
+        assert browser.wait_for("document.documentElement.dataset.kgdReady === '1'", 20), browser.exceptions()
+        assert browser.wait_for("!!document.getElementById('sharing')", 10)
+        s = json.loads(browser.eval(SHARING))
+        want = "shared in the repository \u00b7 8 nodes" if shared else "personal \u00b7 not in the repository"
+        assert s["text"] == want, s
+        assert s["h"] <= 1.6 * s["fs"], ("the label wraps", s)
+        assert s["scroll"] <= s["client"], ("the label is cut", s)
+        assert s["top"] >= s["countsBottom"] - 0.5, ("the label sits beside the counts", s)
+        if shared:
+            assert os.path.join(project_path, ".kg") in s["title"]  # the full path, where it cannot wrap
+        assert browser.exceptions() == []
+    finally:
+        browser.close()

@@ -1400,14 +1400,20 @@ function renderHud() {
         h('span', null, h('b', { text: nf.format(counts.archived) }), 'archived'),
         h('span', null, h('b', { text: nf.format(counts.orphaned) }), 'orphaned'),
         h('span', null, h('b', { text: nf.format(G.edges.size) }), 'edges')),
-      level === 'project' ? h('div', { class: 'counts', id: 'sharing', title: 'contract 9: knowledge in the repository is shared; what you read and archive stays personal', text: sharingLine(G) }) : null));
+      level === 'project' ? h('div', { class: 'sharing', id: 'sharing', title: sharingTitle(G), text: sharingLine(G) }) : null));
   });
 }
-/* Contract 9: which knowledge is shared (in the repository's .kg/) and which is personal. */
+/* Contract 9: which knowledge is shared (in the repository's .kg/) and which is personal. One short
+   line under the counts (a full path would wrap in the 300 px card); the path is in its title. */
 function sharingLine(G) {
   var s = G && G.sharing;
-  if (s && s.shared) return 'shared in ' + s.kg_dir + ' (' + plural(+s.nodes || 0, 'node') + ')';
-  return s && s.off ? 'personal (sharing turned off here)' : 'personal (not in the repository)';
+  if (s && s.shared) return 'shared in the repository \u00b7 ' + plural(+s.nodes || 0, 'node');
+  return s && s.off ? 'personal \u00b7 sharing turned off here' : 'personal \u00b7 not in the repository';
+}
+function sharingTitle(G) {
+  var s = G && G.sharing;
+  return (s && s.shared ? 'Shared in ' + s.kg_dir + '. ' : '') +
+    'Knowledge in the repository is shared; what you read and archive stays personal (contract 9).';
 }
 function sharingOf(level) {
   var G = graphOf(level), s = level === 'project' && G && G.sharing;
