@@ -88,3 +88,22 @@ def test_doctor_only_warns_a_graph_healed_from_its_prev(make_daemon, root):
     d.stop()
     code, out, _, _ = run_kgd("doctor", "--root", root, "--port", free_port(), "--skip-service", "--skip-client")
     assert "had to start empty" not in out and "warn  1 quarantined file(s)" in out, out
+
+
+def test_doctor_names_a_symlinked_kg_file_as_a_link(make_daemon, root, tmp_path):
+    """A `.kg/nodes.jsonl` that is a symbolic link was reported as "Too many levels of symbolic links"
+    with the advice to "fix or delete those lines"."""
+    from kg.core import kg_format
+
+    repo = tmp_path / "repo"
+    (repo / ".git").mkdir(parents=True)
+    (repo / ".kg").mkdir()
+    real = tmp_path / "elsewhere.jsonl"
+    real.write_bytes(kg_format.render({"n": kg_format.node_record({"id": "n", "gist": "g", "_created_ts": 1.7e9})}))
+    os.symlink(str(real), str(repo / ".kg" / kg_format.NODES_FILE))
+    d = make_daemon(root=root)
+    d.call_tool("kg_read", {"cwd": str(repo)})  # the project is known to this root
+    code, out, err, _ = run_kgd("doctor", "--root", root, "--port", d.port, "--skip-service", "--skip-client")
+    assert ".kg/nodes.jsonl is a symbolic link; kgd reads only regular files under .kg/" in out, out
+    assert "cp --remove-destination" in out
+    assert "Too many levels" not in out and "fix or delete those lines" not in out, out

@@ -375,6 +375,21 @@ def _check_credentials(rep, root):
         rep.ok("no stored node or edge looks like a credential")
 
 
+def _file_problem(rep, where, path, problem):
+    """A file under .kg/ kgd would not read: a symbolic link (a link could point anywhere, so kgd
+    reads only regular files there), a folder, a fifo, one too large."""
+    name = os.path.relpath(path, os.path.dirname(where))
+    if os.path.islink(path):
+        rep.warn("%s is a symbolic link; kgd reads only regular files under .kg/ (a link could point anywhere), "
+                 "so it is skipped" % name,
+                 "replace the link with the file itself: cp --remove-destination \"$(readlink -f %s)\" %s, then "
+                 "commit it" % (path, path))
+    else:
+        rep.warn("%s/%s" % (where, problem),
+                 "make %s a regular file kgd can read (`git checkout -- %s` gives back the committed one)" % (
+                     name, name))
+
+
 def _check_shared(rep, root):
     """Contract 9: every project shared through its repository's .kg/ loads cleanly (kgd skips
     what it cannot read; this says what and where)."""
@@ -387,13 +402,14 @@ def _check_shared(rep, root):
         if not g.project_path or team_state.is_off(g.meta) or not team_folder.holds_kg(g.project_path):
             continue
         problems, counts = [], {}
+        where = team_folder.kg_dir(g.project_path)
         for kind, path in team_folder.paths_of(g.project_path).items():
             data, problem = team_folder.read_file(path)
-            problems += [problem] if problem else []
+            if problem:  # the file, not its lines: its own line and its own fix
+                _file_problem(rep, where, path, problem)
             records, found = kg_format.parse(data, kind)
             problems += found
             counts[kind] = sum(1 for r in records.values() if "deleted" not in r)
-        where = team_folder.kg_dir(g.project_path)
         attrs = team_folder.read_file(os.path.join(where, ".gitattributes"))[0] or b""
         if b"merge=union" not in attrs:
             rep.warn("%s/.gitattributes does not name git's union driver: a merge may stop with conflict "
