@@ -166,7 +166,10 @@ KINDS = (
         r" -(?P<flag>[pauw]|-user)(?P<space>[ \t=]{1,4})?[\"']?(?P<value>[^\s\"'`]{4,200})"), pw.check_command, True),
 ) + tuple(_assignment(kw) for kw in (
     r"pass(?:word|wd|phrase)?", r"pwd?", r"secret", r"token", r"api[_\-]?key", r"access[_\-]?key",
-    r"private[_\-]?key", r"auth", r"credentials?", r"key",
+    r"private[_\-]?key", r"auth", r"credentials?",
+    # KEY after a qualifier (APP_KEY, signingKey); api_key, access_key, private_key, secret_key have their own
+    r"key(?<!api_key)(?<!api-key)(?<!apikey)(?<!access_key)(?<!access-key)(?<!accesskey)(?<!private_key)"
+    r"(?<!private-key)(?<!privatekey)(?<!secret_key)(?<!secret-key)(?<!secretkey)",
 )) + (
     Kind("password", "a password", re.compile(  # Terraform: variable "db_password" { default = "..." }
         r"default[ \t]{0,40}=[ \t]{0,4}\"(?P<value>[^\"\n]{4,200})\""), pw.check_tf_default, True),
@@ -178,7 +181,8 @@ KINDS = (
         r"auth[ \t]{0,4}=[ \t]{0,4}\([ \t]{0,4}[\"'][^\"'\n]{1,64}[\"'][ \t]{0,4},[ \t]{0,4}[\"']"
         r"(?P<value>[^\"'\n]{4,200})[\"']"), pw.check_quoted_password, True),
     Kind("password", "a password", re.compile(  # use ... as the password: the words before are read back
-        r"pass(?<![a-z0-9_]pass)(?:word|phrase)?(?![a-z0-9_])"), pw.check_use_as, True),
+        r"pass(?:(?<=as pass)|(?<=as the pass)|(?<=as a pass)|(?<=as my pass)|(?<=as our pass))"
+        r"(?:word|phrase)?(?![a-z0-9_])"), pw.check_use_as, True),
 
     # A command-line flag with a bare value, --db-password VALUE: its name is judged in Python.
     Kind("assigned-secret", None, re.compile(

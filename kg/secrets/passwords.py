@@ -167,7 +167,9 @@ def _mixed(v):
 def concrete_secret(v, quoted=False, after="", strong=True):
     """A value in a token's or key's place: random, or (a strong name) letters mixed with digits or
     symbols, not a version, a kebab-case name (db-credentials-v2) nor a closed form."""
-    if len(v) < 6 or not_a_value(v, quoted, after):
+    if len(v) < 6 or (not quoted and v.isalpha() and (v.islower() or v.istitle())):
+        return False  # a plain word (token: refresh) is never a machine secret unquoted
+    if not_a_value(v, quoted, after):
         return False
     if UUID.match(v) and strong:
         return True  # an API key may be a UUID (an id's name, token_id, holds none)
@@ -188,7 +190,9 @@ def concrete_in_prose(v, quoted, password_like):
     """`password is X`, `password X`: quoted, random or mixed; a plain word (required, stored,
     wrong) never; a passphrase of three words or more is one."""
     v = v.rstrip(".,;:)")
-    if len(v) < 4 or not_a_value(v, quoted, ""):
+    if len(v) < 4 or (not quoted and v.isalpha() and (v.islower() or v.istitle())):
+        return False  # a plain word: is required, is stored, comes from
+    if not_a_value(v, quoted, ""):
         return False
     if quoted:
         return True
@@ -324,11 +328,18 @@ def _class_of(text, start, name, form):
 
 
 def check_assignment(text, m):
-    value = group(text, m, "value")
-    if len(value) < 4:  # the cheap test first: most candidates end here
+    v0, v1 = m.span("value")
+    if v1 - v0 < 4:  # the cheap tests first: most candidates end here
         return False
-    start, name = _name_of(text, m)
-    sep = m.groupdict().get("sep")
+    value = text[v0:v1]
+    if value.lower() in VENDOR_DEFAULTS:
+        return False
+    k0 = m.start("kw")
+    start = k0 if k0 == m.end("kw") else name_start(text, k0)  # a --flag's name starts after its "--"
+    name = text[start:m.end("tail")]
+    if secret_name(name) is None and not name.lower().startswith("key"):
+        return False
+    sep = m.group("sep") if "sep" in m.re.groupindex else None
     form = "assign" if sep is None else _form(sep)  # None: the --flag VALUE kind
     cls = _class_of(text, start, name, form)
     if cls is None:
