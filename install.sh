@@ -528,7 +528,11 @@ if [ "$SERVICE" = 1 ] && [ "$START" = 1 ] && [ "$DRY" = 0 ] && service_active; t
 fi
 case "$STATE" in
     free) ;;
-    busy) die "port $PORT on 127.0.0.1 is in use by another program (not kgd). Free it (find it with: lsof -i :$PORT) or choose another port: ./install.sh --port N" ;;
+    busy)
+        # the program is named (kg/ops/port_owner.py, from the kgd being installed) when it can be seen
+        who=$("$PY" -S -c 'import sys; sys.path.insert(0, sys.argv[1]); from kg.ops.port_owner import named; print(named(int(sys.argv[2])) or "")' \
+            "$([ "$SRC_KIND" = tree ] && printf '%s' "$SRC" || printf '%s' "$SRC_ENTRY")" "$PORT" 2>/dev/null) || who=""
+        die "port $PORT on 127.0.0.1 is in use by another program (${who:-not kgd; find it with: lsof -i :$PORT}). Choose another port: ./install.sh --port N (or free that one)" ;;
     kgd*)
         if [ "$SERVICE" = 1 ] && [ "$START" = 1 ] && [ "$SERVICE_WAS_ACTIVE" = 0 ] && [ "$DRY" = 0 ]; then
             die "a kgd (${STATE#kgd }) already runs on port $PORT outside the service (started by hand or by 'kgd stdio'). Stop it first (kgd stop), or use --no-service, or --port N."

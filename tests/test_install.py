@@ -337,6 +337,7 @@ def test_errors_are_clear(home, tmp_path):
         port = busy.getsockname()[1]
         code, _, err = run_install(home, "--no-service", "--port", port, check=False)
     assert code != 0 and "port %d" % port in err and "in use by another program" in err, err
+    assert "(pid %d, " % os.getpid() in err and "--port N" in err, err  # the program is named
 
     code, _, err = run_install(home, "--bogus", check=False)
     assert code != 0 and "unknown option --bogus" in err
