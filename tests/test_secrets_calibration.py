@@ -149,7 +149,7 @@ def _pw():
     'variable "db_password" {\n  default = "%s"\n}', 'conn = connect(user="app", password="%s")',
     "user.set_password('%s')", 'auth = ("admin", "%s")', "the wifi password is %s",
     "The password for the admin account is %s", "I reset the password to %s", "use %s as the password",
-    "root password: %s", "db creds: user app, password %s",
+    "root password: %s", "db creds: user app, password %s", "keytool -storepass %s -keypass x",
 ])
 def test_every_password_position_refuses_a_human_password(form):
     hit = secrets.find(form % _pw())
@@ -174,6 +174,10 @@ def test_every_password_position_passes_a_placeholder(form, placeholder):
     "ssh -p 2222 deploy@host", "docker run -p 8080:80 nginx", "redis-cli -h cache -p 6379 ping",
     "<input type=\"password\" name=\"password\">", "we use bcrypt as the password hasher",
     "The token is base64url(header) + \".\" + base64url(payload)", 'token = "Bearer " + access_token',
+    # lines of this repository's own docs and code that a first version refused
+    "the `registry` of loaded graphs, the secrets `gate`, `sessions`", "- **Token estimate**: an edge costs 15",
+    '"""Pass after pass: admit new feeds', "One maintenance pass: compaction", "G.tokens = +g.tokens || 0;",
+    "`Upgrade` must hold the token `websocket` and", 'assert out == "Password: \\nScrew you.\\n"',
 ])
 def test_prose_and_commands_about_passwords_pass(text):
     assert secrets.find(text) is None, text

@@ -125,11 +125,14 @@ def code(v, after=""):
     says what it holds (db_password, newPass, expected_secret)."""
     if after[:1] in ("(", "["):
         return True
+    if v[0] in "+!-" and len(v) > 1 and (v[1].isalpha() or v[1] == "_"):
+        v = v[1:]  # +g.tokens, !ok: an operator before code
     if v == "?" or _BOUND.match(v) or _CODE_REF.match(v):
         return True
     if _DOTTED.match(v):  # settings.DB_PASSWORD, self._pw, var.db_password; not window.garden.silver
         segments = v.replace("?", "").split(".")
-        return any(not s.isalpha() or not s.islower() or s in _CODE_ROOTS or s in _CODE_PARTS for s in segments)
+        return any(not s.isalpha() or not s.islower() or s in _CODE_ROOTS or s in _CODE_PARTS
+                   or s[:-1] in _CODE_PARTS or len(s) == 1 for s in segments)
     if _IDENT.match(v):
         parts = [p.lower() for p in _PARTS.findall(v)]
         return not _CODE_PARTS.isdisjoint(parts) or ("_" in v and v.islower() and len(parts) <= 2)
@@ -155,6 +158,10 @@ def concrete_password(v, quoted=False, after=""):
     if v.isdigit():
         return len(v) >= 6
     return not DATE.match(v)
+
+
+def _camel(v):
+    return any(a.islower() and b.isupper() for a, b in zip(v, v[1:]))
 
 
 def _mixed(v):
@@ -186,10 +193,14 @@ def concrete_secret(v, quoted=False, after="", strong=True):
     return _mixed(v) and not v.replace(".", "").replace("-", "").isdigit()
 
 
-def concrete_in_prose(v, quoted, password_like):
+def concrete_in_prose(v, quoted, password_like, bare=False):
     """`password is X`, `password X`: quoted, random or mixed; a plain word (required, stored,
-    wrong) never; a passphrase of three words or more is one."""
-    v = v.rstrip(".,;:)")
+    wrong) never; a passphrase of three words or more is one. After a bare space (the token
+    'websocket', Token estimate**) a quote proves nothing and symbols alone do not count."""
+    v = v.rstrip(".,;:)*_")
+    if bare and (quoted or not any(c.isdigit() for c in v) and not secret_value(v, False) and not (
+            password_like and (_WORDS_JOINED.match(v) or _KEBAB.match(v) and v.count("-") >= 2 or _camel(v)))):
+        return False
     if len(v) < 4 or (not quoted and v.isalpha() and (v.islower() or v.istitle())):
         return False  # a plain word: is required, is stored, comes from
     if not_a_value(v, quoted, ""):
@@ -332,8 +343,8 @@ def check_assignment(text, m):
     if v1 - v0 < 4:  # the cheap tests first: most candidates end here
         return False
     value = text[v0:v1]
-    if value.lower() in VENDOR_DEFAULTS:
-        return False
+    if value.lower() in VENDOR_DEFAULTS or value[0] == "\\":
+        return False  # a documented default; an escape (\n) ends the text before any value
     k0 = m.start("kw")
     start = k0 if k0 == m.end("kw") else name_start(text, k0)  # a --flag's name starts after its "--"
     name = text[start:m.end("tail")]
@@ -363,7 +374,11 @@ def check_assignment(text, m):
     if form in ("prose", "bare"):
         if after == "(":
             return False  # the token is base64url(header) + ...
-        return concrete_in_prose(value, quoted, cls == "password") if cls != "weak" else secret_value(value, False)
+        if cls == "weak":
+            return secret_value(value, False)
+        return concrete_in_prose(value, quoted, cls == "password", bare=form == "bare")
+    if cls == "password" and name.lower() == "pass" and ":" in sep:
+        return concrete_in_prose(value, quoted, True)  # prose: "one maintenance pass: compaction"
     if sep == "=" and (name.isupper() or "." in name) and _line_start(text, start):
         quoted = True  # NAME=value at a line's start (.env, .properties, export): a literal, never code
     if cls == "password":
