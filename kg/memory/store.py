@@ -23,9 +23,10 @@ from ..core.errors import BadInput, Conflict, KgError, NotFound, StorageError
 from ..core.graph import apply_record
 from ..disk.files import RootLock
 from ..disk.layout import Layout
-from . import gate
+from . import file_states, gate
 from .registry import Registry
 from .sessions import Sessions, check_client_id
+from .stale_marks import Watcher
 from .write_path import WritePath
 
 log = logging.getLogger(__name__)
@@ -66,6 +67,7 @@ class Store:
         self.writes = WritePath(self.lock, self.log, clock, self.compaction_settings, self.registry.durables)
         self.team = None  # the team's .kg/ folder: installed by the wiring (kg/travel/team.py install)
         self.closing = []  # fn() each, first thing at close, outside the lock (the team folder's export)
+        self.staleness = Watcher(self)  # stale marks (contract 12), kept current by its pass off the request path
 
     # ------------------------------------------------------------ views
 
@@ -284,6 +286,7 @@ class Store:
                             {"id": node_id, "gist": gist, "notes": notes, "touches": touches})
             old = durable.graph.nodes.get(node_id)
             node = model.check_node_text(model.put_result(old, node_id, gist, notes, touches, self.clock()))
+            file_states.stamp(durable.graph, node)  # the touched files' states now: a put verifies (contract 12)
             gate.refuse_node(self.settings.secret_scan, durable.graph, node)
             if old is not None and compaction.revive_on_put(node):
                 durable.graph.compact_idle_until = 0.0
@@ -352,6 +355,7 @@ class Store:
             out = {}
             for g in self.graphs_for(session):
                 out[g.level] = g.active_view()
+                self.staleness.marks.annotate(g, out[g.level]["nodes"])
             if "project" not in out:
                 out["project"] = {"nodes": [], "archived": [], "edges": [], "tokens": 0, "withheld": ([], 0)}
             return out
@@ -374,7 +378,7 @@ class Store:
                         continue
                 for durable in holding:
                     self._promote(w, durable, nid, now)
-                    out.append(durable.graph.node_in_full(nid))
+                    out.extend(self.staleness.marks.annotate(durable.graph, [durable.graph.node_in_full(nid)]))
                 if not holding:
                     missing.append(nid)
             # No compaction here: a read is not a write (contract 5), and compacting now would
@@ -421,6 +425,9 @@ class Store:
             for score, g, node in search.rank_graphs(query, graphs, limit):
                 item = model.public_node(node)
                 item.update({"level": g.level, "score": score})
+                mark = self.staleness.marks.of(g, node["id"])
+                if mark is not None:
+                    item["stale"] = file_states.public(mark)
                 if g.level == "project":
                     item["project_path"] = g.project_path
                 results.append(item)
@@ -429,7 +436,10 @@ class Store:
     def sync(self, session):
         """Changes by other sessions (and compaction) since the session's mark (contract 3)."""
         with self.lock:
-            diff = self.log.diff(self.registry.durables_for(session), session.id, session.sync_mark)
+            sources = self.registry.durables_for(session)
+            diff = self.log.diff(sources, session.id, session.sync_mark)
+            for d in sources:
+                self.staleness.marks.annotate(d.graph, diff["nodes"], level=d.level)
             session.sync_mark = self.log.seq
             self._sessions.dirty = True
             out = {"session_id": session.id}

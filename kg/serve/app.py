@@ -71,7 +71,8 @@ class App:
             log.warning("listening on %s WITHOUT a token: anyone who can reach this address can read and change "
                         "the memory. Set --token or KG_TOKEN, or bind to 127.0.0.1.", cfg["host"])
         self.loop = Loop(
-            store, settings.save_interval, housekeeping=[daemon.reap, store.team.poll, self.remote.tick]
+            store, settings.save_interval,
+            housekeeping=[daemon.reap, store.team.poll, self.remote.tick, store.staleness.tick],  # marks: contract 12
         ).start()
         self.thread = threading.Thread(target=daemon.serve_forever, kwargs={"poll_interval": 0.2}, name="kgd-http")
         self.thread.start()
