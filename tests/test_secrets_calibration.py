@@ -178,6 +178,10 @@ def test_every_password_position_passes_a_placeholder(form, placeholder):
     "the `registry` of loaded graphs, the secrets `gate`, `sessions`", "- **Token estimate**: an edge costs 15",
     '"""Pass after pass: admit new feeds', "One maintenance pass: compaction", "G.tokens = +g.tokens || 0;",
     "`Upgrade` must hold the token `websocket` and", 'assert out == "Password: \\nScrew you.\\n"',
+    '"password": "save the name of the variable or vault entry that holds this password "',
+    "VENDOR_DEFAULTS = frozenset((  # documentation's default passwords: publishing one reveals nothing",
+    "# keytool -storepass, wp --user_pass: glued words ending in pass", "# --db-password VALUE: its name is judged",
+    '"""htpasswd -b FILE USER PASS, htpasswd -nb USER PASS."""', "secrets: inherit",
 ])
 def test_prose_and_commands_about_passwords_pass(text):
     assert secrets.find(text) is None, text

@@ -36,7 +36,7 @@ CONFIG_WORDS = frozenset((  # what a config or schema says in a secret's place
     "redacted", "unset", "disabled", "enabled", "auto", "generated", "random", "prompt", "ask", "stdin",
     "env", "vault", "string", "str", "text", "bool", "boolean", "int", "integer", "sensitive", "omitted",
     "removed", "value", "unknown", "dummy", "placeholder", "sample", "secretstr", "self", "this", "bearer",
-    "basic", "digest", "token", "oauth", "oauth2", "none", "plain", "plaintext",
+    "basic", "digest", "token", "oauth", "oauth2", "plain", "plaintext", "user", "file", "name", "key",
 ))
 _TEMPLATE = re.compile(r"\$\{|\{\{|\$\(|%\(|<%|#\{|\{%|%[sd](?![A-Za-z0-9])")
 _WRAPPED = ("<>", "[]", "{}", "()")
@@ -185,9 +185,9 @@ def concrete_secret(v, quoted=False, after="", strong=True):
     if not strong or _VERSION.match(v) or DATE.match(v):
         return False
     if _WORDS_JOINED.match(v) and (quoted or "." in v):
-        return True  # a passphrase: cloud_stone_piano, window.garden.silver (not a kebab-case name)
+        return True  # words joined by _ or . (three or more) are a passphrase; kebab-case is a resource name
     if quoted and v.isalpha() and after[:1] in "\"'`":
-        return True  # a quoted word in a secret's place: SECRET_KEY="development"
+        return True  # a whole quoted word in a secret's place is its value
     if _KEBAB.match(v):
         return False
     return _mixed(v) and not v.replace(".", "").replace("-", "").isdigit()
@@ -240,7 +240,8 @@ _KEY_QUALIFIERS = frozenset((
     "merchant", "django", "rails", "laravel", "flask", "fernet", "decryption", "hash", "mac", "data", "account",
     "secure", "auth", "deploy", "server", "consumer", "app_secret", "kms", "wrapping", "symmetric",
 ))
-# keytool -storepass, wp --user_pass: glued words ending in "pass" (never compass, bypass, surpass).
+# Glued words ending in "pass" that name a password (keytool's storepass, wp-cli's user_pass), never
+# compass, bypass, surpass.
 _PASS_GLUED = ("store", "key", "srcstore", "deststore", "srckey", "destkey", "user", "root", "admin", "db", "new",
                "old", "master", "sa", "app", "my", "ssh", "smtp", "mail", "ftp", "bind")
 
@@ -289,6 +290,8 @@ def secret_name(name):
 # ---- the checks of kg/secrets/kinds.py's password and assignment kinds ----
 
 KEY_BACK = 160  # a check reads at most this many characters before its match (a command's line)
+_TRAILING = ".,;:)`'\""  # prose and quotes after a command's value
+_PROSE_NEXT = re.compile(r" [A-Za-z]")  # more words follow the value
 _ATTRIBUTE = re.compile(r"[A-Za-z_\-]+=")  # password" name=...: the next attribute, not a value
 _VERBS = re.compile(r"(?:^|[ \t])(?:is|was|to|are)(?:[ \t]|$)")
 
@@ -343,6 +346,8 @@ def check_assignment(text, m):
     if v1 - v0 < 4:  # the cheap tests first: most candidates end here
         return False
     value = text[v0:v1]
+    if len(value) > 4 and value[-1] in ".,;:":
+        value = value.rstrip(".,;:")  # prose around a value: "--db-password VALUE:"
     if value.lower() in VENDOR_DEFAULTS or value[0] == "\\":
         return False  # a documented default; an escape (\n) ends the text before any value
     k0 = m.start("kw")
@@ -357,6 +362,11 @@ def check_assignment(text, m):
         return False
     after = text[m.end("value"):m.end("value") + 1]
     quoted = sep is not None and sep[-1:] in "\"'`"
+    plain = value.isalpha() and (value.islower() or value.istitle())
+    if plain and after == " " and (quoted or ":" in (sep or "")) and _PROSE_NEXT.match(text, m.end("value")):
+        return False  # "save the name of ...", "--user_pass: glued words ...": a sentence, not a value
+    if name[-1:] in "sS" and name.lower().endswith(("passwords", "secrets", "tokens", "keys", "credentials")):
+        cls = "weak"  # a plural holds a list or a count (secrets: inherit, tokens: 4096), a random value only
     if form == "xml":
         return text[start - 1:start] == "<" and after == "<" and concrete_password(value, True)
     if form == "call":
@@ -423,7 +433,7 @@ def check_command(text, m):
     line = line_before(text, m.start())
     if not any(c in line for c in (spaced if m.group("space") else glued)):  # -passout is no -p glued
         return False
-    value = group(text, m, "value")
+    value = group(text, m, "value").rstrip(_TRAILING)
     if value.startswith("-") or any(c in value.lower() for c in spaced + glued):
         return False  # mongodump -p --db app: the next flag, the password is asked for; the command itself
     if m.group("flag") in ("u", "-user"):
@@ -463,13 +473,15 @@ _VAR_COMMENT = re.compile(r"^[ \t]{0,40}(?:#|//)[^\n]{0,80}?\bvar\.(?P<name>[A-Z
 
 def check_openssl(text, m):
     """openssl -passin pass:PASS / -passout pass:PASS."""
-    return "-pass" in line_before(text, m.start(), 24) and concrete_password(group(text, m, "value"), True)
+    value = group(text, m, "value").rstrip(_TRAILING)
+    return "-pass" in line_before(text, m.start(), 24) and concrete_password(value, True)
 
 
 def check_htpasswd(text, m):
     """htpasswd -b FILE USER PASS, htpasswd -nb USER PASS."""
     flags, args = m.group("flags"), group(text, m, "args").split()
-    return "b" in flags and len(args) == (2 if "n" in flags else 3) and concrete_password(args[-1], True)
+    ok = len(args) == (2 if "n" in flags else 3)
+    return "b" in flags and ok and concrete_password(args[-1].rstrip(_TRAILING), True)
 
 
 def check_quoted_password(text, m):
