@@ -24,6 +24,10 @@ Rules owned here:
   For agents that read files through their shell, the files a shell command reads or a patch
   edits (kg/agents/shell_files.py) are the targets.
 - Stop: kg/agents/nudges.py.
+- Stale knowledge (contract section 12): recall and the preload carry each node's mark; file recall
+  that shows a stale node adds STALE_ASK once; a node that became stale after this session was
+  shown it counts as not yet shown. The marks are the store's (`store.staleness`, computed off this
+  path): the hooks only look them up.
 - Prompt text is never kept; per-session counters are small and bounded, targets are hashed.
 - Recall indexes: one per graph in `recall_index` (the store resets it to None on any change),
   rebuilt from `recall_prev` (only changed nodes redone); a big graph's first index is built on
@@ -53,6 +57,8 @@ FILE_TOOLS = {"Read": "file_path", "Edit": "file_path", "Write": "file_path", "M
               "NotebookEdit": "notebook_path"}
 EDIT_TOOLS = frozenset(("Edit", "Write", "MultiEdit", "NotebookEdit", "apply_patch"))
 SOURCES = ("startup", "resume", "clear", "compact", "fork")
+STALE_ASK = ("The code changed since the nodes marked stale were written: check them against it, then "
+             "kg_put_node each again (unchanged content confirms it) or fix it.")
 
 
 def handler(store, env=None):
@@ -148,6 +154,25 @@ class _Memory:
     def indexes(self, session):
         return [(g.level, self.index(g)) for g in self.graphs(session)]
 
+    def stale(self, g):
+        """{id: Mark} of g's nodes marked stale (lock held; a look-up, never a file or git)."""
+        w = getattr(self.store, "staleness", None)
+        return w.marks.valid(g) if w is not None else {}
+
+    def shown_keys(self, session):
+        """What this session was shown, less the nodes that became stale after it was shown (lock
+        held): recall shows those again, with their mark."""
+        shown, out = session.shown, None
+        for g in self.graphs(session):
+            for nid, m in self.stale(g).items():
+                k = model.node_key(g.level, nid)
+                t = shown.get(k)
+                if t is not None and m.since > t:
+                    if out is None:
+                        out = dict(shown)
+                    del out[k]
+        return shown if out is None else out
+
     def mark(self, session, keys):
         if keys:
             self.store.mark_shown(session, keys)
@@ -193,8 +218,8 @@ def _session_start(mem, call, targets, env):
         return _context("SessionStart", text)
     if source != "resume":
         mem.store.forget_shown(session)
-    orders = value.lift(mem.store, session, preload.value_order, preload.gist_cost, preload.level_room(session),
-                         mem.now())
+    orders = value.lift(mem.store, session, lambda g: preload.value_order(g, mem.stale(g)), preload.gist_cost,
+                        preload.level_room(session), mem.now())
     with mem.store.lock:
         text, keys, stats = preload.preload(mem, session, orders)
         h["seen"] = mem.now()
@@ -225,7 +250,7 @@ def _prompt(mem, call, targets, env):
     with mem.store.lock:
         session.hook["seen"] = mem.now()
         indexes = mem.indexes(session)
-        hits = recall.prompt_hits(indexes, text, exclude=session.shown, limit=PROMPT_NODES)
+        hits = recall.prompt_hits(indexes, text, exclude=mem.shown_keys(session), limit=PROMPT_NODES)
         # which nodes the prompt is about (ids, never its words): they lead this session's file recall
         near = recall.prompt_hits(indexes, text, limit=NEAR_MAX, near=True)
         session.hook["near"] = [model.node_key(h.level, h.id) for h in near]
@@ -239,15 +264,22 @@ def _prompt(mem, call, targets, env):
     return _context("UserPromptSubmit", "\n".join([head] + lines))
 
 
-def _lines(mem, session, hits, max_nodes, max_chars):
-    """Rendered lines for hits within the budget (lock held): (lines, hits used)."""
+def _lines(mem, session, hits, max_nodes, max_chars, stale_out=None):
+    """Rendered lines for hits within the budget (lock held): (lines, hits used). A stale node's
+    state says its mark; stale_out (a list) gets the hits used that are stale."""
     graphs = {g.level: g for g in mem.graphs(session)}
+    marks = {lv: mem.stale(g) for lv, g in graphs.items()}
     items = []
     for h in hits:
         node = graphs[h.level].nodes.get(h.id)
         if node is not None:
-            items.append((h.level, node, model.node_state(node), h))
-    lines, used = recall.fit_lines([(lv, n, st) for lv, n, st, _ in items], max_nodes, max_chars)
+            state, m = model.node_state(node), marks[h.level].get(h.id)
+            if m is not None:
+                state = m.text if state == model.ACTIVE else "%s, %s" % (state, m.text)
+            items.append((h.level, node, state, h, m is not None))
+    lines, used = recall.fit_lines([(lv, n, st) for lv, n, st, _, _ in items], max_nodes, max_chars)
+    if stale_out is not None:
+        stale_out.extend(items[k][3] for k in range(len(used)) if items[k][4])
     return lines, [items[k][3] for k in range(len(used))]
 
 
@@ -344,15 +376,21 @@ def _about_target(mem, session, payload, target, targets, env, max_nodes=FILE_NO
         covered = recall.url_hits(indexes, value, limit=1000)
     else:
         covered = recall.prompt_hits(indexes, value, limit=FILE_NODES)
-    fresh = [c for c in covered if "%s:%s" % (c.level, c.id) not in session.shown][:max(0, max_nodes)]
+    shown = mem.shown_keys(session)
+    fresh = [c for c in covered if "%s:%s" % (c.level, c.id) not in shown][:max(0, max_nodes)]
     parts, used = [], []
     if fresh and kind != "query":
         name = recall.relative_path(value, root) if kind == "file" else value
         head = "kg memory that may be relevant to %s:" % recall.clip(name, 200)
-        lines, used = _lines(mem, session, fresh, max_nodes, max_chars - len(head) - 1)
+        stale = []
+        marks = {g.level: mem.stale(g) for g in mem.graphs(session)} if kind == "file" else {}
+        ask = len(STALE_ASK) + 1 if any(c.id in marks.get(c.level, ()) for c in fresh) else 0
+        lines, used = _lines(mem, session, fresh, max_nodes, max_chars - len(head) - 1 - ask, stale)
         if lines:
             parts.append(head)
             parts.extend(lines)
+            if stale and ask:
+                parts.append(STALE_ASK)
     nudge = nudges.nudge(mem, session, payload, kind, value, bool(covered), targets, env)
     if nudge:
         parts.append(nudge)

@@ -8,6 +8,9 @@ Rules owned here:
   of the project (kg/agents/value.py; up to value.LIFT_MAX archived ones are read back first); then
   ids only (crumbs) of the active nodes left out and of the archived ones. It opens with the usage
   guide kgd's MCP instructions give (an agent may not show its model those).
+- Stale knowledge (contract section 12) keeps its place but carries its mark on its gist line;
+  at equal worth (the same rank in the order, the same worth in the reserve) current knowledge
+  comes first.
 - The continuity note of a resume kgd knows: the session id and the nodes changed since.
 """
 
@@ -33,9 +36,10 @@ def _usage(session_id):
             "link with kg_put_edge. kg_sync: other sessions' changes; kg_progress: a long task's state."]
 
 
-def value_order(g):
+def value_order(g, stale=()):
     """Active nodes of one graph, most valuable first: two thirds recency, one third
-    connectedness (edges to active nodes or files), each as a rank; ties by id. Recency leads:
+    connectedness (edges to active nodes or files), each as a rank; ties current first (`stale`:
+    the ids marked stale), then by id. Recency leads:
     compaction already kept the well-connected nodes active, and a tenth of the
     room should show what is being worked on now; recall brings the rest when it is named."""
     active = g.visible(model.ACTIVE)  # never a node holding a credential
@@ -66,7 +70,7 @@ def value_order(g):
         for x in by_deg[k:j]:
             deg_rank[x] = (k + j - 1) / 2.0
         k = j
-    return sorted(active, key=lambda i: (-(2 * rec_rank[i] + deg_rank[i]), i))
+    return sorted(active, key=lambda i: (-(2 * rec_rank[i] + deg_rank[i]), i in stale, i))
 
 
 def _crumb_order(g, left):
@@ -131,15 +135,16 @@ class _Preload:
     taken: level -> how many of them get a gist line (used: the characters those cost);
     crumbs: level -> ids listed without gists, shown: how many of them fit."""
 
-    __slots__ = ("session", "head", "graphs", "room", "ordered", "taken", "used", "crumbs", "shown")
+    __slots__ = ("session", "head", "graphs", "room", "ordered", "taken", "used", "crumbs", "shown", "stale")
     TAIL_ROOM = 400  # characters kept for the closing line (what was left out)
 
     def __init__(self, mem, session, orders):
         self.session = session
         self.head = _usage(session.id)
         self.graphs = {g.level: g for g in mem.graphs(session)}
+        self.stale = {lv: mem.stale(g) if hasattr(mem, "stale") else {} for lv, g in self.graphs.items()}
         if orders is None or orders[0] != mem.store.log.seq or set(orders[1]) != set(self.graphs):
-            orders = (None, {lv: value_order(g) for lv, g in self.graphs.items()})
+            orders = (None, {lv: value_order(g, self.stale[lv]) for lv, g in self.graphs.items()})
         self.ordered = {lv: list(orders[1].get(lv, ())) for lv in _LEVELS}
         self.room = PRELOAD_LIMIT - sum(len(x) + 1 for x in self.head) - self.TAIL_ROOM - 80
 
@@ -149,10 +154,12 @@ class _Preload:
             g = self.graphs.get(lv)
             if g is not None:
                 self.ordered[lv] = value.reserve(g, self.ordered[lv], lambda nid, g=g: gist_cost(g, nid),
-                                                 level_room(self.session), now)
+                                                 level_room(self.session), now, self.stale[lv])
 
     def gist_line(self, level, nid):
-        return "- %s: %s" % (nid, recall.clip(self.graphs[level].nodes[nid].get("gist", ""), PRELOAD_GIST))
+        m = self.stale[level].get(nid)
+        return "- %s%s: %s" % (nid, " [%s]" % m.text if m is not None else "",
+                               recall.clip(self.graphs[level].nodes[nid].get("gist", ""), PRELOAD_GIST))
 
     def take_gists(self):
         num, den = CRUMB_SHARE

@@ -174,7 +174,7 @@ def worth(g, nid, now, memo=None):
     return (s + 1) * (1 + b) ** 2 if s >= MIN_SCORE or b >= BROAD else 0.0
 
 
-def _best(g, ids, cost, budget, now):
+def _best(g, ids, cost, budget, now, stale=()):
     """The ids of best worth that fit in budget. Only the CANDIDATES nodes used most lately
     (score at least FLOOR) are weighed: breadth looks at every neighbour, and a session start
     on a graph of 10,000 nodes just imported must stay in milliseconds."""
@@ -189,7 +189,7 @@ def _best(g, ids, cost, budget, now):
                 lately.append((-s, nid))
     lately.sort()
     scored = [(worth(g, nid, now, memo), nid) for _, nid in lately[:CANDIDATES]]
-    best = sorted((x for x in scored if x[0] > 0), key=lambda x: (-x[0], x[1]))
+    best = sorted((x for x in scored if x[0] > 0), key=lambda x: (-x[0], x[1] in stale, x[1]))  # current first
     first, used = [], 0
     for _, nid in best:
         c = cost(nid)
@@ -214,13 +214,13 @@ def _split(g, ordered, cost, room):
     return head, budget
 
 
-def reserve(g, ordered, cost, room, now):
+def reserve(g, ordered, cost, room, now, stale=()):
     """`ordered` (active ids, by recency) as the preload takes them from a level's `room`
     (cost(nid) each): the head that fits in all but SHARE of it, then the nodes of best worth
-    that the head left out, within SHARE, then the rest."""
+    that the head left out, within SHARE (at equal worth, those not in `stale` first), then the rest."""
     head, budget = _split(g, ordered, cost, room)
     taken = set(head)
-    extra = _best(g, [nid for nid in ordered if nid not in taken], cost, budget, now)
+    extra = _best(g, [nid for nid in ordered if nid not in taken], cost, budget, now, stale)
     taken.update(extra)
     return head + extra + [nid for nid in ordered if nid not in taken]
 

@@ -45,6 +45,14 @@ _NODE = {"type": "object", "required": ["id", "gist", "notes", "touches", "state
                         "state": {"type": "string", "enum": ["active", "archived", "orphaned"]}}}
 _EDGE = {"type": "object", "required": ["from", "to", "rel", "notes"],
          "properties": {"from": _S, "to": _S, "rel": _S, "notes": _STRS}}
+_INT = {"type": "integer"}
+_NODE["properties"]["stale"] = {  # contract section 12: present only when a touched file changed since the put
+    "type": "object", "required": ["mark", "since", "files"],
+    "description": "the touched code changed since this node was written or confirmed; a put confirms it",
+    "properties": {"mark": _S, "since": {"type": "number"}, "more": _INT, "files": {"type": "array", "items": {
+        "type": "object", "required": ["touch", "change"], "properties": {
+            "touch": _S, "change": {"type": "string", "enum": ["changed", "deleted", "renamed", "vanished"]},
+            "to": _S, "commits": _INT, "lines_changed": _INT, "lines": _INT}}}}}
 
 OPENAPI = {
     "openapi": "3.1.0",

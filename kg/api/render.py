@@ -56,9 +56,16 @@ def _prepare(g, preloaded=()):
     session-start preload (`preloaded` ids) are named, not repeated."""
     recency = g.get("recency") or {}
     nodes = sorted((n for n in g["nodes"] if n["id"] not in preloaded), key=lambda n: -recency.get(n["id"], 0))
-    pairs = [(n["id"], n["gist"]) for n in nodes]
-    again = sorted(n["id"] for n in g["nodes"] if n["id"] in preloaded)
-    return pairs, [len(i) + 4 for i, _ in pairs], [len(x) for _, x in pairs], again
+    pairs = [(n["id"], n["gist"], stale_tag(n)) for n in nodes]
+    again = sorted(n["id"] + stale_tag(n) for n in g["nodes"] if n["id"] in preloaded)
+    return pairs, [len(i) + len(t) + 4 for i, _, t in pairs], [len(x) for _, x, _ in pairs], again
+
+
+def stale_tag(n):
+    """" [stale: src/x.py changed, 4 commits ago]" for a node whose touched code changed since it
+    was written (contract section 12), else ""."""
+    s = n.get("stale")
+    return " [%s]" % s["mark"] if s else ""
 
 
 def _flat(gist, n=None):
@@ -84,10 +91,10 @@ def _graph_lines(title, g, prepared, max_tokens, mode):
     if gist_len is not None and any(n > gist_len for n in prepared[2][:full]):
         lines.append("(gists shortened to %d characters to fit the context; kg_read id=... gives a whole node)"
                      % gist_len)
-    lines.extend("- %s: %s" % (nid, _flat(gist, gist_len)) for nid, gist in nodes[:full])
+    lines.extend("- %s%s: %s" % (nid, tag, _flat(gist, gist_len)) for nid, gist, tag in nodes[:full])
     rest = nodes[full:]
     if rest:
-        shown = _id_list([nid for nid, _ in rest], id_budget)
+        shown = _id_list([nid + (" (stale)" if tag else "") for nid, _, tag in rest], id_budget)
         if len(shown) == len(rest):
             lines.append("Older active nodes, ids only (kg_read ids=[...] for gists): " + ", ".join(shown))
         else:
@@ -171,6 +178,9 @@ def render_read(result, max_tokens, limit=READ_LIMIT, preloaded=None):
 def _node_lines(n):
     """One node read in full: its edges before its notes, so a cut takes notes first."""
     head = ["## %s [%s, %s]" % (n["id"], n["level"], n["state"]), n["gist"]]
+    if n.get("stale"):
+        head.append("%s (the code changed since this was written: check it; a kg_put_node of it, even unchanged, "
+                    "marks it current)" % n["stale"]["mark"])
     if n["touches"]:
         head.append("touches: " + ", ".join(n["touches"]))
     edges = []
@@ -274,7 +284,7 @@ def render_search(result, query, limit=SEARCH_LIMIT, project_path=None, asked=No
             where = "project %s" % r["project_path"]
         flag = "" if r["state"] == "active" else " [%s%s]" % (
             r["state"], ": kg_read id recalls it" if r["state"] == "orphaned" else "")
-        line = "- %s (%s)%s: %s" % (r["id"], where, flag, clip(r["gist"], 300))
+        line = "- %s (%s)%s%s: %s" % (r["id"], where, flag, stale_tag(r), clip(r["gist"], 300))
         if used + len(line) + 1 > limit - 100:
             out.append("… %d more not shown to fit the context; narrow the query." % (len(rows) - i))
             break
@@ -293,7 +303,7 @@ def render_sync(r, limit=READ_LIMIT):
     used = sum(len(x) + 1 for x in out)
     groups = [
         ("nodes", r["nodes"],
-         lambda n: "node %s (%s, %s): %s" % (n["id"], n["level"], n["state"], clip(n["gist"], 300))),
+         lambda n: "node %s (%s, %s)%s: %s" % (n["id"], n["level"], n["state"], stale_tag(n), clip(n["gist"], 300))),
         ("edges", r["edges"], lambda e: "edge (%s): %s" % (e["level"], _edge_line(e))),
         ("deleted nodes", r["deleted_nodes"], lambda d: "deleted node %s (%s)" % (d["id"], d["level"])),
         ("deleted edges", r["deleted_edges"], lambda d: "deleted edge (%s): %s" % (d["level"], _edge_line(d)))]

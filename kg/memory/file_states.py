@@ -209,13 +209,18 @@ def stamp(g, node):
 
 # ---- the marks the pass computed, read by the request paths
 
-Mark = collections.namedtuple("Mark", "write_ts since text changes")
-"""A node's mark: judged at its `_write_ts`, stale since `since`, the few words, the Changes."""
+Mark = collections.namedtuple("Mark", "version since text changes")
+"""A node's mark: judged at its version(), stale since `since`, the few words, the Changes."""
+
+
+def version(node):
+    """Which put of a node a mark was judged at: every put raises `_v` and sets `_write_ts`."""
+    return node.get("_v"), node.get("_write_ts")
 
 
 class Marks:
     """graph key -> {node id: Mark}, swapped in whole by the pass (kg/memory/stale_marks.py); a mark
-    holds only while the node's `_write_ts` is the one it was judged at: a put clears it at once."""
+    holds only while the node is at the version it was judged at: a put clears it at once."""
 
     def __init__(self):
         self.by_graph = {}
@@ -233,14 +238,14 @@ class Marks:
         out = {}
         for nid, m in marks.items():
             node = nodes.get(nid)
-            if node is not None and node.get("_write_ts") == m.write_ts:
+            if node is not None and version(node) == m.version:
                 out[nid] = m
         return out
 
     def of(self, g, nid):
         m = self.by_graph.get(self.key(g), {}).get(nid)
         node = g.nodes.get(nid) if m is not None else None
-        return m if node is not None and node.get("_write_ts") == m.write_ts else None
+        return m if node is not None and version(node) == m.version else None
 
     def annotate(self, g, items, level=None):
         """Give the public node dicts of g in `items` that are stale their "stale" (what changed):
@@ -254,7 +259,7 @@ class Marks:
             m = marks.get(item["id"])
             if m is not None and (level is None or item.get("level") == level):
                 node = nodes.get(item["id"])
-                if node is not None and node.get("_write_ts") == m.write_ts:
+                if node is not None and version(node) == m.version:
                     items[i] = dict(item, stale=public(m))
         return items
 

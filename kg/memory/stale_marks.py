@@ -43,9 +43,9 @@ class _File:
 class Watcher:
     """The marks (`marks`, a file_states.Marks read by the request paths) and the pass behind them."""
 
-    def __init__(self, store, clock=time.time):
+    def __init__(self, store, clock=None):
         self.store = store
-        self.clock = clock
+        self.clock = clock or store.clock  # `since` compares with the times a session was shown nodes
         self.marks = file_states.Marks()
         self.enabled = True
         self.problems = {}      # root -> why some marks say less than they could
@@ -103,7 +103,7 @@ class Watcher:
             jobs = []
             for d in store.registry.durables():
                 g = d.graph
-                entries = [(nid, n.get("_write_ts"), n["_files"]) for nid, n in g.nodes.items()
+                entries = [(nid, file_states.version(n), n["_files"]) for nid, n in g.nodes.items()
                            if isinstance(n.get("_files"), dict)]
                 jobs.append((file_states.Marks.key(g), g.project_path if g.level == "project" else None,
                              g.level == "user", entries))
@@ -140,7 +140,7 @@ class Watcher:
             if not changes:
                 continue
             prev = old.get(nid)
-            since = prev.since if prev is not None and prev.write_ts == wts else now
+            since = prev.since if prev is not None and prev.version == wts else now
             marks[nid] = Mark(wts, since, staleness.mark(changes), tuple(changes))
         return marks
 
