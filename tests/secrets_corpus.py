@@ -267,7 +267,7 @@ def adversarial(size=1 << 20, seed=3019):
         "random printable": g.s(size, string.printable),
         "dense assignments": fill("token=$AAAAAA1 "),  # a reference: judged, never refused
         "command flags": fill("mysql -p -p -pa -u a:b -a redis-cli --user "),
-        "glued command flag": fill("mysql" + " -p" + "-Zq9" * 52),  # the next flag: judged, never refused
+        "glued command flag": fill("mysql" + " -p" + "-zq" * 70),  # the next flag: judged, never refused
         "basic storm": fill("Authorization: Basic "),
         "basic run": "basic " + g.s(size - 6, B64),
         "authorization token storm": fill("authorization: token "),

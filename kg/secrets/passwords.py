@@ -111,6 +111,24 @@ _CODE_PARTS = frozenset((
     "expected", "actual", "entered", "typed", "default", "db", "my", "the", "get", "read", "load",
 ))
 _BOUND = re.compile(r"[:&*@][A-Za-z_]+\Z")  # :password (SQL), &anchor / *alias (YAML), @password
+_LOWER_NAME = re.compile(r"[a-z_][a-z_.]*\Z")
+_CAMEL = re.compile(r"[a-z]+(?:[A-Z][a-z]+)+\Z")
+_UPPER_SNAKE = re.compile(r"[A-Z][A-Z0-9]*(?:_[A-Z0-9]+)+\Z")
+
+
+def _segment(s):
+    """A dotted name's part: 'code' (a code word, snake_case, camelCase, UPPER_SNAKE, one letter),
+    'random' (mixed case with digits), else 'word'."""
+    low = s.lower()
+    if low in _CODE_ROOTS or low in _CODE_PARTS or low[:-1] in _CODE_PARTS or len(s) == 1 or s.startswith("$"):
+        return "code"
+    if ("_" in s and (s.islower() or _UPPER_SNAKE.match(s))) or _CAMEL.match(s):
+        return "code"
+    if any(c.isdigit() for c in s) and not s.islower() and not s.isupper():
+        return "random"
+    return "word"
+
+
 _CODE_ROOTS = frozenset((
     "os", "process", "self", "this", "ctx", "var", "local", "locals", "module", "data", "random", "output", "outputs",
     "values", "spec", "secrets", "vault", "aws", "azurerm", "google", "app", "params", "props", "state", "store",
@@ -125,14 +143,13 @@ def code(v, after=""):
     says what it holds (db_password, newPass, expected_secret)."""
     if after[:1] in ("(", "["):
         return True
-    if v[0] in "+!-" and len(v) > 1 and (v[1].isalpha() or v[1] == "_"):
+    if v[0] in "+!-" and _LOWER_NAME.match(v, 1):
         v = v[1:]  # +g.tokens, !ok: an operator before code
     if v == "?" or _BOUND.match(v) or _CODE_REF.match(v):
         return True
     if _DOTTED.match(v):  # settings.DB_PASSWORD, self._pw, var.db_password; not window.garden.silver
-        segments = v.replace("?", "").split(".")
-        return any(not s.isalpha() or not s.islower() or s in _CODE_ROOTS or s in _CODE_PARTS
-                   or s[:-1] in _CODE_PARTS or len(s) == 1 for s in segments)
+        kinds = [_segment(s) for s in v.replace("?", "").split(".")]
+        return "code" in kinds and "random" not in kinds
     if _IDENT.match(v):
         parts = [p.lower() for p in _PARTS.findall(v)]
         return not _CODE_PARTS.isdisjoint(parts) or ("_" in v and v.islower() and len(parts) <= 2)
@@ -292,7 +309,6 @@ def secret_name(name):
 KEY_BACK = 160  # a check reads at most this many characters before its match (a command's line)
 _TRAILING = ".,;:)`'\""  # prose and quotes after a command's value
 _PROSE_NEXT = re.compile(r" [A-Za-z]")  # more words follow the value
-_ATTRIBUTE = re.compile(r"[A-Za-z_\-]+=")  # password" name=...: the next attribute, not a value
 _VERBS = re.compile(r"(?:^|[ \t])(?:is|was|to|are)(?:[ \t]|$)")
 
 
@@ -372,7 +388,7 @@ def check_assignment(text, m):
     if form == "call":
         return cls == "password" and concrete_password(value, True)
     if form in ("prose", "bare"):
-        if sep[:1] in "\"']" or _ATTRIBUTE.match(value):
+        if sep[:1] in "\"']":
             return False  # type="password" name=...: a string, then another attribute
         written = text[start - 4:start].upper()
         if name.isupper() and written.strip() in ("ENV", "ARG") and form == "bare":
@@ -431,10 +447,12 @@ def check_command(text, m):
     smbclient -U user%PASS: the command is on the line."""
     glued, spaced = _COMMAND_FLAGS[m.group("flag")]
     line = line_before(text, m.start())
-    if not any(c in line for c in (spaced if m.group("space") else glued)):  # -passout is no -p glued
+    space = m.group("space")
+    commands = glued if not space else glued + spaced if space.strip(" \t") == "=" else spaced
+    if not any(c in line for c in commands):  # -pVALUE glued (never -passout), -p VALUE, -p=VALUE
         return False
     value = group(text, m, "value").rstrip(_TRAILING)
-    if value.startswith("-") or any(c in value.lower() for c in spaced + glued):
+    if _FLAG.match(value) or any(c in value.lower() for c in spaced + glued):
         return False  # mongodump -p --db app: the next flag, the password is asked for; the command itself
     if m.group("flag") in ("u", "-user"):
         user, sep, pw = value.partition("%" if "smbclient" in line or "rpcclient" in line else ":")
@@ -442,6 +460,7 @@ def check_command(text, m):
     return concrete_password(value, True)
 
 
+_FLAG = re.compile(r"--?[A-Za-z][A-Za-z\-]*\Z")  # mongodump -p --db app: the next flag, the password is asked
 _NAMED = re.compile(r"name[\"']?[ \t]{0,4}[:=][ \t]{0,4}[\"']?(?P<name>[A-Za-z0-9_.\-]{1,60})", re.I)
 _VARIABLE = re.compile(r"variable[ \t]{1,4}\"(?P<name>[A-Za-z0-9_\-]{1,60})\"")
 
