@@ -9,6 +9,7 @@ import shutil
 import subprocess
 import time
 
+import kg_view
 import pytest
 
 from kg.core import kg_format
@@ -35,10 +36,13 @@ class Repo:
             self.git("commit", "-q", "-m", msg)
 
     def nodes(self):
-        p = self.path / ".kg" / "nodes.jsonl"
-        data = p.read_bytes() if p.exists() else b""
-        recs, problems = kg_format.parse(data, "node")
-        return {k: v for k, v in recs.items() if "deleted" not in v}, data
+        """(the live nodes of every file under .kg/ read as one view, {file: bytes})."""
+        return kg_view.live(self.path), kg_view.files(self.path)
+
+    def tracked_kg(self):
+        """{path: blob id} of what git tracks under .kg/ (kgd never changes one of these)."""
+        out = self.git("ls-files", "-s", "--", ".kg").stdout.split("\n")
+        return {line.split("\t")[1]: line.split()[1] for line in out if line.strip()}
 
 
 @pytest.fixture
@@ -132,13 +136,18 @@ def test_team_setup_pull_pickup_and_concurrent_edits(make_daemon, team, tmp_path
     b_repo.commit_all("bob: auth")
     p = b_repo.git("pull", "-q", "--no-rebase", "--no-edit", check=False)
     assert p.returncode == 0, p.stderr  # no conflict
-    assert b_repo.nodes()[1].count(b'"id":"auth-flow"') == 2  # two versions of the node, as git left them
+    # Two versions of the node, each in its writer's own file, as git left them.
+    assert kg_view.raw_count(b_repo.path, b'"id":"auth-flow"') == 3  # the shared one, alice's, bob's
+    assert len({name.split("-")[0] for name in kg_view.change_files(b_repo.path)}) == 2  # one clone id each
     node = wait_for(lambda: [n for n in read_ids(b, sb, ["auth-flow"])["nodes"] if "alice's note" in n["notes"]])
     assert node and node[0]["gist"].endswith("(bob)")  # the later change wins the gist
     assert node[0]["notes"] == ["see src/gw.py", "bob's note", "alice's note"]
-    # Bob's next write leaves the file clean: one line per node.
+    # Bob's next write never touches a file git tracks: it goes to a new file of his own.
+    tracked = b_repo.tracked_kg()
     put(b, sb, "deploy", "deploys go through CI only")
-    assert wait_for(lambda: b_repo.nodes()[1].count(b'"id":"auth-flow"') == 1)
+    assert wait_for(lambda: "deploy" in b_repo.nodes()[0])
+    assert b_repo.tracked_kg() == tracked and b_repo.git("diff", "--quiet", "--", ".kg", check=False).returncode == 0
+    assert kg_view.live(b_repo.path)["auth-flow"]["gist"].endswith("(bob)")  # the view is the merge
     b_repo.commit_all("bob: merge")
     b_repo.git("push", "-q")
     a_repo.git("pull", "-q", "--no-rebase", "--no-edit")
@@ -147,7 +156,7 @@ def test_team_setup_pull_pickup_and_concurrent_edits(make_daemon, team, tmp_path
     b.stop()
     a_nodes, a_bytes = a_repo.nodes()
     b_nodes, b_bytes = b_repo.nodes()
-    assert a_bytes == b_bytes and set(a_nodes) == {"auth-flow", "cache-ttl", "deploy"}
+    assert a_bytes == b_bytes and set(a_nodes) == {"auth-flow", "cache-ttl", "deploy"} and a_nodes == b_nodes
     assert a_repo.git("status", "--porcelain").stdout == ""
 
 
@@ -191,7 +200,7 @@ def test_worktrees_on_different_branches_keep_their_knowledge(make_daemon, team,
     assert first["project_path"] == real(wt)  # a checkout holding .kg/ is its own project
     assert [n["id"] for n in first["project"]["nodes"]] == ["shared-main"]
     put(d, first["session_id"], "feature-work", "only on the feature worktree")
-    assert wait_for(lambda: b"feature-work" in (wt / ".kg" / "nodes.jsonl").read_bytes())
+    assert wait_for(lambda: "feature-work" in kg_view.live(wt))
     assert read_ids(d, sid, ["feature-work"])["missing"] == ["feature-work"]
     assert "feature-work" not in repo.nodes()[0]
 
@@ -223,8 +232,8 @@ def test_sigkill_during_a_pickup_loses_nothing(make_daemon, team, tmp_path):
             acked.append(nid)
             time.sleep(0.02)
         d.kill()
-        parsed, problems = kg_format.parse((repo.path / ".kg" / "nodes.jsonl").read_bytes(), "node")
-        assert problems == [] and len(parsed) >= 3000 * (round_ + 1)  # never half-written
+        # Every file kgd writes (its own under changes/) is whole: nothing half-written to skip.
+        assert kg_view.problems(repo.path) == [] and len(kg_view.live(repo.path)) >= 3000 * (round_ + 1)
         d = make_daemon(root)
         sid = start(d, repo.path)["session_id"]
         want = acked + pulled

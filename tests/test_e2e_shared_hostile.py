@@ -12,6 +12,7 @@ import threading
 import time
 import urllib.parse
 
+import kg_view
 import pytest
 from test_e2e_shared import Repo, put, read_ids, share, team, wait_for  # noqa: F401, F811 (a fixture)
 
@@ -96,20 +97,23 @@ def test_hostile_lines_load_the_rest_and_hide_the_secret(make_daemon, repo, tmp_
     assert secret not in json.dumps(r)
     out = doctor(d)
     assert "nodes.jsonl" in out and "problem(s), skipped" in out and secret not in out
+    committed = (kg / "nodes.jsonl").read_bytes()
     put(d, sid, "after", "still serving")
-    assert wait_for(lambda: b'"after"' in (kg / "nodes.jsonl").read_bytes())
+    assert wait_for(lambda: "after" in kg_view.live(repo.path))
     d.stop()
     log = no_traceback(d)
     assert secret not in log
-    data = (kg / "nodes.jsonl").read_bytes()
     # The teammate's line stays (a node leaves .kg/ only by a person's delete, contract section 9),
-    # once.
-    assert data.count(secret.encode()) == 1 and b'"after"' in data
+    # once; the file git tracks is as committed (contract 9: kgd never modifies a tracked file).
+    assert kg_view.raw_count(repo.path, secret.encode(), "node") == 1 and "after" in kg_view.live(repo.path)
+    assert (kg / "nodes.jsonl").read_bytes() == committed
+    data = b"".join(data for name, data in kg_view.files(repo.path).items() if name.startswith("changes"))
+    assert b'"after"' in data
     d = make_daemon(tmp_path / "root")
     start(d, repo.path)
     out = doctor(d)
     assert "its id is not printed" in out and secret not in out  # still held, still reported
-    assert b"\xef\xbb\xbf" not in data[3:] and b"\r" not in data.split(b"\n")[-2]
+    assert b"\xef\xbb\xbf" not in data and b"\r" not in data  # what kgd writes is clean
 
 
 @pytest.mark.parametrize("attack", ["dir", "symlink-passwd", "symlink-outside", "fifo", "huge", "kg-symlink",
@@ -196,7 +200,7 @@ def test_a_file_turned_unreadable_keeps_the_view_and_writes_once_fixed(make_daem
     assert stat.S_ISFIFO(os.lstat(str(kg / "nodes.jsonl")).st_mode)
     (kg / "nodes.jsonl").unlink()
     (kg / "nodes.jsonl").write_bytes(saved)
-    assert wait_for(lambda: b"while-broken" in (kg / "nodes.jsonl").read_bytes())
+    assert wait_for(lambda: "while-broken" in kg_view.live(repo.path))
     assert read_ids(d, sid, ["known", "while-broken"])["missing"] == []
     d.stop()
     no_traceback(d)
@@ -206,8 +210,7 @@ def test_a_file_turned_unreadable_keeps_the_view_and_writes_once_fixed(make_daem
 
 def settle(d, sid, repo, want_in_file=()):
     """Wait until the daemon's view and the working tree agree: a put goes through the export."""
-    assert wait_for(lambda: all(("\"%s\"" % i).encode() in (repo.path / ".kg" / "nodes.jsonl").read_bytes()
-                                for i in want_in_file), timeout=8)
+    assert wait_for(lambda: set(want_in_file) <= set(kg_view.live(repo.path)), timeout=8)
 
 
 def view(d, sid, ids):
@@ -215,10 +218,9 @@ def view(d, sid, ids):
 
 
 def clean_parse(repo):
-    data = (repo.path / ".kg" / "nodes.jsonl").read_bytes()
-    recs, problems = kg_format.parse(data, "node")
-    assert problems == []
-    return {k for k, r in recs.items() if "deleted" not in r}
+    """The live node ids of every file under .kg/, which must all read with no problem."""
+    assert kg_view.problems(repo.path) == []
+    return set(kg_view.live(repo.path))
 
 
 def test_stash_reset_rewrite_and_a_branch_without_kg(make_daemon, repo, tmp_path):
@@ -231,13 +233,22 @@ def test_stash_reset_rewrite_and_a_branch_without_kg(make_daemon, repo, tmp_path
     repo.commit_all("share")
     base = {"base-0", "base-1", "base-2"}
 
-    # git stash / stash pop: the stashed node leaves the view and comes back.
+    # git stash / stash pop: kgd's knowledge not yet committed is in a file git does not track,
+    # so a stash leaves it where it is (contract 9, "Never in git's way"), and both exit 0.
     put(d, sid, "stashed", "exported, not committed")
     settle(d, sid, repo, ["stashed"])
+    (repo.path / "README").write_text("app, changed\n")  # something for the stash to take
     repo.git("stash", "-q")
-    assert wait_for(lambda: view(d, sid, ["stashed"]) == set())
+    time.sleep(1.5)
+    assert view(d, sid, ["stashed"]) == {"stashed"} and "stashed" in kg_view.live(repo.path)
     repo.git("stash", "pop", "-q")
-    assert wait_for(lambda: view(d, sid, ["stashed"]) == {"stashed"})
+    # git stash -u takes the file; kgd writes the knowledge again under a new name, and the pop
+    # brings the old file back beside it (never a name the stash holds).
+    repo.git("stash", "-q", "-u")
+    assert wait_for(lambda: "stashed" in kg_view.live(repo.path))
+    assert view(d, sid, ["stashed"]) == {"stashed"}
+    repo.git("stash", "pop", "-q")
+    assert view(d, sid, ["stashed"]) == {"stashed"} and (repo.path / "README").read_text() == "app, changed\n"
     repo.commit_all("stashed")
 
     # git reset --hard HEAD~3: three commits' nodes leave the view, nothing is written back.
@@ -281,36 +292,55 @@ def test_stash_reset_rewrite_and_a_branch_without_kg(make_daemon, repo, tmp_path
 
 
 def test_a_merge_left_in_conflict_then_aborted(make_daemon, repo, tmp_path):
+    """A merge git stops on (a code file both branches changed, and a nodes.jsonl edited on both
+    by hand, as round 3's kgd did, in a clone without the union attribute): the view holds both
+    branches' knowledge while it is conflicted, conflict markers included; `merge --abort` takes
+    the other branch's knowledge away again; kgd's own files never conflict."""
     d = make_daemon(tmp_path / "root")
     sid = start(d, repo.path)["session_id"]
     put(d, sid, "shared-node", "the original")
     share(d, repo)
     repo.commit_all("share")
+    nodes = repo.path / ".kg" / "nodes.jsonl"
+    committed = kg_format.parse(nodes.read_bytes(), "node")[0]
+
+    def by_hand(gist):  # a round 3 kgd's line, in the tracked file
+        recs = dict(committed, hand={"id": "hand", "gist": gist, "notes": [], "touches": [], "created": 1.7e9,
+                                      "changed": 1.7e9})
+        nodes.write_bytes(kg_format.render(recs))
+        (repo.path / "app.py").write_text(gist + "\n")
     repo.git("checkout", "-q", "-b", "other")
     put(d, sid, "shared-node", "changed on other")
     put(d, sid, "other-only", "only on other")
     settle(d, sid, repo, ["other-only"])
+    by_hand("edited on other")
     repo.commit_all("other")
     repo.git("checkout", "-q", "main")
     assert wait_for(lambda: view(d, sid, ["other-only"]) == set())
     put(d, sid, "shared-node", "changed on main")
     put(d, sid, "main-only", "only on main")
     settle(d, sid, repo, ["main-only"])
+    by_hand("edited on main")
     repo.commit_all("main")
     # A clone without the union attribute: git leaves conflict markers.
     (repo.path / ".git" / "info").mkdir(exist_ok=True)
     (repo.path / ".git" / "info" / "attributes").write_text("*.jsonl merge=text\n")
     p = repo.git("-c", "user.name=t", "-c", "user.email=t@l", "merge", "other", check=False)
-    assert p.returncode != 0 and b"<<<<<<<" in (repo.path / ".kg" / "nodes.jsonl").read_bytes()
-    assert wait_for(lambda: view(d, sid, ["other-only", "main-only"]) == {"other-only", "main-only"})
+    assert p.returncode != 0 and b"<<<<<<<" in nodes.read_bytes()
+    status = repo.git("status", "--porcelain").stdout.splitlines()
+    conflicted = [line[3:] for line in status if line[:2] in ("UU", "AA")]
+    assert sorted(conflicted) == [".kg/nodes.jsonl", "app.py"]  # never a file kgd wrote
+    assert wait_for(lambda: view(d, sid, ["other-only", "main-only", "hand"]) == {"other-only", "main-only", "hand"})
     got = read_ids(d, sid, ["shared-node"])["nodes"][0]["gist"]
     assert got == "changed on main"  # the later change wins
     repo.git("merge", "--abort")
     assert wait_for(lambda: view(d, sid, ["other-only"]) == set())
     assert view(d, sid, ["main-only", "shared-node"]) == {"main-only", "shared-node"}
+    assert read_ids(d, sid, ["shared-node"])["nodes"][0]["gist"] == "changed on main"
     put(d, sid, "after-abort", "written after the abort")
     settle(d, sid, repo, ["after-abort"])
-    assert clean_parse(repo) == {"shared-node", "main-only", "after-abort"}
+    assert clean_parse(repo) == {"shared-node", "main-only", "after-abort", "hand"}
+    assert repo.git("diff", "--quiet", check=False).returncode == 0  # no tracked file modified
     d.stop()
     no_traceback(d)
 
@@ -357,9 +387,10 @@ def test_two_clones_write_one_node_concurrently_and_converge_to_identical_bytes(
     every = {"hot", "kept"} | {"%s-%d" % (w, i) for w in "ab" for i in range(10)}
     for d, sid in ((a, sa), (b, sb)):
         assert wait_for(lambda d=d, sid=sid: view(d, sid, every | {"doomed"}) == every, timeout=10)
-    # one more write on each side cleans its file; commit and exchange once more
-    put(a, sa, "final-a", "cleans a's file")
-    put(b, sb, "final-b", "cleans b's file")
+    # one more write on each side (to its own new file: the tracked ones are never rewritten);
+    # commit and exchange once more
+    put(a, sa, "final-a", "a's last write")
+    put(b, sb, "final-b", "b's last write")
     settle(a, sa, a_repo, ["final-a"])
     settle(b, sb, b_repo, ["final-b"])
     time.sleep(1.5)
@@ -376,11 +407,11 @@ def test_two_clones_write_one_node_concurrently_and_converge_to_identical_bytes(
     assert {"a note 9", "b note 9"} <= set(hot["notes"])  # the union
     a.stop()
     b.stop()
-    for name in ("nodes.jsonl", "edges.jsonl"):  # the same commit on both, the same bytes
-        assert (a_repo.path / ".kg" / name).read_bytes() == (b_repo.path / ".kg" / name).read_bytes()
-    na = kg_format.parse((a_repo.path / ".kg" / "nodes.jsonl").read_bytes(), "node")[0]
-    nb = kg_format.parse((b_repo.path / ".kg" / "nodes.jsonl").read_bytes(), "node")[0]
+    # The same commit on both: every file the same bytes, and one merged view.
+    assert kg_view.files(a_repo.path) == kg_view.files(b_repo.path)
+    na, nb = kg_view.records(a_repo.path), kg_view.records(b_repo.path)
     assert kg_format.render(na) == kg_format.render(nb)
+    assert a_repo.git("status", "--porcelain").stdout == "" == b_repo.git("status", "--porcelain").stdout
     assert {k for k, r in na.items() if "deleted" not in r} == every
     no_traceback(a)
     no_traceback(b)
@@ -431,9 +462,7 @@ def test_a_checkout_during_an_export(make_daemon, repo, tmp_path):
         repo.git("-c", "user.name=t", "-c", "user.email=t@l", "commit", "-q", "-m", "r%d" % round_, check=False)
         repo.git("checkout", "-q", branch)
     time.sleep(2)
-    for name in ("nodes.jsonl", "edges.jsonl"):  # never half-written
-        data = (repo.path / ".kg" / name).read_bytes()
-        assert kg_format.parse(data, name[:4].rstrip("s"))[1] == []
+    assert kg_view.problems(repo.path) == []  # no file under .kg/ half-written
     d.stop()
     no_traceback(d)
 

@@ -13,9 +13,16 @@ from kg.travel.team import holds_kg
 
 from helpers import StoreEnv
 
+AUTHOR = "Alice Example"
+
 
 @pytest.fixture
-def env(tmp_path):
+def env(tmp_path, monkeypatch):
+    # git's user.name is who a node is by (contract 9, "Who and when"): one known name, whatever
+    # this machine's own configuration says.
+    (tmp_path / "gitconfig").write_text("[user]\n\tname = %s\n" % AUTHOR)
+    monkeypatch.setenv("GIT_CONFIG_GLOBAL", str(tmp_path / "gitconfig"))
+    monkeypatch.setenv("GIT_CONFIG_NOSYSTEM", "1")
     e = StoreEnv(tmp_path)
     yield e
     e.close_all()
@@ -41,8 +48,19 @@ def write_kg(root, nodes=(), edges=()):
         os.utime(os.path.join(d, name), ns=(past, past))
 
 
-def N(nid, gist="g", notes=(), changed=1_600_000_000.0):
-    return {"id": nid, "gist": gist, "notes": list(notes), "touches": [], "created": changed, "changed": changed}
+def N(nid, gist="g", notes=(), changed=1_600_000_000.0, v=0, by=None):
+    """A node line; `v` its logical version (0: none, as round 3 wrote), written by clone `by`
+    (its version vector {by: v})."""
+    rec = {"id": nid, "gist": gist, "notes": list(notes), "touches": [], "created": changed, "changed": changed}
+    if v:
+        rec["v"] = v
+        rec["vv"] = {by or "bob": v}
+    return rec
+
+
+def clone_of(store, root):
+    """This clone's name in the version vectors it writes (kg/core/team_state.py)."""
+    return team_state.state(store.project_graph(os.path.realpath(root)).meta)["clone"]
 
 
 def pause(env, store):
@@ -73,7 +91,7 @@ def test_share_writes_the_graph_and_the_layout(env):
     lines = kg_lines(root)
     assert [n["id"] for n in lines] == ["Cache", "cache"]
     assert lines[1] == {"id": "cache", "gist": "the cache is per user", "notes": ["n1"], "touches": ["src/c.py"],
-                        "created": env.T0, "changed": env.T0}
+                        "created": env.T0, "changed": env.T0, "v": 1, "vv": {clone_of(s, root): 1}, "by": AUTHOR}
     assert kg_lines(root, "edges.jsonl")[0]["notes"] == ["e"]
     assert not any(k.startswith("_") for n in lines for k in n)
     assert s.project_graph(os.path.realpath(root)).shared
@@ -158,7 +176,8 @@ def test_explicit_delete_writes_a_tombstone_and_compaction_drop_does_not(env):
     s.delete_node(sess, "a")
     pause(env, s)
     lines = {n["id"]: n for n in kg_lines(root)}
-    assert lines["a"] == {"id": "a", "deleted": env.t[0] - 5}
+    # after seeing a's version 0 (a round 3 line, no vector)
+    assert lines["a"] == {"id": "a", "deleted": env.t[0] - 5, "v": 1, "vv": {clone_of(s, root): 1}}
     # Compaction's deletion (orphan grace) removes b from this person's view only.
     g = s.project_graph(os.path.realpath(root))
     with s.writes.writing(None) as w:
@@ -180,8 +199,10 @@ def test_a_teammates_change_after_my_delete_survives_it(env):
     write_kg(root, [N("a")])
     s = env.open()
     sess = s.start_session(root)
-    s.delete_node(sess, "a")  # at T0, not yet written
-    write_kg(root, [N("a", "changed later", changed=env.T0 + 1)])
+    s.delete_node(sess, "a")  # at T0, not yet written: a tombstone of version 1
+    # The teammate changed the version both had seen (0), without seeing the delete: the two are
+    # concurrent (neither vector covers the other), so time decides, and the change came later.
+    write_kg(root, [N("a", "changed later", changed=env.T0 + 1, v=1)])
     s.team.poll()
     g = s.project_graph(os.path.realpath(root))
     assert g.nodes["a"]["gist"] == "changed later"
@@ -369,7 +390,7 @@ def test_a_credential_changed_on_both_sides_is_merged_in_memory_and_never_writte
     g.shared = False  # the scan is off for private graphs only: let one in, as an older kgd might have
     s.put_node(sess, "project", "leak", "token", notes=[_credential()])
     g.shared = True
-    write_kg(root, [N("ok"), N("leak", "a teammate's version", ["theirs"], changed=env.T0 + 50)])
+    write_kg(root, [N("ok"), N("leak", "a teammate's version", ["theirs"], changed=env.T0 + 50, v=1)])
     s.team.poll()
     assert g.nodes["leak"]["gist"] == "a teammate's version" and _credential() in g.nodes["leak"]["notes"]
     pause(env, s)
@@ -439,7 +460,7 @@ def test_a_first_load_parses_kg_outside_the_store_lock(env, monkeypatch):
     s = env.open()
     owned, parse = [], kg_format.Reader.parse
     monkeypatch.setattr(kg_format.Reader, "parse",
-                        lambda self, data: owned.append(s.lock._is_owned()) or parse(self, data))
+                        lambda self, *a, **k: owned.append(s.lock._is_owned()) or parse(self, *a, **k))
     s.start_session(root)
     assert owned == [False, False]
     assert sorted(s.project_graph(root).nodes) == ["a", "b"]

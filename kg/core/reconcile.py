@@ -24,7 +24,8 @@ record to write, live or tombstone), `base` and `dropped` (the new ones).
 
 from collections import namedtuple
 
-from .kg_format import is_tombstone, merge_versions, parse, render, stamp, tombstone
+from .kg_format import covers, is_tombstone, join, merge_versions, parse, render, stamp, tombstone, vector, version
+from .team_state import deleted_at
 
 Result = namedtuple("Result", "memory disk base dropped")
 
@@ -123,12 +124,14 @@ def _both(key, m, d, mem_out, disk_out, new_base, now):
             disk_out[key] = r
 
 
-def _tomb(key, now):
+def _tomb(key, when):
+    """A tombstone for key; `when` is a time, or a `deleted` entry ([ts, v])."""
+    when, v = deleted_at(when)
     if "->" in key:
         frm, rest = key.split("->", 1)
         to, rel = rest.rsplit(":", 1)
-        return tombstone(None, now, edge={"from": frm, "to": to, "rel": rel})
-    return tombstone(key, now)
+        return tombstone(None, when, edge={"from": frm, "to": to, "rel": rel}, v=v)
+    return tombstone(key, when, v=v)
 
 
 def plan(memory, data, base, now, kind, dropped=None, frozen=(), force=False):
@@ -162,3 +165,25 @@ def memory_view(live, deleted, base, dropped):
     for key in [k for k in base if k not in memory]:
         dropped[key] = base.pop(key)
     return memory, base, dropped
+
+
+def past_seen(obj, d, mine):
+    """A change made here (its object `obj`, its record's vector `mine`) whose vector the files'
+    version `d` already covers or equals was made after seeing d (a node put again after its
+    delete: its version restarted at 1): a copy of obj with a version past d's, its vector joined
+    with d's. Else obj itself (a change made without seeing d is concurrent with it)."""
+    theirs = vector(d) if d is not None else {}
+    if not theirs or not (covers(theirs, mine) or theirs == mine):
+        return obj
+    v = max(version(d), obj.get("_v") or 0) + 1
+    return dict(obj, _v=v, _vv=join([theirs, obj.get("_vv") or {}]))
+
+
+def seen_tomb(tomb, d, base_stamp, clone):
+    """An explicit delete's tombstone written by `clone`: its vector covers the version this clone
+    had seen (the files' version d, while it is still the base), its version is past it."""
+    seen = vector(d) if d is not None and stamp(d) == base_stamp else {}
+    v = max(version(tomb), version(d) + 1 if seen else 0, 1)
+    out = dict(tomb, v=v)
+    out["vv"] = join([seen, {clone: v}])
+    return out

@@ -74,7 +74,7 @@ class TeamFolder:
                         self.prepared.warm(d.project_path)  # read and parsed before the lock
                         with store.lock:
                             self.attach(d)
-                elif d.shared.changed_on_disk():
+                elif d.shared.unwritten or d.shared.changed_on_disk():
                     d.shared.sync(store, blocking=False)
             except Exception:
                 log.exception("sync of %s failed; retrying at the next beat", d.project_path)

@@ -48,6 +48,7 @@ class Prepared:
             return
         s = Shared(None, root)
         try:
+            s.refresh_git(True)  # which files git tracks, and who writes here: before the lock
             s.pending = s.read_parsed()
         except Exception:  # the load reads it again and reports it
             log.exception("could not read %s ahead of its load", s.dir)

@@ -24,11 +24,13 @@ Rules owned here:
 
 import logging
 import os
+import secrets
 import threading
 import time
 
 from ..core import kg_format, model, team_state
-from ..core.reconcile import Result, memory_view, reconcile, written
+from ..core.reconcile import Result, memory_view, past_seen, reconcile, seen_tomb
+from . import team_folder
 from .team_folder import (
     FILES,
     ensure_layout,
@@ -50,8 +52,9 @@ SETTLE_S = 0.1
 
 def held_back(g):
     """Keys never written to `.kg/`: nodes and edges holding a credential (the graph's scan,
-    kg/secrets/kinds.py, flags them) and the edges touching such a node (its id may be the secret)."""
-    nodes = set(getattr(g, "flagged", ()))
+    kg/secrets/kinds.py, flags them), private nodes (`"private": true`, contract 9), and the edges
+    touching such a node (its id may be the secret)."""
+    nodes = set(getattr(g, "flagged", ())) | {nid for nid, n in g.nodes.items() if n.get("_private")}
     edges = set(getattr(g, "flagged_edges", ()))
     for nid in nodes:
         edges.update(g.adj.get(nid, ()))
@@ -65,13 +68,18 @@ class Shared:
         self.durable = durable  # None while Prepared reads it before the project loads
         self.root = durable.project_path if durable is not None else root
         self.dir = kg_dir(self.root)
-        self.paths = paths_of(self.root)
+        self.paths = paths_of(self.root)  # the two base files
+        self.files = team_folder.layout_files(self.root)  # every file read, by kind
         self.index_lock = os.path.join(git_dir(self.root), "index.lock")
         self.seen = {kind: None for kind in FILES}  # file states as kgd last read or wrote them
+        self.tracked, self.tracked_index = None, False  # paths git tracks, and the index state they are of
+        self.author = None  # git's user.name here: who this clone's knowledge is by
+        self.unwritten = False  # a sync had memory's changes to write but could not ask git yet
+        self.new_clone = False  # clone() named this clone: the name goes into the next journal record
         self.problems = []  # what the last read could not load
         self._reported = {}  # kind -> file state whose problems were logged
         self.lock = threading.Lock()  # one sync at a time per project
-        self.readers = {kind: kg_format.Reader(kind) for kind in FILES}  # re-read only changed lines
+        self.readers = {}  # path -> Reader: each file re-read only where its lines changed
         self.held = {kind: {} for kind in FILES}  # key -> (object, _write_ts, record, stamp) from memory
         self._held_logged = {kind: set() for kind in FILES}  # keys held back for a credential, logged
         self.syncs = self.pickups = 0
@@ -82,7 +90,26 @@ class Shared:
     # ---- polling
 
     def states(self):
-        return {kind: file_state(p) for kind, p in self.paths.items()}
+        """Per kind, the state of every file of that kind (a new file under changes/ is a change)."""
+        self.files = team_folder.layout_files(self.root)
+        return {kind: tuple((p, file_state(p)) for p in paths) for kind, paths in self.files.items()}
+
+    def refresh_git(self, may_run):
+        """Ask git which files it tracks (and who writes here) when its index changed since the
+        last answer; False when the answer is stale and git may not run now (the store's lock)."""
+        state = team_folder.index_state(self.root)
+        if state == self.tracked_index:
+            return True
+        if not may_run:
+            return False
+        self.tracked = team_folder.tracked(self.root)
+        if self.author is None:
+            self.author = team_folder.author(self.root)
+        self.tracked_index = state
+        return True
+
+    def is_tracked(self, path):
+        return self.tracked is not None and path in self.tracked
 
     def changed_on_disk(self):
         return self.states() != self.seen
@@ -93,7 +120,9 @@ class Shared:
         updating the checkout (its index.lock exists: try at the next beat)."""
         if os.path.exists(self.index_lock):
             return None
-        ages = [now - st[0] / 1e9 for kind, st in self.states().items() if st is not None and st != self.seen[kind]]
+        seen = {p: st for kind in FILES for p, st in (self.seen[kind] or ())}
+        ages = [now - st[0] / 1e9 for files in self.states().values() for p, st in files
+                if st is not None and st != seen.get(p)]
         return max([0.0] + [SETTLE_S - age for age in ages if 0 <= age < SETTLE_S])  # a future mtime: settled
 
     # ---- one sync
@@ -123,37 +152,64 @@ class Shared:
             self.lock.release()
 
     def _read(self):
-        """(states, {kind: bytes or None}, problems, kinds that could not be read) read while the
-        files held still."""
+        """(states, {kind: {path: bytes or None}}, problems, kinds that could not be read) read
+        while the files held still."""
         for _ in range(RETRIES):
             before = self.states()
             datas, problems, unreadable = {}, [], set()
-            for kind, path in self.paths.items():
-                datas[kind], problem = read_file(path) if real_dir(self.dir) else (None, None)
-                if problem:
-                    problems.append(problem)
-                    unreadable.add(kind)
+            for kind, files in before.items():
+                datas[kind] = {}
+                for path, _ in files:
+                    datas[kind][path], problem = read_file(path) if real_dir(self.dir) else (None, None)
+                    if problem:
+                        problems.append(problem)
+                        unreadable.add(kind)
             if self.states() == before:
                 break
         return before, datas, problems, unreadable
 
-    def read_parsed(self):
-        """(states, datas, parsed, stamps, problems, unreadable, cut): the files read and parsed.
+    def read_parsed(self, now=None):
+        """(states, datas, parsed, stamps, problems, unreadable, cut, by_file): the files read and
+        parsed, every file of a kind merged into one view (`parsed`; `datas` and `by_file` keep
+        each file's bytes and records); `now` clamps future times (kg_format.merge_versions).
         Needs no lock but this Shared's own (a first load does it before the store's lock)."""
+        now = time.time() if now is None else now
         states, datas, problems, unreadable = self._read()
-        parsed, disk_stamps, cut = {}, {}, set()
-        for kind, data in datas.items():
-            parsed[kind], found, disk_stamps[kind] = self.readers[kind].parse(data)
-            problems.extend(found)
-            if self.readers[kind].cut:
-                cut.add(kind)
-        return states, datas, parsed, disk_stamps, problems, unreadable, cut
+        parsed, disk_stamps, cut, by_file = {}, {}, set(), {}
+        readers = {}
+        for kind, files in datas.items():
+            view, stamps, versions = {}, {}, {}
+            for path, data in files.items():
+                reader = self.readers.get(path) or kg_format.Reader(kind)
+                readers[path] = reader
+                recs, found, st = reader.parse(data, now)
+                by_file[path] = recs
+                problems.extend(found if path == self.paths[kind] else
+                                [os.path.join(team_folder.CHANGES_DIR, os.path.basename(path)) + ": " + f
+                                 for f in found])
+                if reader.cut:
+                    cut.add(kind)
+                for key, rec in recs.items():
+                    if key in view:
+                        versions.setdefault(key, [view[key]]).append(rec)
+                    else:
+                        view[key], stamps[key] = rec, st.get(key)
+            for key, recs in versions.items():
+                view[key] = kg_format.merge_versions(recs, now)
+                stamps.pop(key, None)
+            parsed[kind], disk_stamps[kind] = view, {k: v for k, v in stamps.items() if v}
+        self.readers = readers
+        return states, datas, parsed, disk_stamps, problems, unreadable, cut, by_file
 
     def _sync_once(self, store, force):
         pre, self.pending = self.pending, None
         if pre is None or pre[0] != self.states():
-            pre = self.read_parsed()
-        states, datas, parsed, disk_stamps, problems, unreadable, cut = pre
+            pre = self.read_parsed(store.clock())
+        states, datas, parsed, disk_stamps, problems, unreadable, cut, by_file = pre
+        may_run = not store.lock._is_owned()  # git never runs under the store's lock
+        git_fresh = self.refresh_git(may_run)
+        lost, forget_own, known = self._lost(self.durable.graph, states, may_run)
+        git_fresh = git_fresh and known
         head, forget = head_signature(self.root), False
         if real_dir(self.dir):
             self.head_with_kg = head
@@ -168,11 +224,27 @@ class Shared:
         now = store.clock()
         with store.writes.writing(None, lenient=(logging.ERROR, "changes from %s not saved" % self.dir)) as w:
             g = self.durable.graph
-            results, snap = self._reconcile(g, parsed, disk_stamps, now, unreadable, cut)
-            self._apply(store, w, results, snap, unreadable, forget)
-        outs = {kind: written(parsed[kind], results[kind], datas[kind], now, force) if kind not in cut else None
-                for kind in FILES}
-        if not any(results[kind].disk for kind in FILES) and not any(o is not None for o in outs.values()):
+            results, snap = self._reconcile(g, parsed, disk_stamps, now, unreadable, cut, lost)
+            self._apply(store, w, results, snap, unreadable, forget, forget_own)
+        outs = {}
+        for kind in FILES:
+            r = results[kind]
+            if kind in cut or not (r.disk or force):
+                continue
+            if not git_fresh:  # which files git tracks is unknown: written at the next beat
+                self.unwritten = True
+                continue
+            target, n = self._target(g, kind)
+            recs = dict(by_file.get(target) or {})
+            recs.update(r.disk)
+            data = kg_format.render(recs, now)
+            if not data and not os.path.lexists(target) and os.path.dirname(target) != self.dir:
+                continue  # nothing to say in a new file of changes/ (`kgd share` on a committed .kg/)
+            if force or data != (datas[kind].get(target) or b""):
+                outs[kind] = (target, data, n)
+        if git_fresh:
+            self.unwritten = False
+        if not any(results[kind].disk for kind in FILES) and not outs:
             self.seen = states
             return True
         if not real_dir(self.dir) and not force:
@@ -183,17 +255,39 @@ class Shared:
         try:
             if force:
                 ensure_layout(self.root)
-            for kind, data in outs.items():
-                if data is not None:
-                    write_repo_file(self.paths[kind], data)
+            for kind, (target, data, _) in outs.items():
+                if os.path.dirname(target) != self.dir:
+                    team_folder.ensure_changes_dir(self.root)
+                write_repo_file(target, data)
         except OSError as exc:
             self.last_error = "could not write %s: %s" % (self.dir, exc.strerror or exc)
             log.error("%s; the changes stay in kgd and are written at the next pause", self.last_error)
             return True
         self.last_error = None
         self.seen = self.states()
-        self._written(store, results, snap)
+        self._written(store, results, snap, {kind: (t, n) for kind, (t, _, n) in outs.items()})
         return True
+
+    def _target(self, g, kind):
+        """(path, n): where memory's changes of `kind` go (team_folder.target)."""
+        if not self.is_tracked(self.paths[kind]):
+            return self.paths[kind], None
+        return team_folder.target(self.root, self.clone(g), team_state.number(g.meta, kind), kind, self.is_tracked)
+
+    def clone(self, g):
+        """This clone's random name for its files under changes/ (kept in the graph's sync state)."""
+        s = team_state.state(g.meta)
+        if not s.get("clone"):
+            s["clone"] = secrets.token_hex(8)  # journalled with the next sync state written
+            self.new_clone = True
+        return s["clone"]
+
+    def _lost(self, g, states, may_run):
+        """team_folder.lost for what this clone wrote to files git did not track (`own`)."""
+        if not real_dir(self.dir):
+            return {k: {} for k in FILES}, {k: {} for k in FILES}, True  # a branch without .kg/, or rm -rf
+        present = {p for files in states.values() for p, st in files if st is not None}
+        return team_folder.lost(self.root, team_state.state(g.meta)["own"], present, may_run, self.is_tracked)
 
     def _report(self, states, problems):
         self.problems = problems
@@ -201,28 +295,56 @@ class Shared:
             self._reported["files"] = states
             log.warning("%s: %d problem(s), skipped: %s", self.dir, len(problems), "; ".join(problems[:5]))
 
-    def _records(self, kind, items, to_record):
+    def _records(self, g, kind, items, to_record, base, disk, disk_stamps, patches):
         """The shared records of what memory holds, and their stamps; a node or edge object
-        seen before (same object, same write time) costs a lookup."""
+        seen before (same object, same write time) costs a lookup. One this person changed
+        (its record differs from its base and from the files') is written as this clone's: its
+        vector gains this clone's entry (kg_format.merge_versions), a node its author (git's
+        user.name). One that equals its base or the files' (taken from there) stays as it is."""
         held, fresh, live, stamps = self.held[kind], {}, {}, {}
         for key, obj in items:
             hit = held.get(key)
             if hit is None or hit[0] is not obj or hit[1] != obj.get("_write_ts"):
                 rec = to_record(obj)
-                hit = (obj, obj.get("_write_ts"), rec, kg_format.stamp(rec))
+                st = kg_format.stamp(rec)
+                known = {base.get(key)}
+                if key in disk:
+                    known.add(disk_stamps.get(key) or kg_format.stamp(disk[key]))
+                if st not in known:  # not as taken from the files
+                    rec = self._own_record(g, kind, obj)
+                    st = kg_format.stamp(rec)
+                    if st not in known:  # not as this clone wrote it either: a change made here
+                        obj = self._after_seen(obj, disk.get(key), g, kind, key, patches)
+                        rec = self._own_record(g, kind, obj)
+                        st = kg_format.stamp(rec)
+                hit = (obj, obj.get("_write_ts"), rec, st)
             fresh[key] = hit
             live[key], stamps[key] = hit[2], hit[3]
         self.held[kind] = fresh
         return live, stamps
 
-    def _reconcile(self, g, parsed, disk_stamps, now, unreadable=(), cut=()):
+    def _own_record(self, g, kind, obj):
+        clone = self.clone(g)
+        if kind == "node":
+            return kg_format.node_record(obj, self.author, clone)
+        return kg_format.edge_record(obj, clone)
+
+    def _after_seen(self, obj, d, g, kind, key, patches):
+        """reconcile.past_seen for a change made here; a moved version is kept in memory too
+        (`patches`, journalled by _apply) so its record stays the same at every later sync."""
+        moved = past_seen(obj, d, kg_format.vector(self._own_record(g, kind, obj)))
+        if moved is not obj:
+            patches[kind][key] = moved
+        return moved
+
+    def _reconcile(self, g, parsed, disk_stamps, now, unreadable=(), cut=(), lost=None):
         """Per kind the reconcile Result, and the snapshot of the sync state it started from. A
         kind whose file could not be read (a FIFO, a symlink, a folder, over the size limit) is
         neither reconciled nor written: it is unknown, not empty, so nothing leaves the view and
         nothing kgd could not read is overwritten; memory's changes wait until it is fixed. A
         kind whose file was `cut` is reconciled with every key held back: read, never written."""
         s = team_state.state(g.meta)
-        results, snap = {}, {}
+        results, snap, patches = {}, {}, {"node": {}, "edge": {}}
         frozen = held_back(g)
         for kind, items, to_record in (("node", g.nodes.items(), kg_format.node_record),
                                        ("edge", g.edges.items(), kg_format.edge_record)):
@@ -231,8 +353,15 @@ class Shared:
             if kind in unreadable:
                 results[kind] = Result({}, {}, base0, dropped0)
                 continue
-            live, mem_stamps = self._records(kind, items, to_record)
-            memory, base, dropped = memory_view(live, deleted0, base0, dropped0)
+            live, mem_stamps = self._records(g, kind, items, to_record, base0, parsed[kind], disk_stamps[kind],
+                                             patches)
+            gone = (lost or {}).get(kind, {})
+            deleted = dict({k: t for k, t in gone.items() if t is not None and k not in live}, **deleted0)
+            memory, base, dropped = memory_view(live, deleted, base0, dropped0)
+            for key in [k for k, r in memory.items() if k not in live]:  # the explicit deletes
+                memory[key] = seen_tomb(memory[key], parsed[kind].get(key), base0.get(key), self.clone(g))
+            for key in gone:
+                base.pop(key, None)  # never based: memory's version is written again
             held = frozen[kind]
             if kind in cut:
                 held = set(held) | set(memory) | set(parsed[kind]) | set(base) | set(dropped)
@@ -243,14 +372,20 @@ class Shared:
                 self._held_logged[kind] |= fresh
                 log.warning("%s: %d %s(s) holding a credential are never written there (kgd doctor lists them)",
                             self.dir, len(fresh), kind)
+        snap["patches"] = patches
         return results, snap
 
-    def _apply(self, store, w, results, snap, unreadable=(), forget=False):
+    def _apply(self, store, w, results, snap, unreadable=(), forget=False, forget_own=None):
         """Phase 1 (lock held): what the disk brought, into memory, with the sync state of every
         key not waiting to be written; one journal record."""
         g = self.durable.graph
         rec = {"op": "shared", "nodes": [], "drop_nodes": [], "edges": [], "drop_edges": [], "meta": {}}
         events = []
+        for kind, objs in snap.get("patches", {}).items():  # versions moved past what was seen
+            for key, obj in sorted(objs.items()):
+                if key in (results[kind].memory):
+                    continue
+                rec["nodes" if kind == "node" else "edges"].append(obj)
         for nid, r in sorted(results["node"].memory.items()):
             old = g.nodes.get(nid)
             if r is None:
@@ -287,6 +422,8 @@ class Shared:
             gone = {k: None for k in deleted0 if k not in r.disk and kind not in unreadable}
             if gone:
                 rec["meta"].setdefault("deleted", {})[kind] = gone
+            if (forget_own or {}).get(kind):
+                rec["meta"].setdefault("own", {})[kind] = dict(forget_own[kind])
         if forget and rec["meta"].get("base"):
             log.warning("%s was deleted in place (not by a checkout): kgd keeps its knowledge and does not "
                         "recreate it; `kgd share` writes it again", self.dir)
@@ -302,9 +439,10 @@ class Shared:
                      len(rec.get("nodes", ())), len(rec.get("edges", ())), len(rec.get("drop_nodes", ())),
                      len(rec.get("drop_edges", ())))
 
-    def _written(self, store, results, snap):
-        """Phase 2, once the files hold what memory brought: the base of the written keys, and
-        the explicit deletes now written as tombstones."""
+    def _written(self, store, results, snap, targets):
+        """Phase 2, once the files hold what memory brought: the base of the written keys, the
+        explicit deletes now written as tombstones, and which keys live in files git does not
+        track yet (`own`; keys a tracked file now holds leave it)."""
         lenient = (logging.ERROR, "the sync state of %s not saved (it is rebuilt at the next sync)" % self.dir)
         with store.writes.writing(None, lenient=lenient) as w:
             g = self.durable.graph
@@ -318,6 +456,16 @@ class Shared:
                 done = {k: None for k in r.disk if k in deleted0 and s["deleted"][kind].get(k) == deleted0[k]}
                 if done:
                     meta.setdefault("deleted", {})[kind] = done
+                if kind in targets:  # a file git did not track (kgd writes no other)
+                    name, n = os.path.basename(targets[kind][0]), targets[kind][1]
+                    meta.setdefault("own", {})[kind] = {k: team_state.own_entry(name, rec)
+                                                        for k, rec in r.disk.items()}
+                    if n is not None:
+                        meta.setdefault("n", {})[kind] = n
+            if self.new_clone:
+                meta["clone"], self.new_clone = s["clone"], False
+            if not meta:
+                return
             rec = {"op": "shared", "meta": meta}
             store.writes.change(w, self.durable, [rec], lambda g: team_state.apply(g, rec), counted=False,
                                 compact=False)
