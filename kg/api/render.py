@@ -56,9 +56,13 @@ def _prepare(g, preloaded=()):
     session-start preload (`preloaded` ids) are named, not repeated."""
     recency = g.get("recency") or {}
     nodes = sorted((n for n in g["nodes"] if n["id"] not in preloaded), key=lambda n: -recency.get(n["id"], 0))
-    pairs = [(n["id"], n["gist"], stale_tag(n)) for n in nodes]
+    pairs = [(n["id"], n["gist"]) for n in nodes]
     again = sorted(n["id"] + stale_tag(n) for n in g["nodes"] if n["id"] in preloaded)
-    return pairs, [len(i) + len(t) + 4 for i, _, t in pairs], [len(x) for _, x, _ in pairs], again
+    id_lens = [len(i) + 4 for i, _ in pairs]
+    tags = {n["id"]: stale_tag(n) for n in nodes if "stale" in n}  # contract 12: few, looked up per line
+    if tags:
+        id_lens = [k + len(tags[i]) if i in tags else k for k, (i, _) in zip(id_lens, pairs)]
+    return pairs, id_lens, [len(x) for _, x in pairs], again, tags
 
 
 def stale_tag(n):
@@ -91,10 +95,12 @@ def _graph_lines(title, g, prepared, max_tokens, mode):
     if gist_len is not None and any(n > gist_len for n in prepared[2][:full]):
         lines.append("(gists shortened to %d characters to fit the context; kg_read id=... gives a whole node)"
                      % gist_len)
-    lines.extend("- %s%s: %s" % (nid, tag, _flat(gist, gist_len)) for nid, gist, tag in nodes[:full])
+    tags = prepared[4]
+    lines.extend("- %s%s: %s" % (nid, tags.get(nid, "") if tags else "", _flat(gist, gist_len))
+                 for nid, gist in nodes[:full])
     rest = nodes[full:]
     if rest:
-        shown = _id_list([nid + (" (stale)" if tag else "") for nid, _, tag in rest], id_budget)
+        shown = _id_list([nid for nid, _ in rest], id_budget)
         if len(shown) == len(rest):
             lines.append("Older active nodes, ids only (kg_read ids=[...] for gists): " + ", ".join(shown))
         else:
@@ -134,7 +140,7 @@ def _node_lines_estimate(prepared, mode):
     """Characters of the node lines of a mode and of the ids-only list after them, gists counted
     before flattening (never less than the text, but for a gist with runs of spaces)."""
     gist_len, full, id_budget = _MODES[mode]
-    _, id_lens, gist_lens, again = prepared
+    _, id_lens, gist_lens, again, _ = prepared
     rest = 0
     if full is not None:
         rest = sum(id_lens[full:]) - 2 * len(id_lens[full:])  # each "- " + ": " less ", "

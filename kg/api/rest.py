@@ -15,7 +15,7 @@ from ..agents import dialects
 from ..core import model
 from ..core.errors import BadInput, KgError, NotFound
 from ..core.text import strict_loads
-from ..memory import file_states, foreground
+from ..memory import foreground
 from ..memory.projects import resolve_project_root
 from ..secrets import fields
 from ..travel import team
@@ -102,7 +102,7 @@ def _full_graph(store, g):
         item["updated_ts"] = model.recency(n)
         mark = store.staleness.marks.of(g, n["id"])
         if mark is not None:  # contract section 12: what changed in the code it touches
-            item["stale"] = file_states.public(mark)
+            item["stale"] = mark.public
         nodes.append(item)
     edges = [_flag(model.public_edge(e), g.flagged_edges.get(k)) for k, e in g.edges.items()]
     return {"nodes": nodes, "edges": edges, "tokens": g.tokens, "max_tokens": store.settings.max_tokens}

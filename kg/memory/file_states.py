@@ -209,8 +209,15 @@ def stamp(g, node):
 
 # ---- the marks the pass computed, read by the request paths
 
-Mark = collections.namedtuple("Mark", "version since text changes")
-"""A node's mark: judged at its version(), stale since `since`, the few words, the Changes."""
+Mark = collections.namedtuple("Mark", "version since text changes public")
+"""A node's mark: judged at its version(), stale since `since`, the few words, the Changes, and
+the "stale" a NODE carries (made once by the pass: a read only looks it up; never mutated)."""
+
+
+def make_mark(version_, since, changes):
+    text = staleness.mark(changes)
+    m = Mark(version_, since, text, tuple(changes), None)
+    return m._replace(public=public(m))
 
 
 def version(node):
@@ -260,7 +267,7 @@ class Marks:
             if m is not None and (level is None or item.get("level") == level):
                 node = nodes.get(item["id"])
                 if node is not None and version(node) == m.version:
-                    items[i] = dict(item, stale=public(m))
+                    items[i] = dict(item, stale=m.public)
         return items
 
 

@@ -22,7 +22,6 @@ import time
 
 from ..core import staleness
 from . import file_states, git_runner
-from .file_states import Mark
 
 log = logging.getLogger(__name__)
 
@@ -141,7 +140,7 @@ class Watcher:
                 continue
             prev = old.get(nid)
             since = prev.since if prev is not None and prev.version == wts else now
-            marks[nid] = Mark(wts, since, staleness.mark(changes), tuple(changes))
+            marks[nid] = file_states.make_mark(wts, since, changes)
         return marks
 
     def _sweep(self, root, user, entries):

@@ -427,7 +427,7 @@ class Store:
                 item.update({"level": g.level, "score": score})
                 mark = self.staleness.marks.of(g, node["id"])
                 if mark is not None:
-                    item["stale"] = file_states.public(mark)
+                    item["stale"] = mark.public
                 if g.level == "project":
                     item["project_path"] = g.project_path
                 results.append(item)
