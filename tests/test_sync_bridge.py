@@ -328,3 +328,70 @@ def test_a_pass_that_changes_nothing_writes_no_graph_file(machines):
     after = os.stat(path)
     assert (after.st_ino, after.st_mtime_ns) == (before.st_ino, before.st_mtime_ns)
     assert not a.store.registry.user.dirty
+
+
+class _Died(BaseException):
+    """The process dies here (no except Exception in kgd catches it)."""
+
+
+def test_a_crash_after_a_pass_folds_and_before_it_writes_the_folder_loses_nothing(tmp_path, remote, monkeypatch):
+    """The fold comes before the folder's files, so the keys about to be written keep their old
+    base (the new one pending, held only if the folder has it): a base ahead of the folder would
+    take the folder's older version back over an acknowledged put."""
+    from kg.travel import remote_files
+
+    a = Machine(tmp_path / "a", remote)
+    a.put("x", "first", ["a"])
+    a.put("y", "second node")
+    a.sync()
+    a.put("x", "second", ["b"])
+    a.store.delete_node(None, "y", "user")
+
+    def die(self, path, data, records, stamps):
+        raise _Died()
+    monkeypatch.setattr(remote_files.SyncFiles, "write", die)
+    with pytest.raises(_Died):
+        a.bridge.export(full=True)
+    monkeypatch.undo()
+    crash(a)
+    b = Machine(tmp_path / "a", remote)
+    try:
+        b.bridge.export(full=True)
+        got = {k: (n["gist"], n["notes"]) for k, n in b.store.graph("user").nodes.items()}
+        assert got == {"x": ("second", ["b"])}
+        nodes, _ = kg_format.parse(open(os.path.join(b.folder, "user", kg_format.NODES_FILE), "rb").read(), "node")
+        assert nodes["x"]["gist"] == "second" and kg_format.is_tombstone(nodes["y"])
+    finally:
+        b.close()
+
+
+def test_a_delete_acknowledged_while_a_pass_writes_the_folder_is_kept_after_a_crash(tmp_path, remote, monkeypatch):
+    """A request served while the pass writes the folder (outside the store's lock) is journalled
+    on top of a graph file that already holds the pass's base (pending, confirmed by the folder)."""
+    from kg.travel import remote_files
+
+    a = Machine(tmp_path / "a", remote)
+    a.put("x", "kept")
+    a.sync()
+    a.put("y", "written, then deleted")
+    a.store.put_edge(None, "user", "x", "y", "uses")
+    real = remote_files.SyncFiles.write
+
+    def write_then_die(self, path, data, records, stamps):
+        real(self, path, data, records, stamps)
+        if path.endswith(kg_format.EDGES_FILE):
+            assert not a.store.lock._is_owned()
+            a.store.delete_node(None, "y", "user")  # its edge goes with it
+            raise _Died()
+    monkeypatch.setattr(remote_files.SyncFiles, "write", write_then_die)
+    with pytest.raises(_Died):
+        a.bridge.export(full=True)
+    monkeypatch.undo()
+    crash(a)
+    b = Machine(tmp_path / "a", remote)
+    try:
+        b.sync()
+        g = b.store.graph("user")
+        assert set(g.nodes) == {"x"} and g.edges == {}
+    finally:
+        b.close()

@@ -38,16 +38,20 @@ from ..memory import foreground, repo_id
 from .remote_files import SyncFiles, stat
 from .remote_mirror import (
     META,
+    PENDING,
     PROJECTS_DIR,
     Mirror,
+    confirmed,
     content_record,
     events,
     folder_of,
+    hold_back,
     is_shared,
     keep_old,
     personal_signature,
     signature,
     sync_base,
+    sync_pending,
 )
 
 log = logging.getLogger(__name__)
@@ -167,7 +171,7 @@ class Bridge:
             else:
                 node_refs = {k: g.nodes[k] for k in touched_nodes if k in g.nodes}
                 edge_refs = {k: g.edges[k] for k in touched_edges if k in g.edges}
-            base = sync_base(g.meta)
+            base, pending = sync_base(g.meta), sync_pending(g.meta)
             flagged = {"node": set(g.flagged), "edge": set(g.flagged_edges)}  # the secrets gate's findings
         folder = os.path.join(self.sync_root, *rel.split("/"))
         examine = None if full else {"node": touched_nodes, "edge": touched_edges}
@@ -177,11 +181,23 @@ class Bridge:
             # written meanwhile is found changed when the result is applied, and left for later.
             nodes = {k: dict(n) for k, n in node_refs.items()}
             edges = {k: dict(e) for k, e in edge_refs.items()}
-            taken, new_base = self._files(folder, rel, nodes, edges, base, m, now, flagged, examine)
+            taken, new_base, writes, written = self._files(folder, rel, nodes, edges, base, pending, m, now,
+                                                           flagged, examine)
             foreground.give_way()
-            if any(taken.values()):  # _apply may put a key's old base back: never into the graph's own dicts
-                new_base = {k: dict(v) for k, v in new_base.items()}
-            applied = self._apply(durable, g, nodes, edges, taken, new_base)
+            # _apply may put a key's old base back: never into the graph's own dicts
+            new_base = {k: dict(v) for k, v in new_base.items()}
+            applied = self._apply(durable, g, nodes, edges, taken, new_base, written)
+            if applied is None:  # reloaded meanwhile, or the base could not reach the disk
+                with self.store.lock:
+                    m.tracker.all = True  # nothing written: the next pass starts over, whole
+                return 0
+            for path, out, parsed, stamps in writes:
+                foreground.give_way()
+                self.disk.write(path, out, parsed, stamps)
+            with self.store.lock:  # the folder holds them now: memory's base says so (saved at the next fold)
+                if durable.graph is g and g.meta.get(PENDING) is not None:
+                    g.meta[META] = new_base
+                    del g.meta[PENDING]
             for path in self._paths(folder, m.shared):
                 hit = self.disk.known(path)
                 m.stats[path] = hit[0] if hit is not None else None
@@ -224,13 +240,15 @@ class Bridge:
                     "synced now", len(missed_nodes) + len(missed_edges), m.rel,
                     sorted(missed_nodes or missed_edges)[0][:100])
 
-    def _files(self, folder, rel, nodes, edges, base, m, now, flagged, examine):
-        """Reconcile the snapshot with the folder's files and write them; what memory must take
-        ({"node": {key: rec or None}, "edge": ..., "personal": {id: rec}}) and the new base.
+    def _files(self, folder, rel, nodes, edges, base, pending, m, now, flagged, examine):
+        """Reconcile the snapshot with the folder's files: what memory must take ({"node": {key:
+        rec or None}, "edge": ..., "personal": {id: rec}}), the new base, the files to write
+        [(path, bytes, records, stamps)] and the content keys written ({"node": set, "edge": set}).
         `examine` None: every key; else the only keys that can have changed."""
         taken = {"node": {}, "edge": {}, "personal": {}}
         new_base = {"node": base["node"], "edge": base["edge"], "personal": base["personal"]}
         writes = []
+        written = {"node": set(), "edge": set()}
         node_disk = {}
         secret_ids = set()
         if not m.shared:
@@ -238,8 +256,8 @@ class Bridge:
                 path = os.path.join(folder, name)
                 keys = None if examine is None else examine[kind]
                 foreground.give_way()
-                taken[kind], new_base[kind], out, disk, frozen, stamps = self._content(
-                    path, rel, kind, items, base[kind], now, m, flagged[kind], keys)
+                taken[kind], new_base[kind], out, disk, written[kind], stamps = self._content(
+                    path, rel, kind, items, base[kind], pending[kind], now, m, flagged[kind], keys)
                 if out is not None:
                     writes.append((path, out, disk, stamps))
                 if kind == "node":
@@ -272,21 +290,20 @@ class Bridge:
             writes.append((path, self.disk.render(path, merged, changed, None, disk), merged, None))
         taken["personal"] = to_memory
         new_base["personal"] = p_base
-        for path, out, parsed, stamps in writes:
-            foreground.give_way()
-            self.disk.write(path, out, parsed, stamps)
-        return taken, new_base
+        return taken, new_base, writes, written
 
-    def _content(self, path, rel, kind, items, base, now, m, flagged, examine):
+    def _content(self, path, rel, kind, items, base, pending, now, m, flagged, examine):
         """One content file: only the keys that moved on either side since the base are
         reconciled (memory's records and the file's parse are cached; `examine`, when given,
         names the only keys that can have moved). -> (to memory, new base, bytes to write or
-        None, the file's records after the write, frozen keys, their stamps)."""
+        None, the file's records after the write, the keys written, their stamps)."""
         mem, mem_stamps = self._records(m, kind, items, examine)
         disk, unclean, reread = self.disk.read(path, rel, kind)
         if reread and examine is not None:
             m.redo = True  # changed after this pass looked: the next pass compares every key
         disk_stamps = self.disk.stamps(path, disk)
+        if pending:  # a pass stopped (a crash) between its fold and its files: what the folder holds counts
+            base = confirmed(base, pending, disk_stamps)
         if examine is None:
             keys = {k for k, st in mem_stamps.items() if base.get(k) != st}
             keys.update(k for k, st in disk_stamps.items() if base.get(k) != st)
@@ -305,7 +322,7 @@ class Bridge:
             new_base.pop(k, None)
         new_base.update(result.base)
         if not result.disk and not unclean:
-            return result.memory, new_base, None, disk, frozen, disk_stamps
+            return result.memory, new_base, None, disk, set(), disk_stamps
         merged = dict(disk)
         merged.update(result.disk)
         foreground.give_way()
@@ -316,7 +333,7 @@ class Bridge:
                 stamps.pop(k, None)
             else:
                 stamps[k] = kg_format.stamp(r)
-        return result.memory, new_base, out, merged, frozen, stamps
+        return result.memory, new_base, out, merged, set(result.disk), stamps
 
     def _personal(self, m, nodes, base, now, skip, examine=None):
         """Memory's personal lines ({node id: line}), made again only for nodes whose read time or
@@ -375,13 +392,17 @@ class Bridge:
             log.warning("remote sync: %d %s(s) of %s hold a credential and are not synced (first: %r); "
                         "delete or fix them", len(fresh), kind, rel, fresh[0][:100])
 
-    def _apply(self, durable, g, nodes, edges, taken, new_base):
+    def _apply(self, durable, g, nodes, edges, taken, new_base, written):
         """What the folder brought, through the store's write path; keys that changed in memory
-        since the snapshot are left (with their old base) for the next pass."""
+        since the snapshot are left (with their old base) for the next pass. The base is folded
+        into the graph file before the folder's files are written, the keys about to be written
+        keeping their old base and their new one as pending (held only if the folder has it
+        after a crash). -> the number of records, or None when nothing may be written (the graph
+        was reloaded meanwhile, or the fold failed)."""
         store = self.store
         with store.writes.writing(None) as w:
             if durable.graph is not g:
-                return 0  # reloaded meanwhile: the next pass starts over
+                return None  # reloaded meanwhile: the next pass starts over
             old = sync_base(g.meta)
             records, pending = [], {}
             for kind, current, snap in (("node", g.nodes, nodes), ("edge", g.edges, edges)):
@@ -408,8 +429,9 @@ class Bridge:
                 updated = personal.apply(dict(node), rec)
                 if updated != node:
                     records.append({"op": "node", "node": updated})
-            if not records and new_base == old:
+            if not records and new_base == old and PENDING not in g.meta:
                 return 0
+            held, to_confirm = hold_back(new_base, old, written)
             before = {r["key"]: g.edges.get(r["key"]) for r in records if r["op"] == "del_edge"}
 
             def apply(graph):
@@ -417,15 +439,17 @@ class Bridge:
 
                 for r in records:
                     apply_record(graph, r)
-                graph.meta[META] = new_base
+                graph.meta[META] = held
+                graph.meta[PENDING] = to_confirm
             store.writes.change(w, durable, records, apply, lambda _: events(records, before), counted=False)
             durable.dirty = True
-            if new_base != old:
-                # The base is on disk before any later write is (contract section 4): the journal
-                # has no record for it, and a write journalled on top of a graph file without it
-                # would, after a crash, be reconciled against an older base (an acknowledged
-                # delete undone by the folder's copy). A failed fold is logged and retried by the store.
-                durable.fold()
+            # The base is on disk before the folder's files are written and before any later write
+            # is journalled (contract section 4): the journal has no record for it, and a write
+            # journalled on top of a graph file without it would, after a crash, be reconciled
+            # against an older base (an acknowledged delete undone by the folder's copy). A failed
+            # fold is logged and retried by the store; the files then wait for the next pass.
+            if not durable.fold():
+                return None
         return len(records)
 
     # ------------------------------------------------------------ identity, problems

@@ -7,16 +7,23 @@ Rules owned here:
 - Folders: `user/` for the user graph, `projects/<identity>/` for a project (kg/memory/repo_id.py; the
   identity is recorded in the graph's `_meta.repo_id`). A project shared in its repository (it has
   `.kg/`) keeps its content there: only its personal state lands here.
-- The base (what memory and the folder last agreed on) is `_meta.sync_base` of each graph, saved
-  with the graph file by the pass that changes it (kg/travel/remote_bridge.py folds the graph):
-  a base older than the folder is harmless only while memory has not changed since, since a key
-  deleted in memory and missing from the base is taken back from the folder as another machine's.
+- The base (what memory and the folder last agreed on) is `_meta.sync_base` of each graph. The
+  journal holds no record for it, so a pass that changes it folds the graph (kg/travel/remote_bridge.py)
+  before it writes the folder's files: a write acknowledged later is journalled on top of a
+  graph file that holds it. A base older than the folder is harmless only while memory has not
+  changed since: a key deleted in memory and missing from the base would be taken back from the
+  folder as another machine's.
+- The keys a pass is about to write keep their old base in that fold, their new one in
+  `_meta.sync_pending`: after a crash mid-pass, a pending entry counts only if the folder holds
+  that very version (the file was written), else the old base stands (a base ahead of the folder
+  would take the folder's older version back into memory).
 """
 
 from ..core import kg_format, model
 from ..memory import repo_id
 
 META = "sync_base"
+PENDING = "sync_pending"
 USER_DIR = "user"
 PROJECTS_DIR = "projects"
 KINDS = (("node", kg_format.NODES_FILE), ("edge", kg_format.EDGES_FILE))
@@ -78,6 +85,36 @@ def sync_base(meta):
     b = meta.get(META)
     b = b if isinstance(b, dict) else {}
     return {k: b.get(k) if isinstance(b.get(k), dict) else {} for k in ("node", "edge", "personal")}
+
+
+def sync_pending(meta):
+    """The base entries a pass was about to write ({"node", "edge"} -> {key: stamp})."""
+    p = meta.get(PENDING)
+    p = p if isinstance(p, dict) else {}
+    return {k: p.get(k) if isinstance(p.get(k), dict) else {} for k in ("node", "edge")}
+
+
+def confirmed(base, pending, disk_stamps):
+    """One kind's base with the pending entries the folder's file holds (a new dict)."""
+    out = dict(base)
+    for key, st in pending.items():
+        if disk_stamps.get(key) == st:
+            out[key] = st
+    return out
+
+
+def hold_back(new_base, old, written):
+    """(the base to fold before the files are written, the pending entries): the keys about to
+    be written keep their old base, their new live one waits in pending."""
+    held = {kind: dict(v) for kind, v in new_base.items()}
+    pending = {"node": {}, "edge": {}}
+    for kind in ("node", "edge"):
+        for key in written.get(kind, ()):
+            new = new_base[kind].get(key)
+            if new is not None and new != old[kind].get(key):
+                pending[kind][key] = new
+            keep_old(held[kind], old[kind], key)
+    return held, pending
 
 
 def keep_old(new, old, key):
