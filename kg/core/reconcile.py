@@ -170,10 +170,12 @@ def memory_view(live, deleted, base, dropped):
 def past_seen(obj, d, mine):
     """A change made here (its object `obj`, its record's vector `mine`) whose vector the files'
     version `d` already covers or equals was made after seeing d (a node put again after its
-    delete: its version restarted at 1): a copy of obj with a version past d's, its vector joined
-    with d's. Else obj itself (a change made without seeing d is concurrent with it)."""
+    delete: its version restarted at 1), or a node made anew (no vector yet) where the files
+    hold a delete (it left this view, then was put again): a copy of obj with a version past d's,
+    its vector joined with d's. Else obj itself (a change made without seeing d is concurrent)."""
     theirs = vector(d) if d is not None else {}
-    if not theirs or not (covers(theirs, mine) or theirs == mine):
+    anew = d is not None and is_tombstone(d) and not obj.get("_vv")
+    if not theirs or not (anew or covers(theirs, mine) or theirs == mine):
         return obj
     v = max(version(d), obj.get("_v") or 0) + 1
     return dict(obj, _v=v, _vv=join([theirs, obj.get("_vv") or {}]))
