@@ -202,3 +202,38 @@ def test_mark_stays_short():
     long = "d/" * 200 + "x.py"
     text = st.mark([_c(path=long, touch=long, kind="renamed", to=long, changed=1, total=2, commits=3)] * 9)
     assert len(text) <= st.MARK_MAX and text.startswith("stale: …")
+
+
+GOOD = {"commit": "a" * 40, "files": {"src/a.py": {"id": "b" * 40, "lines": 3}, "big": {"size": 9, "mtime": 1.5}}}
+
+
+@pytest.mark.parametrize("files, ok", [
+    (GOOD, True),
+    ({"files": {"a.py": {"id": "p" + "c" * 24, "lines": 0}}}, True),      # no commit: a plain folder
+    (None, False), ("x", False), ({}, False), ({"files": {}}, False),
+    ({"files": GOOD["files"], "commit": "HEAD"}, False),
+    ({"files": GOOD["files"], "commit": "A" * 40}, False),
+    ({"files": GOOD["files"], "extra": 1}, False),
+    ({"files": {"a.py": {}}}, False),
+    ({"files": {"a.py": {"lines": 3}}}, False),                           # no id nor size
+    ({"files": {"a.py": {"id": "x y"}}}, False),
+    ({"files": {"a.py": {"id": "b" * 65}}}, False),
+    ({"files": {"a.py": {"id": "b", "lines": True}}}, False),
+    ({"files": {"a.py": {"id": "b", "lines": -1}}}, False),
+    ({"files": {"a.py": {"size": 1, "mtime": float("nan")}}}, False),
+    ({"files": {"a.py": {"id": "b", "owner": "x"}}}, False),
+    ({"files": {"": {"id": "b"}}}, False),
+    ({"files": {"a\n.py": {"id": "b"}}}, False),
+    ({"files": {"t%d" % i: {"id": "b"} for i in range(st.MAX_STATES + 1)}}, False),
+])
+def test_check_files_from_an_untrusted_line(files, ok):
+    got = st.check_files({"files": files})
+    assert got == ({"files": files} if ok else {})
+    if ok:  # through memory and back to a line: the same
+        node = st.memory_files(got)
+        assert st.files_field(node) == got and node["_files"] is not got["files"]
+
+
+def test_files_field_of_a_node_without_states():
+    assert st.files_field({}) == {} and st.files_field({"_files": {"files": {}}}) == {}
+    assert st.memory_files({}) == {}

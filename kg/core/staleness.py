@@ -14,6 +14,8 @@ Rules owned here:
 - A touch is stale when its file is gone (renamed when git names the new path, else deleted), its
   content differs, or its part changed or vanished. What could not be judged (no state recorded, the
   file unreadable) is not marked.
+- In `.kg/` a node line carries its recorded states as `files` (check_files: an ill-formed field
+  is dropped, the node still loads, only not judged), so teammates judge against the same base.
 - The mark is a few words: the first change, how much (`14 of 400 lines`, from git) and when
   (`4 commits ago`, `not committed`), and how many other touches changed; at most MARK_MAX characters.
 """
@@ -21,8 +23,10 @@ Rules owned here:
 import ast
 import collections
 import hashlib
+import math
 import re
 
+MAX_STATES = 100  # recorded states per node (a node has at most model.MAX_TOUCHES touches)
 HASH_MAX = 32 * 1024 * 1024  # bytes: a bigger file is judged by size and modification time
 MARK_MAX = 160
 STALE = "stale"
@@ -297,3 +301,61 @@ def mark(changes):
     if len(changes) > 1:
         words += " (+%d more)" % (len(changes) - 1)
     return ("%s: %s" % (STALE, words))[:MARK_MAX]
+
+
+# ---- the recorded states in a `.kg/` node line (kg/core/kg_format.py)
+
+_COMMIT = re.compile(r"^[0-9a-f]{40}([0-9a-f]{24})?$")
+
+
+def files_field(node):
+    """{"files": ...} for the `.kg/` line of a node that recorded states, else {}."""
+    rec = node.get("_files")
+    return {"files": rec} if isinstance(rec, dict) and rec.get("files") else {}
+
+
+def memory_files(rec):
+    """{"_files": ...} a checked `.kg/` record gives its node in memory (a copy), else {}."""
+    f = rec.get("files")
+    if not f:
+        return {}
+    out = {"files": {t: dict(s) for t, s in f["files"].items()}}
+    if f.get("commit"):
+        out["commit"] = f["commit"]
+    return {"_files": out}
+
+
+def _state_ok(st):
+    if not isinstance(st, dict) or not st or not ("id" in st or "size" in st):
+        return False
+    for k, v in st.items():
+        if k == "id":
+            ok = isinstance(v, str) and 0 < len(v) <= 64 and v.isascii() and v.isalnum()
+        elif k in ("lines", "size"):
+            ok = type(v) is int and 0 <= v <= 2 ** 53
+        elif k == "mtime":
+            ok = type(v) in (int, float) and math.isfinite(v) and 0 <= v <= 1e11
+        else:
+            ok = False
+        if not ok:
+            return False
+    return True
+
+
+def check_files(obj):
+    """{"files": clean} of an untrusted node line's `files`, or {} when it is absent or ill-formed."""
+    f = obj.get("files")
+    if not isinstance(f, dict) or set(f) - {"commit", "files"}:
+        return {}
+    files, commit = f.get("files"), f.get("commit")
+    if not isinstance(files, dict) or not 0 < len(files) <= MAX_STATES:
+        return {}
+    if commit is not None and not (isinstance(commit, str) and _COMMIT.match(commit)):
+        return {}
+    for touch, st in files.items():
+        if not (0 < len(touch) <= 1000 and touch.isprintable()) or not _state_ok(st):
+            return {}
+    out = {"files": {t: dict(st) for t, st in files.items()}}
+    if commit is not None:
+        out["commit"] = commit
+    return {"files": out}
