@@ -2,7 +2,7 @@
 
 Rules owned here (format 1):
 - `.kg/nodes.jsonl`: one line per node or node tombstone, sorted by id in code-point order.
-  Node line: {"id","gist","notes","touches","created","changed"}; tombstone: {"id","deleted"}.
+  Node line: {"id","gist","notes","touches","created","changed","files"?}; tombstone: {"id","deleted"}.
 - `.kg/edges.jsonl`: one line per edge or edge tombstone, sorted by the key "FROM->TO:REL".
   Edge line: {"from","to","rel","notes","changed"}; tombstone: {"from","to","rel","deleted"}.
 - Lines are canonical JSON (sorted keys, no spaces, UTF-8 not escaped), LF, final newline; times
@@ -37,7 +37,7 @@ import hashlib
 import json
 import math
 
-from . import model
+from . import model, staleness
 from .errors import BadInput
 from .text import compact_json
 
@@ -157,6 +157,7 @@ def node_record(node, author=None, clone=None):
            "changed": ts(changed if changed is not None else created)}
     if author and not node.get("_by"):
         rec["by"] = author
+    rec.update(staleness.files_field(node))  # the touched files' states: teammates judge the same base (contract 12)
     return _versioned(rec, node, with_by=True, clone=clone)
 
 
@@ -175,7 +176,7 @@ def node_fields(rec):
     """The content a node record gives a node in memory (its personal fields are the caller's)."""
     out = {"id": rec["id"], "gist": rec["gist"], "notes": list(rec["notes"]), "touches": list(rec["touches"]),
            "_created_ts": rec["created"], "_write_ts": rec["changed"]}
-    out.update(memory_version(rec))
+    out.update(memory_version(rec), **staleness.memory_files(rec))
     if rec.get("by"):
         out["_by"] = rec["by"]
     return out
@@ -247,6 +248,7 @@ def check_record(obj, kind):
         return out
     if kind == "node" and "by" in obj:
         out["by"] = _author(obj)
+    out.update(staleness.check_files(obj) if kind == "node" else {})  # ill-formed: dropped, the node kept
     if kind == "node":
         out["gist"] = model.check_text(obj.get("gist"), "gist", model.MAX_GIST)
         out["touches"] = model.check_touches(obj.get("touches", [])) or []
