@@ -32,8 +32,8 @@ import unicodedata
 from collections import namedtuple
 from urllib.parse import unquote
 
-from . import passwords as pw
-from .passwords import group as _group
+from . import positions as pw
+from .positions import group as _group
 from .prefilter import Prefilter, lowered
 from .values import DIGIT, entropy, marked, random_body, secret_value  # noqa: F401 (entropy: the tests ask it here)
 
