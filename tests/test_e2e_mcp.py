@@ -547,7 +547,7 @@ def test_tool_definitions(srv, make_daemon, structured):
     # The inputSchemas name the contract's arguments.
     expected = {
         "kg_read": {"cwd", "session_id", "id", "ids", "level"},
-        "kg_put_node": {"session_id", "level", "id", "gist", "notes", "touches"},
+        "kg_put_node": {"session_id", "level", "id", "gist", "notes", "touches", "private"},
         "kg_put_edge": {"session_id", "level", "from", "to", "rel", "notes"},
         "kg_delete_node": {"session_id", "id", "level"},
         "kg_delete_edge": {"session_id", "from", "to", "rel", "level"},

@@ -31,7 +31,8 @@ _SESSION = {"type": "string", "description": "the id kg_read gave you"}
 _STATE = {"type": "string", "enum": [model.ACTIVE, model.ARCHIVED, model.ORPHANED]}
 
 NODE = {"type": "object", "required": ["id", "gist", "notes", "touches", "state"],
-        "properties": {"id": _STR, "gist": _STR, "notes": _STRS, "touches": _STRS, "state": _STATE}}
+        "properties": {"id": _STR, "gist": _STR, "notes": _STRS, "touches": _STRS, "state": _STATE,
+                       "private": {"type": "boolean"}}}
 EDGE = {"type": "object", "required": ["from", "to", "rel", "notes"],
         "properties": {"from": _STR, "to": _STR, "rel": _STR, "notes": _STRS}}
 
@@ -114,7 +115,9 @@ TOOLS = [
             "one is refused; note where it lives instead (e.g. 'in .env as GITHUB_TOKEN')."),
         "inputSchema": _in(["session_id", "level", "id", "gist"], session_id=_SESSION, level=_LEVEL,
                            id={"type": "string", "maxLength": model.MAX_ID},
-                           gist={"type": "string", "maxLength": model.MAX_GIST}, notes=_STRS, touches=_STRS),
+                           gist={"type": "string", "maxLength": model.MAX_GIST}, notes=_STRS, touches=_STRS,
+                           private={"type": "boolean", "description": "true: keep it personal, never shared "
+                                    "through the repository's .kg/ (omitted: as it was)"}),
         "outputSchema": _obj(["level", "created", "node"], level=_LEVEL, created={"type": "boolean"}, node=NODE),
         "annotations": {"title": "Save an insight", "readOnlyHint": False, "destructiveHint": False,
                         "idempotentHint": True, "openWorldHint": False},
@@ -317,7 +320,8 @@ def _read(store, a, agent=None):
 
 
 def _put_node(store, a):
-    r = store.put_node(store.session(a["session_id"]), a["level"], a["id"], a["gist"], a.get("notes"), a.get("touches"))
+    r = store.put_node(store.session(a["session_id"]), a["level"], a["id"], a["gist"], a.get("notes"), a.get("touches"),
+                       private=a.get("private"))
     return r, render.render_put_node(r), _same
 
 

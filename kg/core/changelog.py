@@ -10,6 +10,9 @@ Rules owned here:
   mark, as read now; the caller then moves the mark to `seq` under the same lock.
 - A change's source is the durable unit of its graph (anything with `.graph`, `.level` and
   `.project_path`), so a graph reloaded from disk keeps its history.
+- What came through git (a pickup of `.kg/`: `"via": "repository"`) is said as such, with who
+  wrote it; knowledge that left the view because the checkout changed (`node_left`) is reported as
+  having left with the branch, never as deleted (contract 9).
 """
 
 from . import model
@@ -18,10 +21,18 @@ from . import model
 def _slim(kind, payload):
     """What kg_sync needs of a change: which node or edge it touched."""
     if kind == "node_put":
-        return {"node": {"id": payload["node"]["id"]}}
+        out = {"node": {"id": payload["node"]["id"]}}
+        if payload.get("via"):
+            out["via"], out["by"] = payload["via"], payload["node"].get("by")
+        return out
+    if kind == "node_left":
+        return {"id": payload["id"]}
     if kind == "node_deleted":
-        return {"id": payload["id"], "edges_removed": [
+        out = {"id": payload["id"], "edges_removed": [
             {"from": e["from"], "to": e["to"], "rel": e["rel"]} for e in payload["edges_removed"]]}
+        if payload.get("via"):
+            out["via"] = payload["via"]
+        return out
     if kind in ("edge_put", "edge_deleted"):
         e = payload["edge"]
         return {"edge": {"from": e["from"], "to": e["to"], "rel": e["rel"]}}
@@ -77,8 +88,8 @@ class ChangeLog:
         """What changed in `sources` after `mark` by anyone but `sid`, read from the current
         graphs: the body of a kg_sync answer (without session_id)."""
         resync = mark < self.floor
-        node_keys, edge_keys = self._touched(sources, sid, mark, resync)
-        out = _current(node_keys, edge_keys)
+        node_keys, edge_keys, how = self._touched(sources, sid, mark, resync)
+        out = _current(node_keys, edge_keys, how)
         out["full_resync"] = resync
         return out
 
@@ -86,7 +97,7 @@ class ChangeLog:
         """(level, node id) -> source and (level, edge key) -> (source, edge ends) of every
         node and edge to report; everything in `sources` on a resync."""
         wanted = set(sources)
-        node_keys, edge_keys = {}, {}
+        node_keys, edge_keys, how = {}, {}, {}  # how: (level, id) -> ("repository", by) / ("left", None)
         if resync:
             for src in sources:
                 g = src.graph
@@ -100,9 +111,15 @@ class ChangeLog:
                 continue
             level = src.level
             if kind == "node_put":
-                node_keys[(level, payload["node"]["id"])] = src
+                key = (level, payload["node"]["id"])
+                node_keys[key] = src
+                how[key] = ("repository", payload.get("by")) if payload.get("via") else None
+            elif kind == "node_left":
+                node_keys[(level, payload["id"])] = src
+                how[(level, payload["id"])] = ("left", None)
             elif kind == "node_deleted":
                 node_keys[(level, payload["id"])] = src
+                how[(level, payload["id"])] = ("repository", None) if payload.get("via") else None
                 for e in payload["edges_removed"]:
                     edge_keys[(level, model.edge_key(e["from"], e["to"], e["rel"]))] = (src, e)
             elif kind in ("edge_put", "edge_deleted"):
@@ -111,21 +128,31 @@ class ChangeLog:
             elif kind == "compacted":
                 for nid in payload["archived"] + payload["restored"] + payload["orphaned"] + payload["deleted"]:
                     node_keys[(level, nid)] = src
-        return node_keys, edge_keys
+        return node_keys, edge_keys, how
 
 
-def _current(node_keys, edge_keys):
+def _current(node_keys, edge_keys, how=None):
     """The current state of each touched node and edge, in key order; orphaned nodes, and nodes
-    and edges holding a credential, are left out (kg_read does not show them either)."""
-    nodes, deleted_nodes, edges, deleted_edges = [], [], [], []
+    and edges holding a credential, are left out (kg_read does not show them either). A node gone
+    because the checkout changed is in `left_nodes`, not `deleted_nodes`; `from_repository` counts
+    the nodes a pickup of `.kg/` brought, and who wrote them."""
+    how = how or {}
+    nodes, deleted_nodes, left_nodes, edges, deleted_edges = [], [], [], [], []
+    pulled, authors = 0, {}
     for (level, nid), src in sorted(node_keys.items(), key=lambda kv: kv[0]):
         node = src.graph.nodes.get(nid)
+        way = how.get((level, nid))
         if node is None:
-            deleted_nodes.append({"level": level, "id": nid})
+            (left_nodes if way and way[0] == "left" else deleted_nodes).append({"level": level, "id": nid})
         elif model.node_state(node) != model.ORPHANED and src.graph.shown(nid):
             item = model.public_node(node)
             item["level"] = level
             nodes.append(item)
+            if way and way[0] == "repository":
+                pulled += 1
+                name = way[1] or node.get("_by")
+                if name:
+                    authors[name] = authors.get(name, 0) + 1
     for (level, key), (src, e) in sorted(edge_keys.items(), key=lambda kv: kv[0]):
         cur = src.graph.edges.get(key)
         if cur is None:
@@ -134,4 +161,9 @@ def _current(node_keys, edge_keys):
             item = model.public_edge(cur)
             item["level"] = level
             edges.append(item)
-    return {"nodes": nodes, "edges": edges, "deleted_nodes": deleted_nodes, "deleted_edges": deleted_edges}
+    out = {"nodes": nodes, "edges": edges, "deleted_nodes": deleted_nodes, "deleted_edges": deleted_edges}
+    if left_nodes:
+        out["left_nodes"] = left_nodes
+    if pulled:
+        out["from_repository"] = {"nodes": pulled, "by": dict(sorted(authors.items()))}
+    return out

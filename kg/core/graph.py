@@ -387,14 +387,14 @@ def apply_record(g, rec):
     elif op == "del_node":
         removed = g.delete_node(rec["id"])
         if rec.get("tomb") is not None:  # an explicit delete in a shared graph
-            team_state.note_deleted(g, rec["id"], team_state.edge_keys(removed), rec["tomb"])
+            team_state.note_deleted(g, rec["id"], removed, rec["tomb"], rec.get("tomb_v", 0))
         return removed
     elif op == "edge":
         g.put_edge(rec["edge"])
     elif op == "del_edge":
         edge = g.delete_edge(rec["key"])
         if rec.get("tomb") is not None and edge is not None:
-            team_state.note_deleted(g, None, [rec["key"]], rec["tomb"])
+            team_state.note_deleted(g, None, [edge], rec["tomb"])
         return edge
     elif op == "shared":
         team_state.apply(g, rec)

@@ -97,7 +97,18 @@ def public_node(node, with_state=True):
            "touches": list(node.get("touches", []))}
     if with_state:
         out["state"] = node_state(node)
+    if node.get("_private"):
+        out["private"] = True  # kept personal in a shared project: never written under .kg/ (contract 9)
+    if node.get("_by"):
+        out["by"] = node["_by"]  # a teammate's knowledge (from .kg/): who last changed it, and when
+        out["changed"] = node.get("_write_ts")
     return out
+
+
+def check_private(value):
+    if value is not None and not isinstance(value, bool):
+        raise BadInput("private must be true or false.")
+    return value
 
 
 def public_edge(edge):
@@ -199,12 +210,14 @@ def put_result(old, node_id, gist, notes, touches, now):
         if gist is None:
             raise BadInput("gist is required for a new node %r: one line saying the insight." % node_id)
         return {"id": node_id, "gist": gist, "notes": notes or [], "touches": touches or [],
-                "_created_ts": now, "_write_ts": now, "_read_ts": None}
+                "_created_ts": now, "_write_ts": now, "_read_ts": None, "_v": 1}
     node = dict(old)
     for field, value in (("gist", gist), ("notes", notes), ("touches", touches)):
         if value is not None:
             node[field] = value
     node["_write_ts"] = now
+    node["_v"] = (old.get("_v") or 0) + 1  # written after seeing old: ordered after it (contract 9)
+    node.pop("_by", None)  # now this person's
     return node
 
 
@@ -215,6 +228,7 @@ def put_edge_result(old, frm, to, rel, notes, now):
     if old is not None:
         edge = dict(old, **edge)
     edge["_write_ts"] = now
+    edge["_v"] = ((old or {}).get("_v") or 0) + 1
     return edge
 
 

@@ -102,12 +102,13 @@ def summary(stderr):
     return (lines[-1] if lines else "no output")[:300]
 
 
-def run(args, cwd, timeout=DEFAULT_TIMEOUT, check=True, env=None, started=None, nice=0):
+def run(args, cwd, timeout=DEFAULT_TIMEOUT, check=True, env=None, started=None, nice=0, identity=True):
     """Run `git ARGS` in cwd; (returncode, stdout, stderr) as text. check: a non-zero exit is a
     GitError. A missing git program is GitError("missing"); a timeout kills git and its children.
     started(proc) is called once git runs (a caller that may cancel keeps it for `kill`); `nice`
-    lowers git's CPU priority (background work must not slow the daemon's requests)."""
-    argv = ["git"] + identity_args() + list(args)
+    lowers git's CPU priority (background work must not slow the daemon's requests). identity=False
+    leaves out kgd's -c options (to read the user's own name: a read, never a commit)."""
+    argv = ["git"] + (identity_args() if identity else []) + list(args)
     try:
         proc = subprocess.Popen(argv, cwd=cwd, env=git_env(env), stdin=subprocess.DEVNULL,
                                 stdout=subprocess.PIPE, stderr=subprocess.PIPE, start_new_session=True)

@@ -275,8 +275,12 @@ class Store:
         self.registry.warm(level, session, project_path)
         return self.writes.writing(session, **lenient)
 
-    def put_node(self, session, level, node_id, gist=None, notes=None, touches=None, project_path=None):
+    def put_node(self, session, level, node_id, gist=None, notes=None, touches=None, project_path=None,
+                 private=None):
+        """private: True keeps the node personal in a shared project (never under .kg/), False
+        publishes it, None leaves it as it was (contract 9)."""
         node_id = model.check_id(node_id)
+        private = model.check_private(private)
         gist = model.check_text(gist, "gist", model.MAX_GIST) if gist is not None else None
         notes, touches = model.check_notes(notes), model.check_touches(touches)
         with self._writing(level, session, project_path) as w:
@@ -286,6 +290,10 @@ class Store:
                             {"id": node_id, "gist": gist, "notes": notes, "touches": touches})
             old = durable.graph.nodes.get(node_id)
             node = model.check_node_text(model.put_result(old, node_id, gist, notes, touches, self.clock()))
+            if private:
+                node["_private"] = True
+            elif private is False:
+                node.pop("_private", None)
             file_states.stamp(durable.graph, node)  # the touched files' states now: a put verifies (contract 12)
             gate.refuse_node(self.settings.secret_scan, durable.graph, node)
             if old is not None and compaction.revive_on_put(node):

@@ -112,7 +112,7 @@ def serve(cfg):
 # Operator subcommands live in kg/ops/commands.py, which the daemon itself never needs: `serve`
 # does not import it (about 2 MB less resident memory for the background service).
 OPERATOR_COMMANDS = ("status", "start", "stop", "stdio", "export", "import", "bundle", "doctor", "desktop",
-                     "show", "search", "hook", "hooks", "sync", "share")
+                     "show", "search", "hook", "hooks", "sync", "share", "diff", "fold")
 
 
 def help_argv(argv):

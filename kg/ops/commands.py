@@ -3,7 +3,7 @@
 Each command lives in a module of its own, imported only when that command runs, so that a
 short-lived command such as `kgd hook` loads no more than it needs:
 status/start/stop (lifecycle), stdio, export/import (backup), bundle, doctor,
-show/search (browse), hook, sync, share; in setup/, desktop and hooks (claude_hooks).
+show/search (browse), hook, sync, share, diff/fold (review); in setup/, desktop and hooks (claude_hooks).
 """
 
 import argparse
@@ -16,7 +16,7 @@ COMMANDS = {"status": "lifecycle:status", "start": "lifecycle:start", "stop": "l
             "stdio": "stdio:command", "export": "backup:export", "import": "backup:import_",
             "bundle": "bundle:bundle", "doctor": "doctor:doctor", "desktop": "setup.desktop:desktop",
             "show": "browse:show", "search": "browse:search", "hook": "hook:hook", "hooks": "setup.claude_hooks:hooks",
-            "sync": "sync:sync", "share": "share:share"}
+            "sync": "sync:sync", "share": "share:share", "diff": "review:diff", "fold": "review:fold"}
 
 
 def _common(p, add_common):
@@ -89,6 +89,13 @@ def register(sub, add_common):
     g.add_argument("--off", action="store_true", help="stop syncing (ROOT/sync keeps its history)")
     p.add_argument("--no-wait", dest="no_wait", action="store_true", help="start the round, do not wait for it")
     p.add_argument("--json", action="store_true", help="the remote's status as one JSON object")
+    p = command("diff", "what this clone's .kg/ would publish (against HEAD), or what A..B changed in team memory")
+    p.add_argument("range", nargs="?", metavar="A..B", help="two commits, e.g. origin/main..HEAD (default: this clone)")
+    p.add_argument("--path", metavar="PATH", help="a folder of the repository (default: the current one)")
+    p.add_argument("--json", action="store_true", help="one JSON object: added, changed, deleted, stale, withheld")
+    p.add_argument("--exit-code", dest="exit_code", action="store_true", help="exit 1 when the diff lists something")
+    p = command("fold", "fold the committed files under .kg/changes/ into nodes.jsonl and edges.jsonl (then commit)")
+    p.add_argument("path", nargs="?", metavar="PATH", help="a folder of the repository (default: the current one)")
     p = command("share", "share this project's memory with the team through its git repository (.kg/)")
     p.add_argument("path", nargs="?", metavar="PATH", help="a folder of the repository (default: the current one)")
     p.add_argument("--off", action="store_true",
