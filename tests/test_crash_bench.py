@@ -178,12 +178,11 @@ class _Died(BaseException):
 
 
 @GIT
-@pytest.mark.xfail(strict=True, reason=(
-    "bench/crash.py --rounds 100 --seed 3434 at 7396aab, round 57: a node deleted (acknowledged) while a "
-    "personal-remote pass was writing ROOT/sync, the kill before the pass folded its new base; after the "
-    "restart the base lacks the node, ROOT/sync holds it, memory does not: the next pass takes it back "
-    "as another machine's (kg/travel/remote_bridge.py writes the folder's files before the base is durable)"))
 def test_a_delete_acknowledged_while_a_pass_writes_the_folder_survives_a_kill_before_its_fold(tmp_path, monkeypatch):
+    """bench/crash.py --rounds 100 --seed 3434 at 7396aab, round 57: a node deleted (acknowledged) while
+    a personal-remote pass wrote ROOT/sync, the kill before the pass folded its new base; the next
+    pass took the node back from the folder as another machine's. Kept as a strict xfail until
+    eaaff12 (the pass folds its base before it writes the folder)."""
     from kg.core import kg_format
     from kg.memory import git_runner
     from kg.memory.store import Settings, Store
