@@ -154,8 +154,9 @@ def test_a_full_disk_refuses_clearly_keeps_everything_and_resumes_by_itself(tmpf
         assert st == 200, body
         time.sleep(1.5)
         full_acked = sum(1 for k in w.acked if k[1].startswith("full-"))
-        print("full disk: %d writes refused, %d acknowledged (into pages already allocated); the remote's round: %s"
-              % (len(w.refusals), full_acked, (body.get("last_error") or {}).get("message", "ok")[:120]))
+        round_said = (body.get("last_error") or {}).get("message", "ok")[:120]
+        print("full disk: %d writes refused, %d acknowledged (into pages already allocated); the remote's round: %s;"
+              " a refusal: %s" % (len(w.refusals), full_acked, round_said, w.refusals[0]))
         assert d.proc.poll() is None, "kgd died on a full disk:\n" + "".join(d.stderr_lines[-30:])
         assert w.missing(project) == {}, "acknowledged writes missing while the disk is full"
         assert files_whole(str(root), repo) == []
