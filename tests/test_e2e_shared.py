@@ -174,7 +174,8 @@ def test_branch_switch_shows_that_branchs_knowledge(make_daemon, team, tmp_path)
     d.call_tool("kg_sync", {"session_id": sid})
     repo.git("checkout", "-q", "main")
     assert wait_for(lambda: read_ids(d, sid, ["feature-only"])["missing"] == ["feature-only"])
-    assert d.call_tool("kg_sync", {"session_id": sid})["deleted_nodes"] == [{"level": "project", "id": "feature-only"}]
+    synced = d.call_tool("kg_sync", {"session_id": sid})  # left with the branch: not a delete (contract 9)
+    assert synced["deleted_nodes"] == [] and synced["left_nodes"] == [{"level": "project", "id": "feature-only"}]
     status, _ = d.json("PUT", "/api/nodes/project/more-main", {"gist": "written on main after the switch (REST)",
                                                                  "project_path": str(repo.path)})
     assert status == 200

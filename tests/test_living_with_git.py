@@ -331,3 +331,32 @@ def test_a_branch_switch_after_a_commit_is_not_a_loss(pair):
     while "feature-only" not in bob.graph.nodes and time.monotonic() < deadline:
         time.sleep(0.1)
     assert "feature-only" in bob.graph.nodes
+
+
+def test_kg_sync_says_what_came_from_the_repository_by_whom_and_what_left_with_the_branch(pair):
+    """A pull's nodes are "from the repository ... by alice" in kg_sync, never another session's
+    change alone; a branch switch that takes a node out of the view is "left with the branch",
+    never "deleted" (contract 9)."""
+    from kg.api import render
+
+    alice, bob = pair
+    reader = bob.store.start_session(bob.repo)
+    bob.store.sync(reader)  # the mark: now
+    bob.git("pull", "-q", "--no-rebase", "origin", "main")
+    deadline = time.monotonic() + 10
+    while "from-alice" not in bob.graph.nodes and time.monotonic() < deadline:
+        time.sleep(0.1)
+    r = bob.store.sync(reader)
+    assert r["from_repository"]["nodes"] >= 2 and r["from_repository"]["by"].get("alice", 0) >= 1, r
+    text = render.render_sync(r)
+    assert "From the repository" in text and "by alice" in text
+    node = bob.store.read_nodes(reader, ["from-alice"])["nodes"][0]
+    assert node["by"] == "alice" and "(alice, " in render.render_nodes({"nodes": [node], "missing": []})
+    bob.git("checkout", "-q", "HEAD~1")  # before alice's last commit: her new node is not on it
+    deadline = time.monotonic() + 10
+    while "from-alice" in bob.graph.nodes and time.monotonic() < deadline:
+        time.sleep(0.1)
+    r = bob.store.sync(reader)
+    assert [d["id"] for d in r.get("left_nodes", [])] == ["from-alice"] and r["deleted_nodes"] == [], r
+    text = render.render_sync(r)
+    assert "left with the branch" in text and "deleted node from-alice" not in text

@@ -161,8 +161,9 @@ def test_pickup_reaches_other_sessions_sync_and_keeps_personal_state(env):
     assert "b" not in g.nodes and "c" in g.nodes
     diff = s.sync(sess)
     assert {n["id"] for n in diff["nodes"]} == {"a", "c"}
-    assert diff["deleted_nodes"] == [{"level": "project", "id": "b"}]
-    # b left the view because the files lost it: no tombstone was written for it
+    # b left the view because the files lost it (no tombstone: no one deleted it): kg_sync says it
+    # left, never that it was deleted (contract 9), and no tombstone is written for it
+    assert diff["deleted_nodes"] == [] and diff["left_nodes"] == [{"level": "project", "id": "b"}]
     assert all("deleted" not in n for n in kg_lines(root))
     s.team.poll()  # unchanged files: nothing
     assert s.sync(sess)["nodes"] == []

@@ -11,8 +11,8 @@ Rules owned here:
 - A change's source is the durable unit of its graph (anything with `.graph`, `.level` and
   `.project_path`), so a graph reloaded from disk keeps its history.
 - What came through git (a pickup of `.kg/`: `"via": "repository"`) is said as such, with who
-  wrote it; knowledge that left the view because the checkout changed (`node_left`) is reported as
-  having left with the branch, never as deleted (contract 9).
+  wrote it; knowledge that left the view because the checkout changed (a `node_deleted` marked
+  `left`) is reported as having left with the branch, never as deleted (contract 9).
 """
 
 from . import model
@@ -25,13 +25,12 @@ def _slim(kind, payload):
         if payload.get("via"):
             out["via"], out["by"] = payload["via"], payload["node"].get("by")
         return out
-    if kind == "node_left":
-        return {"id": payload["id"]}
     if kind == "node_deleted":
         out = {"id": payload["id"], "edges_removed": [
             {"from": e["from"], "to": e["to"], "rel": e["rel"]} for e in payload["edges_removed"]]}
-        if payload.get("via"):
-            out["via"] = payload["via"]
+        for flag in ("via", "left"):
+            if payload.get(flag):
+                out[flag] = payload[flag]
         return out
     if kind in ("edge_put", "edge_deleted"):
         e = payload["edge"]
@@ -114,12 +113,9 @@ class ChangeLog:
                 key = (level, payload["node"]["id"])
                 node_keys[key] = src
                 how[key] = ("repository", payload.get("by")) if payload.get("via") else None
-            elif kind == "node_left":
-                node_keys[(level, payload["id"])] = src
-                how[(level, payload["id"])] = ("left", None)
             elif kind == "node_deleted":
                 node_keys[(level, payload["id"])] = src
-                how[(level, payload["id"])] = ("repository", None) if payload.get("via") else None
+                how[(level, payload["id"])] = ("left", None) if payload.get("left") else None
                 for e in payload["edges_removed"]:
                     edge_keys[(level, model.edge_key(e["from"], e["to"], e["rel"]))] = (src, e)
             elif kind in ("edge_put", "edge_deleted"):

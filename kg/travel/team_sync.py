@@ -350,6 +350,7 @@ class Shared:
                                        ("edge", g.edges.items(), kg_format.edge_record)):
             base0, dropped0, deleted0 = (dict(s[sec][kind]) for sec in ("base", "dropped", "deleted"))
             snap[kind] = (base0, dropped0, deleted0, frozen[kind])
+            snap["parsed"] = parsed
             if kind in unreadable:
                 results[kind] = Result({}, {}, base0, dropped0)
                 continue
@@ -391,14 +392,18 @@ class Shared:
             if r is None:
                 if old is not None:
                     rec["drop_nodes"].append(nid)
-                    events.append(("node_deleted", {"id": nid, "edges_removed": []}))
+                    # a teammate's delete (a tombstone) or knowledge that left with the checkout
+                    d = snap["parsed"]["node"].get(nid)
+                    left = d is None or not kg_format.is_tombstone(d)
+                    events.append(("node_deleted", {"id": nid, "edges_removed": [], "via": "repository",
+                                                    "left": left}))
                 continue
             node = dict(old) if old is not None else {"_read_ts": None}
             node.update(kg_format.node_fields(r))
             rec["nodes"].append(node)
             self.held["node"][nid] = (node, node["_write_ts"], r,
                                       _stamp_of(results["node"], nid, r, snap["node"][3]))
-            events.append(("node_put", {"node": model.public_node(node)}))
+            events.append(("node_put", {"node": model.public_node(node), "via": "repository"}))
         for key, r in sorted(results["edge"].memory.items()):
             old = g.edges.get(key)
             if r is None:
