@@ -42,7 +42,8 @@ _SN = {"type": ["string", "null"]}
 _STRS = {"type": "array", "items": _S}
 _NODE = {"type": "object", "required": ["id", "gist", "notes", "touches", "state"],
          "properties": {"id": _S, "gist": _S, "notes": _STRS, "touches": _STRS,
-                        "state": {"type": "string", "enum": ["active", "archived", "orphaned"]}}}
+                        "state": {"type": "string", "enum": ["active", "archived", "orphaned"]},
+                        "private": {"type": "boolean"}}}
 _EDGE = {"type": "object", "required": ["from", "to", "rel", "notes"],
          "properties": {"from": _S, "to": _S, "rel": _S, "notes": _STRS}}
 _INT = {"type": "integer"}
@@ -121,7 +122,7 @@ OPENAPI = {
                     "requestBody": {"required": True, "content": _json({
                         "type": "object", "additionalProperties": False, "properties": {
                             "gist": _S, "notes": _STRS, "touches": _STRS,
-                            "session_id": _SN, "project_path": _SN}})},
+                            "session_id": _SN, "project_path": _SN, "private": {"type": ["boolean", "null"]}}})},
                     "responses": dict({"200": _ok(_ref("PutNodeResult"))}, **_errors(400, 404, 415, 422, 507))},
             "delete": {"summary": "delete a node and its edges", "operationId": "deleteNode",
                        "parameters": [_LEVEL_P, _param("id", "path", True), _PP, _SID],

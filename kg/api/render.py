@@ -15,6 +15,7 @@ saying so.
 """
 
 import json
+import time
 
 from ..core.text import clip
 
@@ -181,9 +182,24 @@ def render_read(result, max_tokens, limit=READ_LIMIT, preloaded=None):
     return text[: limit - 80] + "\n… output cut at %d characters; kg_search or kg_read ids=[...] for the rest." % limit
 
 
+def age(ts, now=None):
+    """How long ago, in one short word: "5m ago", "3h ago", "2d ago"."""
+    s = max(0.0, (time.time() if now is None else now) - (ts or 0))
+    for unit, size in (("d", 86400), ("h", 3600), ("m", 60)):
+        if s >= size:
+            return "%d%s ago" % (s // size, unit)
+    return "just now"
+
+
+def _who(n):
+    """" (bob, 3d ago)" for a teammate's knowledge (it came from the repository), else ""."""
+    return " (%s, %s)" % (clip(n["by"], 40), age(n.get("changed"))) if n.get("by") else ""
+
+
 def _node_lines(n):
     """One node read in full: its edges before its notes, so a cut takes notes first."""
-    head = ["## %s [%s, %s]" % (n["id"], n["level"], n["state"]), n["gist"]]
+    head = ["## %s [%s, %s%s]%s" % (n["id"], n["level"], n["state"], ", private" if n.get("private") else "",
+                                    _who(n)), n["gist"]]
     if n.get("stale"):
         head.append("%s (the code changed since this was written: check it; a kg_put_node of it, even unchanged, "
                     "marks it current)" % n["stale"]["mark"])
@@ -257,7 +273,9 @@ def _counts(r):
 def render_put_node(r):
     verb = "Created" if r["created"] else "Updated"
     n = r["node"]
-    return "%s %s node %s (%s; %s): %s" % (verb, r["level"], n["id"], n["state"], _counts(n), clip(n["gist"], 200))
+    private = "private: never written to the repository's .kg/; " if n.get("private") else ""
+    return "%s %s node %s (%s; %s%s): %s" % (verb, r["level"], n["id"], n["state"], private, _counts(n),
+                                             clip(n["gist"], 200))
 
 
 def render_put_edge(r):
@@ -300,18 +318,27 @@ def render_search(result, query, limit=SEARCH_LIMIT, project_path=None, asked=No
 
 
 def render_sync(r, limit=READ_LIMIT):
-    if not (r["nodes"] or r["edges"] or r["deleted_nodes"] or r["deleted_edges"]):
+    left_nodes = r.get("left_nodes") or []
+    if not (r["nodes"] or r["edges"] or r["deleted_nodes"] or r["deleted_edges"] or left_nodes):
         return "No changes from other sessions since your last sync."
     out = ["Changes from other sessions:"]
+    pulled = r.get("from_repository")
+    if pulled:
+        by = ", ".join("%s %d" % (clip(name, 40), n) for name, n in list(pulled["by"].items())[:5])
+        out.append("From the repository (a pull or checkout): %s%s." % (_plural(pulled["nodes"], "node"),
+                                                                          " by " + by if by else ""))
     if r.get("full_resync"):
         out.append("The change log did not reach back to your last sync (daemon restarted): "
                    "this is the whole current graph.")
     used = sum(len(x) + 1 for x in out)
     groups = [
         ("nodes", r["nodes"],
-         lambda n: "node %s (%s, %s)%s: %s" % (n["id"], n["level"], n["state"], stale_tag(n), clip(n["gist"], 300))),
+         lambda n: "node %s (%s, %s)%s%s: %s" % (n["id"], n["level"], n["state"], _who(n), stale_tag(n),
+                                                 clip(n["gist"], 300))),
         ("edges", r["edges"], lambda e: "edge (%s): %s" % (e["level"], _edge_line(e))),
         ("deleted nodes", r["deleted_nodes"], lambda d: "deleted node %s (%s)" % (d["id"], d["level"])),
+        ("nodes that left with the branch", left_nodes,
+         lambda d: "left with the branch (the checkout changed; not deleted): %s (%s)" % (d["id"], d["level"])),
         ("deleted edges", r["deleted_edges"], lambda d: "deleted edge (%s): %s" % (d["level"], _edge_line(d)))]
     left = []
     for name, items, fmt in groups:

@@ -146,10 +146,10 @@ def get_node(store, m, q, body):
 
 
 def put_node(store, m, q, body):
-    _body_fields(body, ("gist", "notes", "touches", "session_id", "project_path"))
+    _body_fields(body, ("gist", "notes", "touches", "session_id", "project_path", "private"))
     s = _session(store, body.get("session_id"))
     return store.put_node(s, m["level"], m["id"], body.get("gist"), body.get("notes"), body.get("touches"),
-                          body.get("project_path") or _q(q, "project_path"))
+                          body.get("project_path") or _q(q, "project_path"), private=body.get("private"))
 
 
 def delete_node(store, m, q, body):
