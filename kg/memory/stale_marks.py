@@ -21,7 +21,7 @@ import threading
 import time
 
 from ..core import staleness
-from . import file_states, git_runner
+from . import file_states
 
 log = logging.getLogger(__name__)
 
@@ -225,6 +225,8 @@ class Watcher:
         if self._calls >= GIT_CALLS:
             return None
         self._calls += 1
+        from . import git_runner  # subprocess: only once a node is stale, never at start-up
+
         try:
             code, outp, err = git_runner.run(args, root, timeout=GIT_TIMEOUT, check=False, nice=GIT_NICE)
         except git_runner.GitError as exc:

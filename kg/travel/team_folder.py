@@ -25,7 +25,6 @@ import stat
 
 from ..core import kg_format, team_state
 from ..disk.files import atomic_write
-from ..memory import git_runner
 
 KG_DIR = ".kg"
 REPO_FILE_MODE = 0o644  # less the umask: a repository's file, not the private root's
@@ -139,6 +138,8 @@ def index_state(root):
 def tracked(root):
     """The paths under `.kg/` that git tracks (in its index), as absolute paths; None when git
     cannot say (no git, not a repository: then nothing there is tracked by git)."""
+    from ..memory import git_runner  # subprocess: only once a shared project is synced, never at start-up
+
     try:
         _, out, _ = git_runner.run(["ls-files", "-z", "--", KG_DIR], root, timeout=GIT_TIMEOUT)
     except git_runner.GitError:
@@ -151,6 +152,8 @@ def in_history(root, paths):
     branch, a tag, a remote branch, HEAD or HEAD's reflog reaches: such a file left with a
     checkout or a reset, it was not lost. The stash is not asked: a file `git stash -u` took is
     written again under a new name, and its pop brings it back beside. None when git cannot say."""
+    from ..memory import git_runner
+
     rel = sorted({os.path.relpath(p, root) for p in paths})
     found = set()
     for revs in (["--branches", "--tags", "--remotes", "HEAD"], ["--walk-reflogs", "HEAD"]):
@@ -169,6 +172,8 @@ def in_history(root, paths):
 def author(root):
     """Who this clone writes knowledge as: git's user.name there, clipped; None when it is not set
     (a node then carries no author)."""
+    from ..memory import git_runner
+
     try:
         _, out, _ = git_runner.run(["config", "user.name"], root, timeout=GIT_TIMEOUT, check=False, identity=False)
     except git_runner.GitError:
