@@ -27,12 +27,11 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 REPO = os.path.dirname(HERE)
 sys.path[:0] = [REPO, HERE, os.path.join(REPO, "tests")]
 
-import secrets_anchors  # noqa: E402
-import secrets_calibration  # noqa: E402
-
 from kg.secrets import fields  # noqa: E402
 from kg.secrets import kinds as secrets  # noqa: E402
 
+import secrets_anchors  # noqa: E402
+import secrets_calibration  # noqa: E402
 import secrets_corpus  # noqa: E402
 import secrets_hostile  # noqa: E402
 

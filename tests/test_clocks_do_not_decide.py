@@ -9,7 +9,6 @@ import random
 import shutil
 import subprocess
 
-import kg_view
 import pytest
 
 from kg.core import kg_format
@@ -17,6 +16,7 @@ from kg.core.reconcile import past_seen
 from kg.memory.store import Settings, Store
 from kg.travel import team
 
+import kg_view
 from helpers import git_env
 
 DAY = 86400.0

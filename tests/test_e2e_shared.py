@@ -9,11 +9,11 @@ import shutil
 import subprocess
 import time
 
-import kg_view
 import pytest
 
 from kg.core import kg_format
 
+import kg_view
 from helpers import git_env, real, run_kgd, start
 
 pytestmark = [pytest.mark.e2e, pytest.mark.skipif(shutil.which("git") is None, reason="git is not installed")]

@@ -12,12 +12,12 @@ import threading
 import time
 import urllib.parse
 
-import kg_view
 import pytest
 from test_e2e_shared import Repo, put, read_ids, share, team, wait_for  # noqa: F401, F811 (a fixture)
 
 from kg.core import kg_format
 
+import kg_view
 from helpers import git_env, http_request, run_kgd, start
 
 pytestmark = [pytest.mark.e2e, pytest.mark.skipif(shutil.which("git") is None, reason="git is not installed")]

@@ -13,12 +13,12 @@ import subprocess
 import threading
 import time
 
-import kg_view
 import pytest
 
 from kg.memory.store import Settings, Store
 from kg.travel import team
 
+import kg_view
 from helpers import git_env
 
 pytestmark = [pytest.mark.slow, pytest.mark.skipif(shutil.which("git") is None, reason="git is not installed")]

@@ -7,10 +7,11 @@ Every password-shaped literal is joined at run time: none lives in the repositor
 """
 
 import pytest
-import secrets_calibration
 
 from kg.secrets import kinds as secrets
 from kg.secrets import passwords
+
+import secrets_calibration
 
 P1 = "Passw" + "0rd123"
 P2 = "Spring" + "2024!"

@@ -5,9 +5,10 @@ stored; for each near-miss category, a line is stored and read back as sent.
 """
 
 import pytest
-import secrets_calibration
 
 from kg.secrets import kinds as secrets
+
+import secrets_calibration
 
 pytestmark = pytest.mark.e2e
 

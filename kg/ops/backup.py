@@ -192,8 +192,8 @@ def _refuse_credentials(g, label, tally):
     """Drop from g each node or edge that looks like it holds a credential, and the edges of a
     dropped node; warn naming the field and kind, never the secret."""
     for nid, (field, hit) in sorted(g.flagged.items()):
-        warn("%s: %s refused: %s looks like %s; save where the secret lives, not the secret" % (
-            label, "a node" if field == "id" else "node %r" % nid, field, hit.label))
+        warn("%s: %s refused: %s looks like %s; %s" % (
+            label, "a node" if field == "id" else "node %r" % nid, field, hit.label, fields.advice(hit.kind)))
         for _ in g.delete_node(nid):
             if tally is not None:
                 tally.add("edges", "skipped")
