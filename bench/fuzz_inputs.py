@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""Fuzz what kgd reads besides requests (contract sections 8, 9 and 11; issue 34): the hook inputs of
+"""Fuzz what kgd reads besides requests (contract sections 8, 9 and 11): the hook inputs of
 all four agents and the team's `.kg/` files, against one live daemon.
 
     python3 bench/fuzz_inputs.py                      # 100,000 cases, a random seed (printed)

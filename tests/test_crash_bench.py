@@ -1,4 +1,4 @@
-"""The crash bench (bench/crash.py, issue 34) in the test suite: its checks can fail (a torn file, a
+"""The crash bench (bench/crash.py) in the test suite: its checks can fail (a torn file, a
 lost committed line, a broken repository are each caught), a short run goes through every step,
 and what it found is kept here as a deterministic case (contract sections 4 and 9)."""
 

@@ -1,4 +1,4 @@
-"""A real full disk (contract sections 4 and 9, issue 34): a small tmpfs holds the storage root and the
+"""A real full disk (contract sections 4 and 9): a small tmpfs holds the storage root and the
 shared project's repository, with the personal remote syncing every second. While it is full, writes
 are refused with a clear tool error and nothing acknowledged is lost; `.kg/` and ROOT/sync are never
 left half-written (every *.jsonl read whole by kgd's own parsers, `git fsck` clean); when space comes

@@ -1,4 +1,4 @@
-"""A seeded slice of bench/fuzz_inputs.py (issue 34): hostile hook inputs of the four agents and
+"""A seeded slice of bench/fuzz_inputs.py: hostile hook inputs of the four agents and
 hostile `.kg/` files against a live daemon (contract sections 8, 9 and 11), the daemon up and serving
 after each batch. The full run (100,000 cases) is `python3 bench/fuzz_inputs.py`; a failure there
 names its batch seed, replayed with `--replay SEED:BATCH`."""
