@@ -88,8 +88,23 @@ def share(args, cfg):
         return 0
     say("Shared %s and %s of %s in %s" % (plural(result.get("nodes", 0), "node"),
                                           plural(result.get("edges", 0), "edge"), root, kg))
+    if _nothing_to_commit(root):
+        say("Nothing to commit: %s is in git as it is." % kg)
+        return 0
     here = os.path.realpath(os.getcwd()) == os.path.realpath(root)
     cd = "" if here else "cd %s && " % shlex.quote(root)
     say("Commit it with the code (kgd never commits, pushes or pulls):")
     say("  %sgit add .kg && git commit -m %s" % (cd, shlex.quote(COMMIT_MESSAGE)))
     return 0
+
+
+def _nothing_to_commit(root):
+    """True when git says `.kg/` holds no change (a project already shared and committed)."""
+    from ..memory import git_runner
+
+    try:
+        code, out, _ = git_runner.run(["status", "--porcelain", "--untracked-files=all", "--", ".kg"], root,
+                                      timeout=30, check=False)
+    except git_runner.GitError:
+        return False
+    return code == 0 and not out.strip()

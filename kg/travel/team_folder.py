@@ -253,6 +253,9 @@ def read_file(path):
     except FileNotFoundError:
         return None, None
     except OSError as exc:
+        if os.path.islink(path):
+            return None, ("%s is a symbolic link; kgd reads only regular files under .kg/ (a link could point "
+                          "anywhere): replace it with the file itself" % os.path.basename(path))
         return None, "%s: cannot be read (%s)" % (os.path.basename(path), exc.strerror or exc)
     try:
         st = os.fstat(fd)
