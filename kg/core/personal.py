@@ -157,8 +157,9 @@ def update(disk, base, moved, gone):
 
 
 def apply(node, rec):
-    """The node with the line's read time (if later) and state."""
-    if rec["read"] is not None and rec["read"] > (node.get("_read_ts") or 0):
+    """The node with the line's read time (if later) and state. The node's read time is compared
+    as the file writes it (to the millisecond): its own read, rounded up there, is no later read."""
+    if rec["read"] is not None and rec["read"] > kg_format.ts(node.get("_read_ts") or 0):
         node["_read_ts"] = rec["read"]
     state = model.node_state(node)
     if rec["state"] != state or (state == model.ORPHANED and node.get("_orphaned_ts") != rec["since"]):

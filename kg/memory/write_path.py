@@ -9,6 +9,8 @@ Rules owned here:
 - After the lock is released the records' fsync is awaited (group commit), then the change
   events reach listeners, before the caller gets its answer. A failed fsync puts the graph
   back to what is on disk and the caller gets the StorageError.
+- A change that is no news for a session's context (personal state from another machine, task
+  progress) reaches the listeners without entering the change log (`told`): kg_sync skips it.
 - Once the store is closing no record is written.
 """
 
@@ -100,6 +102,14 @@ class WritePath:
     def logged(self, w, durable, kind, payload, sid=False):
         """Log a change by the writing session (or by `sid`, None for compaction)."""
         w.events.append(self.changes.record(w.sid if sid is False else sid, durable, kind, payload))
+
+    def told(self, w, durable, kind, payload):
+        """An event for the listeners only (the live feed, the personal remote), kept out of the
+        change log, so kg_sync never lists it: a change of personal state another machine made,
+        a task's progress."""
+        ev = {"type": kind, "level": durable.level, "project_path": durable.project_path}
+        ev.update(payload)
+        w.events.append(ev)
 
     def _publish(self, events):
         for ev in events:

@@ -19,7 +19,9 @@ Rules owned here:
 - The store's lock is held only to take a graph's dicts (not their nodes), to apply what the
   folder brought and to fold; nodes are copied, files read, merged and written outside it. A key that changed
   in memory meanwhile is left for the next pass. What the folder brings goes through the store's
-  one write path (kg_sync, the live feed and compaction see it as another session's change).
+  one write path (kg_sync, the live feed and compaction see it as another session's change); a
+  change of personal state only (another machine's read, archive, orphaning) reaches the live feed
+  and not kg_sync: it is no news for a session's context.
 - Nothing holding a credential is written here: a node or edge the secrets gate flagged
   (Graph.flagged, kg/secrets/kinds.py) is skipped and logged once, its base left as it was, and its
   personal line left out.
@@ -417,6 +419,7 @@ class Bridge:
                             pending[key] = r["node"]
                         elif r["op"] == "del_node":
                             pending[key] = None
+            news = len(records)  # the records past this one change personal state only
             for nid, rec in taken["personal"].items():
                 if nid in pending:
                     if pending[nid] is not None:
@@ -441,7 +444,9 @@ class Bridge:
                     apply_record(graph, r)
                 graph.meta[META] = held
                 graph.meta[PENDING] = to_confirm
-            store.writes.change(w, durable, records, apply, lambda _: events(records, before), counted=False)
+            store.writes.change(w, durable, records, apply, lambda _: events(records[:news], before), counted=False)
+            for kind, payload in events(records[news:], {}):  # what another machine read: no news for kg_sync
+                store.writes.told(w, durable, kind, payload)
             durable.dirty = True
             # The base is on disk before the folder's files are written and before any later write
             # is journalled (contract section 4): the journal has no record for it, and a write
