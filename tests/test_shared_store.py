@@ -487,3 +487,28 @@ def test_a_kg_file_cut_at_the_line_bound_loads_its_first_lines_and_is_never_writ
     s.start_session(root)
     assert {"mine", "n1"} <= set(s.project_graph(root).nodes)
     assert s.project_graph(root).nodes["n1"]["gist"] == "changed here"
+
+
+def test_knowledge_had_before_kg_arrived_stays_personal_until_kgd_share_publishes_it(env):
+    """Contract 9, "Personal until published": a pull never publishes anything."""
+    from kg.api import render
+
+    root = env.project()
+    s = env.open()
+    sess = s.start_session(root)
+    s.put_node(sess, "project", "my-note", "my manager thinks this code is a mess")
+    s.put_node(sess, "project", "mine-too", "another thought of mine")
+    write_kg(root, [N("team-fact", "what the team knows")])  # a pull brought .kg/
+    s.team.poll()
+    g = s.project_graph(os.path.realpath(root))
+    assert g.shared and "team-fact" in g.nodes
+    s.put_node(sess, "project", "after", "written once the project was shared")
+    pause(env, s)
+    ids = {n["id"] for n in kg_lines(root)}
+    assert ids == {"team-fact", "after"}, ids  # the two old ones stayed personal
+    shown = s.read_nodes(sess, ["my-note"])
+    assert shown["nodes"][0]["unpublished"] is True and "not published yet" in render.render_nodes(shown)
+    out = s.team.share(root)
+    assert out["published"] == 2
+    assert {n["id"] for n in kg_lines(root)} == {"team-fact", "after", "my-note", "mine-too"}
+    assert "unpublished" not in s.read_nodes(sess, ["my-note"])["nodes"][0]

@@ -198,8 +198,8 @@ def _who(n):
 
 def _node_lines(n):
     """One node read in full: its edges before its notes, so a cut takes notes first."""
-    head = ["## %s [%s, %s%s]%s" % (n["id"], n["level"], n["state"], ", private" if n.get("private") else "",
-                                    _who(n)), n["gist"]]
+    personal = ", private" if n.get("private") else ", not published yet" if n.get("unpublished") else ""
+    head = ["## %s [%s, %s%s]%s" % (n["id"], n["level"], n["state"], personal, _who(n)), n["gist"]]
     if n.get("stale"):
         head.append("%s (the code changed since this was written: check it; a kg_put_node of it, even unchanged, "
                     "marks it current)" % n["stale"]["mark"])

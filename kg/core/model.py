@@ -99,6 +99,8 @@ def public_node(node, with_state=True):
         out["state"] = node_state(node)
     if node.get("_private"):
         out["private"] = True  # kept personal in a shared project: never written under .kg/ (contract 9)
+    elif node.get("_unpublished"):
+        out["unpublished"] = True  # had before the project's .kg/ arrived: personal until `kgd share`
     if node.get("_by"):
         out["by"] = node["_by"]  # a teammate's knowledge (from .kg/): who last changed it, and when
         out["changed"] = node.get("_write_ts")

@@ -62,6 +62,8 @@ def patch(meta, changes):
                     part[key] = value
     if changes.get("clone"):
         s["clone"] = changes["clone"]
+    if changes.get("joined"):
+        s["joined"] = True  # this graph has been shared here: what it holds is no longer only personal
     for kind, n in (changes.get("n") or {}).items():
         if kind in KINDS and isinstance(n, int) and not isinstance(n, bool):
             s.setdefault("n", {})[kind] = max(n, number(meta, kind))

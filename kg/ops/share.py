@@ -88,6 +88,9 @@ def share(args, cfg):
         return 0
     say("Shared %s and %s of %s in %s" % (plural(result.get("nodes", 0), "node"),
                                           plural(result.get("edges", 0), "edge"), root, kg))
+    if result.get("published"):
+        say("Published %s you had before .kg/ arrived (they stayed personal until now)."
+            % plural(result["published"], "node"))
     if _nothing_to_commit(root):
         say("Nothing to commit: %s is in git as it is." % kg)
         return 0

@@ -11,6 +11,9 @@ the personal remote is hooked into its change listeners. Rules owned here:
 - Pickup: a cheap stat (mtime_ns, size, inode) of both files on the maintenance beat; a change
   by anything but kgd (pull, merge, checkout, an editor) is synced at the next beat, and a
   loaded project whose repository gained a `.kg/` (a pull brought it) becomes shared.
+- Knowledge a person had in a project's graph before its `.kg/` first arrived (a pull, a clone)
+  stays personal (`_unpublished`, never written there) until that person runs `kgd share`, which
+  publishes it and says how many nodes; a pull never publishes anything.
 - At shutdown every shared project's pending changes are written, unless git is busy there.
 - Never called with the store's lock held, except at load (a fresh Shared nobody else holds).
 """
@@ -57,9 +60,34 @@ class TeamFolder:
         durable.shared = self.prepared.take(durable) or Shared(durable)
         g.shared = True
         try:
+            state = team_state.state(g.meta)
+            if not state.get("joined"):
+                synced = any(state[s][k] for s in ("base", "own") for k in ("node", "edge"))  # round 3's
+                self._keep_personal(durable, joined=True, mark=not synced)
             durable.shared.sync(self.store)
         except Exception:  # a hostile .kg/ must never keep the project from loading
             log.exception("could not load %s; the project is served from kgd's own copy", durable.shared.dir)
+
+    def _keep_personal(self, durable, publish=False, joined=False, mark=True):
+        """Mark (or, publishing, unmark) the graph's nodes as not published, and with `joined`
+        record that the graph is shared here from now on (so a restart never marks what was
+        written since); returns the count changed."""
+        g = durable.graph
+        nodes = [dict(n) for n in g.nodes.values() if bool(n.get("_unpublished")) == publish] if mark else []
+        for n in nodes:
+            if publish:
+                n.pop("_unpublished", None)
+            else:
+                n["_unpublished"] = True
+        if nodes or joined:
+            rec = {"op": "shared", "nodes": nodes, "meta": {"joined": True} if joined else {}}
+            with self.store.writes.writing(None, lenient=(logging.ERROR, "could not mark knowledge personal")) as w:
+                self.store.writes.change(w, durable, [rec], lambda g: team_state.apply(g, rec), counted=False,
+                                         compact=False)
+            if not publish:
+                log.info("%s: %d node(s) you had before .kg/ arrived stay personal until `kgd share`",
+                         durable.project_path, len(nodes))
+        return len(nodes)
 
     def poll(self):
         """The beat: sync a shared project whose files changed; share a loaded project whose
@@ -111,7 +139,9 @@ class TeamFolder:
                 durable.shared, g.shared = None, False
             elif durable.shared is None:
                 durable.shared, g.shared = Shared(durable), True
+        published = 0
         if not off:
+            published = self._keep_personal(durable, publish=True, joined=True)
             try:
                 ensure_layout(root)
             except OSError as exc:
@@ -121,6 +151,7 @@ class TeamFolder:
                 raise BadInput(durable.shared.last_error)
         out = describe(durable)
         out["project_path"] = root
+        out["published"] = published  # nodes kept personal since .kg/ arrived, published now
         return out
 
 

@@ -52,9 +52,11 @@ SETTLE_S = 0.1
 
 def held_back(g):
     """Keys never written to `.kg/`: nodes and edges holding a credential (the graph's scan,
-    kg/secrets/kinds.py, flags them), private nodes (`"private": true`, contract 9), and the edges
-    touching such a node (its id may be the secret)."""
-    nodes = set(getattr(g, "flagged", ())) | {nid for nid, n in g.nodes.items() if n.get("_private")}
+    kg/secrets/kinds.py, flags them), private nodes (`"private": true`) and the knowledge this person
+    had before `.kg/` arrived, not published yet (contract 9), and the edges touching such a node
+    (its id may be the secret)."""
+    nodes = set(getattr(g, "flagged", ())) | {nid for nid, n in g.nodes.items()
+                                              if n.get("_private") or n.get("_unpublished")}
     edges = set(getattr(g, "flagged_edges", ()))
     for nid in nodes:
         edges.update(g.adj.get(nid, ()))
