@@ -65,7 +65,7 @@ def test_archive_contents(pyz):
     with open(pyz, "rb") as f:
         assert f.readline() == b"#!/usr/bin/env python3\n"
     assert os.access(pyz, os.X_OK)
-    assert os.path.getsize(pyz) < 1024 * 1024
+    assert os.path.getsize(pyz) < 1.25 * 1024 * 1024  # a drop-in file (docs/reference.md says its size)
 
 
 def test_runs_alone_and_speaks_mcp(alone, tmp_path, project):

@@ -14,7 +14,7 @@ from helpers import REPO, Daemon, clean_env, git_env, run_kgd
 sys.path.insert(0, os.path.join(REPO, "bench"))
 import crash  # noqa: E402
 
-GIT = pytest.mark.skipif(subprocess.run(["git", "--version"], capture_output=True).returncode != 0,
+GIT = pytest.mark.skipif(subprocess.run(["git", "--version"], capture_output=True, env=clean_env()).returncode != 0,
                          reason="git is not installed")
 NODE = b'{"changed":1.0,"created":1.0,"gist":"g","id":"a","notes":[],"touches":[]}\n'
 EDGE = b'{"changed":1.0,"from":"a","notes":[],"rel":"uses","to":"src/x.py"}\n'

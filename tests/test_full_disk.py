@@ -27,20 +27,20 @@ NOTE = "the disk filled up while this note was being saved " * 60  # ~3 KB: more
 
 @pytest.fixture
 def tmpfs(tmp_path):
-    if subprocess.run(["git", "--version"], capture_output=True).returncode:
+    if subprocess.run(["git", "--version"], capture_output=True, env=clean_env()).returncode:
         pytest.skip("git is not installed")
     mnt = tmp_path / "small"
     mnt.mkdir()
     if not hasattr(os, "geteuid") or os.geteuid() != 0:
         pytest.skip("mounting a tmpfs needs root")
-    p = subprocess.run(["mount", "-t", "tmpfs", "-o", "size=%s,mode=0755" % SIZE, "tmpfs", str(mnt)],
+    p = subprocess.run(["mount", "-t", "tmpfs", "-o", "size=%s,mode=0755" % SIZE, "tmpfs", str(mnt)], env=clean_env(),
                        capture_output=True, text=True)
     if p.returncode:
         pytest.skip("cannot mount a tmpfs here: %s" % (p.stderr.strip() or p.returncode))
     try:
         yield mnt
     finally:
-        subprocess.run(["umount", "-l", str(mnt)], capture_output=True)
+        subprocess.run(["umount", "-l", str(mnt)], capture_output=True, env=clean_env())
 
 
 def fill(folder):
@@ -206,7 +206,7 @@ def test_a_full_disk_during_a_remote_round_is_one_clear_log_line(tmpfs, tmp_path
     subprocess.run(["git", "init", "-q", "--bare", remote], check=True, env=clean_env())
     sync = tmpfs / "root" / "sync"
     sync.mkdir(parents=True)
-    p = subprocess.run(["mount", "-t", "tmpfs", "-o", "size=2m,mode=0700", "tmpfs", str(sync)],
+    p = subprocess.run(["mount", "-t", "tmpfs", "-o", "size=2m,mode=0700", "tmpfs", str(sync)], env=clean_env(),
                        capture_output=True, text=True)
     if p.returncode:
         pytest.skip("cannot mount a second tmpfs here: %s" % p.stderr.strip())
@@ -226,4 +226,4 @@ def test_a_full_disk_during_a_remote_round_is_one_clear_log_line(tmpfs, tmp_path
         assert "Traceback" not in log, log[-2000:]
     finally:
         d.stop()
-        subprocess.run(["umount", "-l", str(sync)], capture_output=True)
+        subprocess.run(["umount", "-l", str(sync)], capture_output=True, env=clean_env())

@@ -243,7 +243,7 @@ def _history_repo(tmp_path):
     import subprocess
     repo = tmp_path / "hist"
     repo.mkdir()
-    env = dict(os.environ, GIT_AUTHOR_NAME="a", GIT_AUTHOR_EMAIL="a@x", GIT_COMMITTER_NAME="a",
+    env = clean_env(GIT_AUTHOR_NAME="a", GIT_AUTHOR_EMAIL="a@x", GIT_COMMITTER_NAME="a",
                GIT_COMMITTER_EMAIL="a@x")
 
     def git(*args, when=None):

@@ -3,6 +3,7 @@ in temp folders, and the diff's rules as a table over views."""
 
 import json
 import os
+import shutil
 import subprocess
 import sys
 
@@ -15,8 +16,7 @@ from kg.travel import team
 from helpers import clean_env
 
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-pytestmark = pytest.mark.skipif(subprocess.run(["git", "--version"], capture_output=True).returncode != 0,
-                                reason="git is not installed")
+pytestmark = pytest.mark.skipif(shutil.which("git") is None, reason="git is not installed")
 
 
 def git(cwd, *args):

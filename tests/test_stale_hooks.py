@@ -2,7 +2,6 @@
 file recall (with one request to confirm or update), kg_read's text, a node that became stale after
 it was shown shown again; a real git repository and a real store."""
 
-import os
 import subprocess
 
 import pytest
@@ -13,9 +12,11 @@ from kg.memory import git_runner
 from kg.memory.store import Settings, Store
 from kg.travel import team
 
+from helpers import clean_env
+
 
 def git(cwd, *args):
-    env = dict(os.environ, GIT_AUTHOR_NAME="t", GIT_AUTHOR_EMAIL="t@x", GIT_COMMITTER_NAME="t",
+    env = clean_env(GIT_AUTHOR_NAME="t", GIT_AUTHOR_EMAIL="t@x", GIT_COMMITTER_NAME="t",
                GIT_COMMITTER_EMAIL="t@x", GIT_CONFIG_NOSYSTEM="1")
     subprocess.run(["git"] + list(args), cwd=str(cwd), env=env, check=True, capture_output=True)
 

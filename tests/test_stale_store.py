@@ -11,6 +11,8 @@ from kg.core import staleness
 from kg.memory import file_states, git_runner
 from kg.memory.store import Store
 
+from helpers import clean_env
+
 AUTH = '''def refresh(token):
     return token + 1
 
@@ -21,7 +23,7 @@ def login(user):
 
 
 def git(cwd, *args):
-    env = dict(os.environ, GIT_AUTHOR_NAME="t", GIT_AUTHOR_EMAIL="t@x", GIT_COMMITTER_NAME="t",
+    env = clean_env(GIT_AUTHOR_NAME="t", GIT_AUTHOR_EMAIL="t@x", GIT_COMMITTER_NAME="t",
                GIT_COMMITTER_EMAIL="t@x", GIT_CONFIG_NOSYSTEM="1")
     return subprocess.run(["git"] + list(args), cwd=str(cwd), env=env, check=True, capture_output=True,
                           text=True).stdout.strip()

@@ -7,6 +7,8 @@ import pytest
 from kg.core import staleness as st
 from kg.core.staleness import Change, Seen
 
+from helpers import clean_env
+
 
 @pytest.mark.parametrize("touch, want", [
     ("src/a.py", ("src/a.py", None)),
@@ -30,7 +32,8 @@ def test_blob_id_is_gits(tmp_path):
     for data in (b"", b"hello\n", "caf\u00e9\r\nx".encode()):
         p = tmp_path / "f"
         p.write_bytes(data)
-        git = subprocess.run(["git", "hash-object", str(p)], capture_output=True, text=True).stdout.strip()
+        git = subprocess.run(["git", "hash-object", str(p)], capture_output=True, text=True,
+                             env=clean_env()).stdout.strip()
         assert st.blob_id(data) == git
 
 
