@@ -11,6 +11,7 @@ import pytest
 from kg.core import kg_format, team_state
 from kg.travel.team import holds_kg
 
+import kg_view
 from helpers import StoreEnv
 
 AUTHOR = "Alice Example"
@@ -512,3 +513,23 @@ def test_knowledge_had_before_kg_arrived_stays_personal_until_kgd_share_publishe
     assert out["published"] == 2
     assert {n["id"] for n in kg_lines(root)} == {"team-fact", "after", "my-note", "mine-too"}
     assert "unpublished" not in s.read_nodes(sess, ["my-note"])["nodes"][0]
+
+
+def test_compaction_with_no_orphan_grace_never_removes_anything_from_kg(env):
+    """Contract 9: compaction is personal, also when KG_ORPHAN_GRACE_DAYS=0 deletes at once and when
+    a node is deleted before its first export."""
+    root = env.project()
+    write_kg(root, [N("team-%02d" % i, "what the team knows %d" % i, notes=["x" * 400]) for i in range(20)])
+    s = env.open(max_tokens=300, grace_days=0, orphan_grace_days=0)
+    sess = s.start_session(root)
+    s.put_node(sess, "project", "fresh", "put here and compacted away before any export", notes=["y" * 400])
+    for _ in range(4):  # archive, orphan, delete: each pass a day later, nothing read meanwhile
+        env.advance(2 * 86400)
+        s.maintenance()
+    g = s.project_graph(os.path.realpath(root))
+    gone = {"team-%02d" % i for i in range(20)} - set(g.nodes)
+    assert gone, "compaction deleted no team node: the test proves nothing"
+    pause(env, s)
+    view = kg_view.live(root)
+    assert {"team-%02d" % i for i in range(20)} <= set(view), sorted(view)
+    assert all("deleted" not in r for r in kg_view.records(root).values())
