@@ -194,11 +194,6 @@ def test_a_full_disk_refuses_clearly_keeps_everything_and_resumes_by_itself(tmpf
         d.stop()
 
 
-@pytest.mark.xfail(strict=True, reason=(
-    "a full disk under ROOT/sync during a personal-remote round: remote_bridge/remote_files write ROOT/sync "
-    "through disk/files.py atomic_write, its OSError (ENOSPC) is no git_runner.GitError, and "
-    "remote_schedule.py Worker._run logs it with log.exception ('remote sync round raised' + a traceback) "
-    "where .kg/'s writer logs one line ('could not write ...: No space left on device')"))
 def test_a_full_disk_during_a_remote_round_is_one_clear_log_line(tmpfs, tmp_path):
     """ROOT/sync on a filesystem of its own (a second tmpfs) that fills while the root has room: the
     graph folds, the round's mirror of ROOT/sync is what meets the full disk."""

@@ -256,7 +256,12 @@ class Worker:
             message = getattr(exc, "message", None) or str(exc) or type(exc).__name__
             if kind == "cancelled":
                 return
-            if kind is None:
+            if kind is None and isinstance(exc, OSError):  # a full disk, a folder turned read-only
+                kind = "failed"
+                message = "could not write %s: %s" % (exc.filename or "ROOT/sync", exc.strerror or exc)
+                log.error("remote sync %s: %s; the changes stay in kgd and are synced at the next round",
+                          action, message)
+            elif kind is None:
                 kind = "failed"
                 log.exception("remote sync %s raised", action)
             with self.cond:
