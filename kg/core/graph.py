@@ -404,3 +404,5 @@ def apply_record(g, rec):
             progress.pop(rec["task_id"], None)
         else:
             progress[rec["task_id"]] = rec["state"]
+        if rec.get("changed") is not None:  # when: a cleared task's date is its tombstone's (personal remote)
+            g.meta.setdefault("progress_changed", {})[rec["task_id"]] = rec["changed"]

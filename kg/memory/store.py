@@ -462,9 +462,14 @@ class Store:
             durable = self.registry.durable_for(level, session, project_path)
             if has_state:
                 gate.refuse_progress(self.settings.secret_scan, durable.graph, task_id, state)
-                record = {"op": "progress", "task_id": task_id, "state": state}
+                # dated after the version it replaces, whatever the clocks (the personal remote's
+                # rule: the later change wins, kg/travel/remote_progress.py)
+                seen = (durable.graph.meta.get("progress_changed") or {}).get(task_id) or 0
+                record = {"op": "progress", "task_id": task_id, "state": state,
+                          "changed": round(max(float(self.clock()), float(seen) + 0.001), 3)}
                 self.writes.change(w, durable, [record], lambda g: apply_record(g, record),
                                    counted=False, compact=False)
+                self.writes.told(w, durable, "progress", {"task_id": task_id})  # no graph change: not kg_sync's
             current = durable.graph.meta.setdefault("progress", {}).get(task_id)
         return {"task_id": task_id, "level": level, "state": current}
 

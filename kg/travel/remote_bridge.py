@@ -5,7 +5,8 @@ rule and the same three-way reconcile (kg/core/kg_format.py, kg/core/reconcile.p
 
 Rules owned here:
 - Content: `nodes.jsonl`, `edges.jsonl` (kg/core/kg_format.py). Personal state: `personal.jsonl` (personal.py's
-  lines and rule: the later read wins, the later state change wins).
+  lines and rule: the later read wins, the later state change wins) and `progress.jsonl` (kg_progress's
+  tasks, kg/travel/remote_progress.py: the later change wins), that one after the graph's pass.
 - Unlike a `.kg/` (where a branch switch takes lines away), only a tombstone removes knowledge
   here: a line missing from the file is written again from memory.
 - A pass costs what changed, not the graph's size: it reconciles only the keys the graph's
@@ -55,6 +56,7 @@ from .remote_mirror import (
     sync_base,
     sync_pending,
 )
+from .remote_progress import ProgressSync
 
 log = logging.getLogger(__name__)
 
@@ -73,6 +75,7 @@ class Bridge:
         self.lock = threading.Lock()  # one pass at a time (the worker's thread, a test)
         self.disk = SyncFiles(self._report)  # the folder's files as kgd last wrote or read them
         self.untracked = 0  # changes only an audit found (should stay 0)
+        self.progress = ProgressSync(store, sync_root, clock)  # kg_progress's tasks: progress.jsonl
 
     # ------------------------------------------------------------ what the worker calls
 
@@ -81,6 +84,7 @@ class Bridge:
         with self.lock:
             for durable in self._durables(load_all=full):
                 self.sync_graph(durable, force=False)
+                self.progress.sync(durable, self._rel(durable), force=False)
 
     def pickup(self, changed_paths):
         """The remote brought these files (paths relative to ROOT/sync/): reconcile their graphs."""
@@ -90,6 +94,7 @@ class Bridge:
             for durable in self._durables(load_all=True):
                 if folder_of(durable.graph) in folders:
                     self.sync_graph(durable, force=True)
+                    self.progress.sync(durable, self._rel(durable), force=True)
 
     def unseen(self):
         """True when a loaded graph has not been reconciled yet (cheap: counts)."""
@@ -101,6 +106,7 @@ class Bridge:
         with self.store.lock:
             durables = list(self.store.registry.durables())
         live = {id(d) for d in durables}
+        self.progress.keep(durables)
         for gone in [k for k in self.mirrors if k not in live]:  # a graph the store let go
             m = self.mirrors.pop(gone)
             if m is not None:
@@ -118,6 +124,11 @@ class Bridge:
                     m.drop()
             self.mirrors.clear()
             self.disk.forget()
+            self.progress.close()
+
+    def _rel(self, durable):
+        with self.store.lock:
+            return folder_of(durable.graph)
 
     # ------------------------------------------------------------ one graph
 

@@ -1,0 +1,263 @@
+"""kg_progress task state across one person's machines: each graph's `progress.jsonl` in its
+folder under ROOT/sync/ (contract section 9, personal remote; kg/travel/remote_bridge.py runs it
+after each graph's pass).
+
+Rules owned here:
+- One line per task, canonical JSON sorted by task: {"task", "state": the stored object or null
+  (a tombstone: the task was cleared), "changed": when, Unix seconds to the millisecond}. Memory
+  keeps the dates in the graph's `_meta.progress_changed` (kg/core/graph.py apply_record); a
+  task stored before dates were kept counts as changed at 0.
+- The merge rule: the later `changed` wins (ties: the larger canonical line, so every machine
+  picks the same). It is a join (order and repeats do not matter), so no base is needed and a
+  crash between memory and the file loses nothing: the next pass joins them again. A change made
+  after seeing a version is dated after it (kg/memory/store.py progress), whatever the clocks.
+- Tombstones older than kg_format.TOMBSTONE_KEEP_S leave the file.
+- The secrets gate's scan of progress (kg/memory/gate.py refuse_progress, always on here) applies
+  to what is written and what is taken: a task whose id or state it would refuse is neither
+  written to the file nor taken from it, and is logged once.
+- What the file brings goes through the store's write path ({"op": "progress"} records); its
+  event reaches the listeners, never kg_sync (it is no graph change).
+- A pass costs the graph's task count (no JSON, no scan) when neither memory's tasks nor the
+  file moved; the file is untrusted (kgdir's size bounds, bad lines reported and skipped,
+  conflict markers skipped).
+"""
+
+import json
+import logging
+import math
+import os
+
+from ..core import kg_format, model
+from ..core.errors import BadInput, KgError
+from ..disk.files import atomic_write, ensure_dir
+from ..memory import gate
+from .remote_files import stat
+
+log = logging.getLogger(__name__)
+
+FILE = "progress.jsonl"
+DATES = "progress_changed"  # _meta key: task -> when it last changed
+
+
+# ------------------------------------------------------------ lines (pure)
+
+def record(task, state, changed):
+    return {"task": task, "state": state, "changed": kg_format.ts(changed)}
+
+
+def merge(a, b):
+    """The later change wins; ties: the larger canonical line."""
+    if a == b:
+        return a
+    return max(a, b, key=lambda r: (r["changed"], kg_format.canonical(r)))
+
+
+def check(obj):
+    """A line's record, or BadInput saying what is wrong with it."""
+    if not isinstance(obj, dict):
+        raise BadInput("not a JSON object")
+    task = model.check_id(obj.get("task"), "task")
+    state = model.check_state(obj.get("state"))
+    t = obj.get("changed")
+    if isinstance(t, bool) or not isinstance(t, (int, float)) or not math.isfinite(float(t)) \
+            or not 0 <= float(t) <= kg_format.MAX_TS:
+        raise BadInput("changed must be a number of Unix seconds")
+    return record(task, state, t)
+
+
+def parse(data):
+    """({task: record}, [problem]) from the file's bytes; never raises on bad content."""
+    if not data:
+        return {}, []
+    if len(data) > kg_format.MAX_FILE:
+        return {}, ["%s is %d bytes; the limit is %d: not loaded" % (FILE, len(data), kg_format.MAX_FILE)]
+    out, problems = {}, []
+    for lineno, raw in enumerate(data.split(b"\n"), 1):
+        line = raw.rstrip(b"\r")
+        if not line.strip() or line.startswith(kg_format.CONFLICT_MARKERS):
+            continue
+        try:
+            if len(line) > kg_format.MAX_LINE:
+                raise BadInput("line over %d bytes" % kg_format.MAX_LINE)
+            rec = check(json.loads(line.decode("utf-8")))
+        except (ValueError, RecursionError, BadInput) as exc:
+            if len(problems) < kg_format.MAX_PROBLEMS:
+                problems.append("%s line %d: %s" % (FILE, lineno, getattr(exc, "message", None) or "not JSON"))
+            continue
+        t = rec["task"]
+        out[t] = merge(out[t], rec) if t in out else rec
+    return out, problems
+
+
+def render(records, now=None):
+    """The file's bytes: canonical lines sorted by task, LF; expired tombstones left out."""
+    keep_after = None if now is None else now - kg_format.TOMBSTONE_KEEP_S
+    lines = [kg_format.canonical(records[t]) for t in sorted(records)
+             if keep_after is None or records[t]["state"] is not None or records[t]["changed"] >= keep_after]
+    return ("\n".join(lines) + "\n").encode("utf-8") if lines else b""
+
+
+def memory_records(states, dates):
+    """Memory's lines: every stored task, and every cleared one that has a date (a tombstone)."""
+    return {t: record(t, states.get(t), dates.get(t) or 0) for t in set(states) | set(dates)}
+
+
+def join(mine, disk, mine_refused=(), disk_refused=()):
+    """(merged lines for the file, {task: record} memory must take). A task whose memory version
+    the gate refuses keeps the file's line and takes nothing; a file line the gate refuses is
+    neither taken nor written again."""
+    merged, to_memory = {}, {}
+    for t in set(mine) | set(disk):
+        m = mine.get(t)
+        d = None if t in disk_refused else disk.get(t)
+        if t in mine_refused:
+            if d is not None:
+                merged[t] = d
+            continue
+        r = merge(m, d) if m is not None and d is not None else (m or d)
+        if r is None:
+            continue
+        merged[t] = r
+        if r != m:
+            to_memory[t] = r
+    return merged, to_memory
+
+
+def _refused(task, state):
+    try:
+        gate.refuse_progress(True, None, task, state)  # scanned whatever KG_SECRET_SCAN says
+    except KgError as exc:
+        return exc.message
+    return None
+
+
+# ------------------------------------------------------------ the pass
+
+class Seen:
+    """One graph's progress as its last pass left it."""
+
+    def __init__(self, durable, graph):
+        self.durable = durable
+        self.graph = graph
+        self.stat = False  # the file's stat (None: missing; False: never looked)
+        self.states = None  # memory's {task: state} (the same objects)
+        self.dates = None  # memory's {task: changed}
+        self.disk = {}  # the file's records as last read or written
+        self.disk_refused = set()  # its tasks the gate refuses
+        self.verdicts = {}  # task -> (state object, reason the gate refuses it or None)
+
+
+class ProgressSync:
+    def __init__(self, store, sync_root, clock):
+        self.store = store
+        self.sync_root = sync_root
+        self.clock = clock
+        self.seen = {}  # id(durable) -> Seen
+        self.logged = set()
+
+    def keep(self, durables):
+        """Forget the graphs the store let go of."""
+        live = {id(d) for d in durables}
+        for k in [k for k in self.seen if k not in live]:
+            del self.seen[k]
+
+    def close(self):
+        self.seen.clear()
+
+    def sync(self, durable, rel, force=False):
+        """One graph's tasks with its folder's progress.jsonl, both ways. -> tasks taken into memory."""
+        if rel is None:
+            return 0
+        path = os.path.join(self.sync_root, *rel.split("/"), FILE)
+        with self.store.lock:
+            g = durable.graph
+            states = g.meta.get("progress")
+            dates = g.meta.get(DATES)
+            states = dict(states) if isinstance(states, dict) else {}
+            dates = dict(dates) if isinstance(dates, dict) else {}
+        s = self.seen.get(id(durable))
+        if s is None or s.durable is not durable or s.graph is not g:
+            s = self.seen[id(durable)] = Seen(durable, g)
+        st = stat(path)
+        same_memory = s.states is not None and s.dates == dates and s.states.keys() == states.keys() \
+            and all(states[t] is s.states[t] for t in states)
+        if same_memory and st == s.stat and not force:
+            return 0
+        if st != s.stat or force:
+            s.disk, problems = parse(_read(path))
+            self._report(rel, problems)
+            s.disk_refused = {t for t, r in s.disk.items() if _refused(t, r["state"]) is not None}
+            if s.disk_refused:
+                self._report(rel, ["%d task(s) of %s not taken: the secrets gate refuses them"
+                                   % (len(s.disk_refused), FILE)])
+        mine_refused = set()
+        for t, state in states.items():
+            hit = s.verdicts.get(t)
+            if hit is None or hit[0] is not state:
+                hit = s.verdicts[t] = (state, _refused(t, state))
+            if hit[1] is not None:
+                mine_refused.add(t)
+                self._report(rel, ["a task is not synced: %s" % hit[1]])  # its id may be the credential
+        for t in [t for t in s.verdicts if t not in states]:
+            del s.verdicts[t]
+        merged, to_memory = join(memory_records(states, dates), s.disk, mine_refused, s.disk_refused)
+        applied = self._apply(durable, g, states, dates, to_memory)
+        if applied is None:
+            s.states = None  # reloaded meanwhile: the next pass looks again
+            return 0
+        out = render(merged, self.clock())
+        if out != (_read(path) or b""):
+            ensure_dir(os.path.dirname(path))
+            atomic_write(path, out, keep_prev=False)
+        s.disk, s.disk_refused, s.stat = parse(out)[0], set(), stat(path)
+        # what this pass joined: a task written in memory meanwhile differs from it, so the next pass sees it
+        for r in applied:
+            if r["state"] is None:
+                states.pop(r["task_id"], None)
+            else:
+                states[r["task_id"]] = r["state"]
+            dates[r["task_id"]] = r["changed"]
+        s.states, s.dates = states, dates
+        return len(applied)
+
+    def _apply(self, durable, g, states, dates, to_memory):
+        """The file's tasks through the store's write path; a task changed in memory since the
+        snapshot is left for the next pass. -> the records applied, None when the graph was reloaded."""
+        if not to_memory:
+            return []
+        store = self.store
+        with store.writes.writing(None) as w:
+            if durable.graph is not g:
+                return None
+            held = g.meta.get("progress") or {}
+            held_dates = g.meta.get(DATES) or {}
+            records = [{"op": "progress", "task_id": t, "state": r["state"], "changed": r["changed"]}
+                       for t, r in sorted(to_memory.items())
+                       if held.get(t) is states.get(t) and held_dates.get(t) == dates.get(t)]
+            if not records:
+                return []
+
+            def apply(graph):
+                from ..core.graph import apply_record
+
+                for r in records:
+                    apply_record(graph, r)
+            store.writes.change(w, durable, records, apply, counted=False, compact=False)
+            for r in records:
+                store.writes.told(w, durable, "progress", {"task_id": r["task_id"]})
+            durable.dirty = True
+        return records
+
+    def _report(self, rel, problems):
+        for p in problems:
+            if (rel, p) not in self.logged:
+                self.logged.add((rel, p))
+                log.warning("remote sync: %s/%s", rel, p)
+
+
+def _read(path):
+    try:
+        with open(path, "rb") as f:
+            return f.read(kg_format.MAX_FILE + 1)
+    except FileNotFoundError:
+        return None
