@@ -18,20 +18,21 @@ _JOIN = "\n"  # no value, token or name class spans a line break: only a key blo
 
 
 def _fields_of_node(node):
-    yield "id", node.get("id")
-    yield "gist", node.get("gist")
-    for i, note in enumerate(node.get("notes") or ()):
-        yield "notes[%d]" % i, note
-    for i, touch in enumerate(node.get("touches") or ()):
-        yield "touches[%d]" % i, touch
+    """(name, index, text): a field's name is "notes[%d]" % index, formatted only for a refusal
+    (a clean node, the common case, never needs one)."""
+    notes, touches = node.get("notes") or (), node.get("touches") or ()
+    return ([("id", None, node.get("id")), ("gist", None, node.get("gist"))] +
+            [("notes[%d]", i, t) for i, t in enumerate(notes)] + [("touches[%d]", i, t) for i, t in enumerate(touches)])
 
 
 def _fields_of_edge(edge):
-    yield "from", edge.get("from")
-    yield "to", edge.get("to")
-    yield "rel", edge.get("rel")
-    for i, note in enumerate(edge.get("notes") or ()):
-        yield "edge notes[%d]" % i, note
+    return ([("from", None, edge.get("from")), ("to", None, edge.get("to")), ("rel", None, edge.get("rel"))] +
+            [("edge notes[%d]", i, t) for i, t in enumerate(edge.get("notes") or ())])
+
+
+def _named(field):
+    name, i, _ = field
+    return name if i is None else name % i
 
 
 _last_whole = (None, None)  # (text, find's answer): a put scans what was sent, the node, then its graph
@@ -39,24 +40,25 @@ _last_whole = (None, None)  # (text, find's answer): a put scans what was sent, 
 
 def _scan(fields):
     global _last_whole
-    texts = [(name, t) for name, t in fields if isinstance(t, str) and t]
-    joined = _JOIN.join(t for _, t in texts)
+    texts = [f for f in fields if isinstance(f[2], str) and f[2]]
+    joined = _JOIN.join([f[2] for f in texts])
     last = _last_whole
     whole = last[1] if last[0] == joined else find(joined)  # one pass over the whole: the common case
     _last_whole = (joined, whole)
     if whole is None:
         return None
-    for name, t in texts:
-        hit = find(t)
+    for f in texts:
+        hit = find(f[2])
         if hit is not None:
-            return name, hit
+            return _named(f), hit
     # Found only across fields: a private key pasted one line per note. Named by where it starts.
     at = 0
-    for name, t in texts:
+    for f in texts:
+        t = f[2]
         if whole.start < at + len(t) + 1:
-            return name, Hit(whole.kind, whole.label, max(whole.start - at, 0), len(t))
+            return _named(f), Hit(whole.kind, whole.label, max(whole.start - at, 0), len(t))
         at += len(t) + 1
-    return texts[-1][0], whole
+    return _named(texts[-1]), whole
 
 
 def scan_state(state):

@@ -202,6 +202,9 @@ _lowered = lowered  # kg/secrets/prefilter.py: the text with ASCII letters lower
 MAX_CANDIDATES = 16384
 MAX_JUDGED = 4096
 TOO_MANY = "a text with more secret-shaped values than kgd checks"
+# A kind's first candidates in a text are judged without the key that spots a repeat: a node has a
+# few, and slicing and hashing each one's context cost as much as its check's cheap exit.
+DEDUPE_AFTER = 16
 
 
 # Invisible format characters (zero-width space and joiners, word joiner, BOM, soft hyphen, bidi
@@ -251,11 +254,15 @@ def _find(text):
     seen = judged = 0
     for k in _PREFILTER.kinds_to_run(low):  # kg/secrets/prefilter.py: only kinds whose leading literal it holds
         rejected = set()  # a repeated near-miss is judged once
+        first = seen + DEDUPE_AFTER
         for m in k.regex.finditer(low if k.lower else text):
             seen += 1
-            key = text[max(m.start() - pw.KEY_BACK, 0):m.end()]  # all that its check reads
-            if key in rejected and seen <= MAX_CANDIDATES:
-                continue
+            if seen > first:  # a node's few candidates are judged without building a key
+                key = text[max(m.start() - pw.KEY_BACK, 0):m.end()]  # all that its check reads
+                if key in rejected and seen <= MAX_CANDIDATES:
+                    continue
+            else:
+                key = None
             judged += 1
             if judged > MAX_JUDGED or seen > MAX_CANDIDATES:
                 return Hit("too-many", TOO_MANY, m.start(), m.end())
@@ -263,5 +270,6 @@ def _find(text):
             if ok:  # True, or (start,) when the secret stands before the match (use PASS as the password)
                 kind, label = pw.label_assignment(text, m) if k.label is None else (k.kind, k.label)
                 return Hit(kind, label, ok[0] if isinstance(ok, tuple) else m.start(), m.end())
-            rejected.add(key)
+            if key is not None:
+                rejected.add(key)
     return None

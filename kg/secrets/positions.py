@@ -80,19 +80,17 @@ def _class_of(text, start, name, form):
 
 
 def check_assignment(text, m):
-    v0, v1 = m.span("value")
-    if v1 - v0 < 4:  # the cheap tests first: most candidates end here
+    k0, k1 = m.span("kw")  # the cheap tests first, the name's (cached) before the value's: most candidates end here
+    start = k0 if k0 == k1 else name_start(text, k0)  # a --flag's name starts after its "--"
+    name = text[start:m.end("tail")]
+    if secret_name(name) is None and name[:3].lower() != "key":
         return False
+    v0, v1 = m.span("value")
     value = text[v0:v1]
     if len(value) > 4 and value[-1] in ".,;:":
         value = value.rstrip(".,;:")  # prose around a value: "--db-password VALUE:"
     if value.lower() in VENDOR_DEFAULTS or value[0] == "\\":
         return False  # a documented default; an escape (\n) ends the text before any value
-    k0 = m.start("kw")
-    start = k0 if k0 == m.end("kw") else name_start(text, k0)  # a --flag's name starts after its "--"
-    name = text[start:m.end("tail")]
-    if secret_name(name) is None and not name.lower().startswith("key"):
-        return False
     sep = m.group("sep") if "sep" in m.re.groupindex else None
     form = "assign" if sep is None else _form(sep)  # None: the --flag VALUE kind
     cls = _class_of(text, start, name, form)
