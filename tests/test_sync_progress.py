@@ -81,6 +81,19 @@ def test_render_is_canonical_sorted_and_drops_expired_tombstones():
                   b'{"changed":2000000000.0,"state":{"a":[2],"z":1},"task":"b"}\n'
     assert rp.parse(out)[0] == {k: v for k, v in recs.items() if k != "old"}
     assert rp.render({}) == b""
+    cache = {}
+    assert rp.render(recs, T, cache) == out == rp.render(recs, T, cache)  # lines kept for the same records
+    recs["b"] = R("b", {"z": 2}, T + 1)  # a new record object: its line is made again
+    assert rp.render(recs, T, cache) == rp.render(recs, T) != out
+
+
+def test_memory_records_cache_follows_changes():
+    cache, state = {}, {"x": 1}
+    first = rp.memory_records({"a": state}, {"a": T}, cache)
+    assert rp.memory_records({"a": state}, {"a": T}, cache)["a"] is first["a"]
+    assert rp.memory_records({"a": state}, {"a": T + 1}, cache)["a"] == R("a", {"x": 1}, T + 1)
+    assert rp.memory_records({"a": {"x": 2}}, {"a": T + 1}, cache)["a"] == R("a", {"x": 2}, T + 1)
+    assert rp.memory_records({}, {"a": T + 2}, cache) == {"a": R("a", None, T + 2)} and list(cache) == ["a"]
 
 
 @pytest.mark.parametrize("mine, disk, mine_refused, disk_refused, merged, to_memory", [

@@ -89,17 +89,45 @@ def parse(data):
     return out, problems
 
 
-def render(records, now=None):
-    """The file's bytes: canonical lines sorted by task, LF; expired tombstones left out."""
-    keep_after = None if now is None else now - kg_format.TOMBSTONE_KEEP_S
-    lines = [kg_format.canonical(records[t]) for t in sorted(records)
-             if keep_after is None or records[t]["state"] is not None or records[t]["changed"] >= keep_after]
+def kept(records, now=None):
+    """The tasks the file holds: expired tombstones left out."""
+    if now is None:
+        return sorted(records)
+    keep_after = now - kg_format.TOMBSTONE_KEEP_S
+    return [t for t in sorted(records) if records[t]["state"] is not None or records[t]["changed"] >= keep_after]
+
+
+def render(records, now=None, cache=None):
+    """The file's bytes: canonical lines sorted by task, LF; expired tombstones left out. `cache`
+    ({task: (record, line)}, updated) keeps the line of a record object rendered before."""
+    lines, fresh = [], {}
+    for t in kept(records, now):
+        r = records[t]
+        hit = cache.get(t) if cache is not None else None
+        line = hit[1] if hit is not None and hit[0] is r else kg_format.canonical(r)
+        fresh[t] = (r, line)
+        lines.append(line)
+    if cache is not None:
+        cache.clear()
+        cache.update(fresh)
     return ("\n".join(lines) + "\n").encode("utf-8") if lines else b""
 
 
-def memory_records(states, dates):
-    """Memory's lines: every stored task, and every cleared one that has a date (a tombstone)."""
-    return {t: record(t, states.get(t), dates.get(t) or 0) for t in set(states) | set(dates)}
+def memory_records(states, dates, cache=None):
+    """Memory's lines: every stored task, and every cleared one that has a date (a tombstone).
+    `cache` ({task: (state, changed, record)}, updated) keeps the record of an unchanged task."""
+    out, fresh = {}, {}
+    for t in set(states) | set(dates):
+        state, changed = states.get(t), dates.get(t) or 0
+        hit = cache.get(t) if cache is not None else None
+        if hit is None or hit[0] is not state or hit[1] != changed:
+            hit = (state, changed, record(t, state, changed))
+        fresh[t] = hit
+        out[t] = hit[2]
+    if cache is not None:
+        cache.clear()
+        cache.update(fresh)
+    return out
 
 
 def join(mine, disk, mine_refused=(), disk_refused=()):
@@ -144,6 +172,9 @@ class Seen:
         self.dates = None  # memory's {task: changed}
         self.disk = {}  # the file's records as last read or written
         self.disk_refused = set()  # its tasks the gate refuses
+        self.bytes = None  # the file's bytes when its stat was `stat`
+        self.mine = {}  # memory_records' cache
+        self.lines = {}  # render's cache
         self.verdicts = {}  # task -> (state object, reason the gate refuses it or None)
 
 
@@ -184,7 +215,8 @@ class ProgressSync:
         if same_memory and st == s.stat and not force:
             return 0
         if st != s.stat or force:
-            s.disk, problems = parse(_read(path))
+            s.bytes = _read(path)
+            s.disk, problems = parse(s.bytes)
             self._report(rel, problems)
             s.disk_refused = {t for t, r in s.disk.items() if _refused(t, r["state"]) is not None}
             if s.disk_refused:
@@ -200,16 +232,17 @@ class ProgressSync:
                 self._report(rel, ["a task is not synced: %s" % hit[1]])  # its id may be the credential
         for t in [t for t in s.verdicts if t not in states]:
             del s.verdicts[t]
-        merged, to_memory = join(memory_records(states, dates), s.disk, mine_refused, s.disk_refused)
+        merged, to_memory = join(memory_records(states, dates, s.mine), s.disk, mine_refused, s.disk_refused)
         applied = self._apply(durable, g, states, dates, to_memory)
         if applied is None:
             s.states = None  # reloaded meanwhile: the next pass looks again
             return 0
-        out = render(merged, self.clock())
-        if out != (_read(path) or b""):
+        now = self.clock()
+        out = render(merged, now, s.lines)
+        if out != (s.bytes or b""):
             ensure_dir(os.path.dirname(path))
             atomic_write(path, out, keep_prev=False)
-        s.disk, s.disk_refused, s.stat = parse(out)[0], set(), stat(path)
+        s.disk, s.disk_refused, s.bytes, s.stat = {t: merged[t] for t in kept(merged, now)}, set(), out, stat(path)
         # what this pass joined: a task written in memory meanwhile differs from it, so the next pass sees it
         for r in applied:
             if r["state"] is None:
