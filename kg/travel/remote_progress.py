@@ -30,7 +30,7 @@ import os
 from ..core import kg_format, model
 from ..core.errors import BadInput, KgError
 from ..disk.files import atomic_write, ensure_dir
-from ..memory import gate
+from ..memory import foreground, gate
 from .remote_files import stat
 
 log = logging.getLogger(__name__)
@@ -214,6 +214,7 @@ class ProgressSync:
             and all(states[t] is s.states[t] for t in states)
         if same_memory and st == s.stat and not force:
             return 0
+        foreground.give_way()  # like each step of the graph's pass: a request being served goes first
         if st != s.stat or force:
             s.bytes = _read(path)
             s.disk, problems = parse(s.bytes)
