@@ -228,7 +228,7 @@ class Shared:
             g = self.durable.graph
             results, snap = self._reconcile(g, parsed, disk_stamps, now, unreadable, cut, lost)
             self._apply(store, w, results, snap, unreadable, forget, forget_own)
-        outs = {}
+        outs, synced = {}, set()  # synced: the kinds whose files hold memory's changes once written
         for kind in FILES:
             r = results[kind]
             if kind in cut or not (r.disk or force):
@@ -244,6 +244,7 @@ class Shared:
                 continue  # nothing to say in a new file of changes/ (`kgd share` on a committed .kg/)
             if force or data != (datas[kind].get(target) or b""):
                 outs[kind] = (target, data, n)
+            synced.add(kind)
         if git_fresh:
             self.unwritten = False
         if not any(results[kind].disk for kind in FILES) and not outs:
@@ -267,7 +268,7 @@ class Shared:
             return True
         self.last_error = None
         self.seen = self.states()
-        self._written(store, results, snap, {kind: (t, n) for kind, (t, _, n) in outs.items()})
+        self._written(store, results, snap, {kind: (t, n) for kind, (t, _, n) in outs.items()}, synced)
         return True
 
     def _target(self, g, kind):
@@ -446,10 +447,13 @@ class Shared:
                      len(rec.get("nodes", ())), len(rec.get("edges", ())), len(rec.get("drop_nodes", ())),
                      len(rec.get("drop_edges", ())))
 
-    def _written(self, store, results, snap, targets):
+    def _written(self, store, results, snap, targets, synced):
         """Phase 2, once the files hold what memory brought: the base of the written keys, the
         explicit deletes now written as tombstones, and which keys live in files git does not
-        track yet (`own`; keys a tracked file now holds leave it)."""
+        track yet (`own`; keys a tracked file now holds leave it). Only the kinds in `synced`
+        (written, or the file already held them): a kind held back (git could not be asked, a
+        cut file) was not written, and a base claiming it was would drop those changes from
+        memory at the next sync as if they had left with a branch."""
         lenient = (logging.ERROR, "the sync state of %s not saved (it is rebuilt at the next sync)" % self.dir)
         with store.writes.writing(None, lenient=lenient) as w:
             g = self.durable.graph
@@ -457,7 +461,7 @@ class Shared:
             meta = {}
             for kind in FILES:
                 r, deleted0 = results[kind], snap[kind][2]
-                if not r.disk:
+                if not r.disk or kind not in synced:
                     continue
                 meta.setdefault("base", {})[kind] = {k: r.base.get(k) for k in r.disk}
                 done = {k: None for k in r.disk if k in deleted0 and s["deleted"][kind].get(k) == deleted0[k]}
