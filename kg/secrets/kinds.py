@@ -253,23 +253,23 @@ def _find(text):
     low = _lowered(text)
     seen = judged = 0
     for k in _PREFILTER.kinds_to_run(low):  # kg/secrets/prefilter.py: only kinds whose leading literal it holds
-        rejected = set()  # a repeated near-miss is judged once
-        first = seen + DEDUPE_AFTER
+        rejected = ()  # a repeated near-miss is judged once
+        first, check, key = seen + DEDUPE_AFTER, k.check, None
         for m in k.regex.finditer(low if k.lower else text):
             seen += 1
             if seen > first:  # a node's few candidates are judged without building a key
                 key = text[max(m.start() - pw.KEY_BACK, 0):m.end()]  # all that its check reads
                 if key in rejected and seen <= MAX_CANDIDATES:
                     continue
-            else:
-                key = None
             judged += 1
             if judged > MAX_JUDGED or seen > MAX_CANDIDATES:
                 return Hit("too-many", TOO_MANY, m.start(), m.end())
-            ok = k.check(text, m)
+            ok = check(text, m)
             if ok:  # True, or (start,) when the secret stands before the match (use PASS as the password)
                 kind, label = pw.label_assignment(text, m) if k.label is None else (k.kind, k.label)
                 return Hit(kind, label, ok[0] if isinstance(ok, tuple) else m.start(), m.end())
             if key is not None:
+                if not rejected:
+                    rejected = set()
                 rejected.add(key)
     return None

@@ -43,22 +43,21 @@ _TEMPLATE = re.compile(r"\$\{|\{\{|\$\(|%\(|<%|#\{|\{%|%[sd](?![A-Za-z0-9])")
 _WRAPPED = ("<>", "[]", "{}", "()")
 _YOUR = re.compile(r"(?:[Yy]our|YOUR)(?:[_\-.]|[A-Z]|\Z)")
 _HERE_END = re.compile(r"(?:[_\-. ]|[a-z])here\Z|(?<=[a-z])Here\Z|\AHERE\Z", re.I)
-_XS = re.compile(r"[xX]{4}|\A[xX]{3}")
 
 
 def placeholder(v):
     """<...>, [...], {...}, ${...}, {{...}}, $(...), %(...)s, YOUR_..., ...-here, xxxx, ***, ...,
     and the closed word lists: never a concrete value."""
-    low = v.lower()
-    if low in VENDOR_DEFAULTS or low in CONFIG_WORDS or _TEMPLATE.search(v):
-        return True
+    low = v.lower()  # the cheap tests first (substrings, then regexes): every candidate value asks
+    if low in VENDOR_DEFAULTS or low in CONFIG_WORDS or "xxxx" in low or low.startswith("xxx"):
+        return True  # (only x and X lower-case to x)
+    if "..." in v or "***" in v or "EXAMPLE" in v:
+        return True  # EXAMPLE: AWS's documented example key and secret (...EXAMPLE, ...EXAMPLEKEY)
     if len(v) >= 2 and v[0] + v[-1] in _WRAPPED:
         return True
-    if "..." in v or "\u2026" in v or "***" in v or "\u2022\u2022" in v or "\u25cf\u25cf" in v:
+    if _TEMPLATE.search(v) or "\u2026" in v or "\u2022\u2022" in v or "\u25cf\u25cf" in v:
         return True
-    if "EXAMPLE" in v:
-        return True  # AWS's documented example key and secret (...EXAMPLE, ...EXAMPLEKEY)
-    return bool(_YOUR.match(v) or _XS.search(v) or (low.endswith("here") and _HERE_END.search(v)))
+    return bool(_YOUR.match(v) or (low.endswith("here") and _HERE_END.search(v)))
 
 
 _SHELL_REF = re.compile(r"\$(?:\{?[A-Z_][A-Z0-9_]*\}?|[0-9@*#?])\Z")
@@ -166,6 +165,8 @@ _SYMBOLS = frozenset("!@#$%^&*?~+=|\\")
 
 
 def not_a_value(v, quoted, after):
+    if not quoted and after[:1] in ("(", "["):
+        return True  # code: a call or subscript (os.environ[...], getpass()), the cheapest test first
     return placeholder(v) or reference(v) or hash_format(v) or (not quoted and code(v, after))
 
 

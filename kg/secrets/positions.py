@@ -103,6 +103,8 @@ def check_assignment(text, m):
         return False  # "save the name of ...", "--user_pass: glued words ...": a sentence, not a value
     if name[-1:] in "sS" and name.lower().endswith(("passwords", "secrets", "tokens", "keys", "credentials")):
         cls = "weak"  # a plural holds a list or a count (secrets: inherit, tokens: 4096), a random value only
+    if cls == "weak" and len(value) < 16 and form != "xml":
+        return False  # a weak name takes only a random value, 16 characters or more (values.secret_value)
     if form == "xml":
         return text[start - 1:start] == "<" and after == "<" and concrete_password(value, True)
     if form == "call":
