@@ -9,6 +9,7 @@ Rules owned here:
   (journalled, logged with no session so every kg_sync and the live feed see it, compaction
   runs); then, outside the lock, re-stat the files (changed since read: reconcile again) and
   write what memory brought, atomically; then record the new base. Reading changes no file.
+- The base is recorded only for what the files hold: a kind left unwritten (git not asked) keeps its old base.
 - A background sync waits while git works in the checkout (its index.lock exists) or a file
   changed in the last SETTLE_S seconds: a file half-written by a checkout must not empty the view.
 - Bad lines are logged once per file state, kept for `kgd doctor`, and skipped. A `.kg/` folder
