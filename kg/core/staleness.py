@@ -26,6 +26,8 @@ import hashlib
 import math
 import re
 
+from .text import clip_left
+
 MAX_STATES = 100  # recorded states per node (a node has at most model.MAX_TOUCHES touches)
 HASH_MAX = 32 * 1024 * 1024  # bytes: a bigger file is judged by size and modification time
 MARK_MAX = 160
@@ -272,10 +274,6 @@ def _what(c):
     return "lines %d-%d of %s" % (c.part[1], c.part[2], c.path)
 
 
-def _clip(s, n):
-    return s if len(s) <= n else "…" + s[-(n - 1):]
-
-
 def mark(changes):
     """The few words: `stale: src/x.py changed, 14 of 400 lines, 4 commits ago` / `stale: src/x.py
     deleted` / `stale: refresh in src/auth.py changed, 2 commits ago`; a change no commit made since
@@ -283,9 +281,9 @@ def mark(changes):
     if not changes:
         return ""
     c = changes[0]
-    what = _clip(_what(c), 64)
+    what = clip_left(_what(c), 64)
     if c.kind == "renamed":
-        words = "%s renamed to %s" % (what, _clip(c.to, 48))
+        words = "%s renamed to %s" % (what, clip_left(c.to, 48))
     elif c.kind == "deleted":
         words = "%s deleted" % what
     elif c.kind == "vanished":

@@ -17,6 +17,12 @@ def compact_json(obj, sort_keys=False):
     return json.dumps(obj, ensure_ascii=False, separators=(",", ":"), sort_keys=sort_keys)
 
 
+def clip_left(s, n):
+    """s in at most n characters, its end kept: "…" where the start was cut (a path's file name
+    says most)."""
+    return s if len(s) <= n else "…" + s[-(n - 1):]
+
+
 def clip(s, n, line=True):
     """s in at most n characters; line=False keeps its whitespace as it is (a value, not a line)."""
     if line:
