@@ -126,3 +126,33 @@ def test_the_same_text_scanned_again_is_not_searched_again(monkeypatch):
     node["notes"] = ["uses the token " + "Kp3vT8rWq2LmN5bY7cJdX4"]
     assert secretfields.scan_node(node) == secretfields.scan_node(node)
     assert len(calls) == 1 + 1 + 3 + 3  # the whole text once; the fields, to name the one that holds it
+
+
+def _by_each_trigger(low):
+    """The second step by its definition: every kind one of whose triggers the text holds."""
+    f = secrets._PREFILTER
+    if not any(t in low for t in f.all):
+        return ()
+    return [k for k, ts in zip(f.kinds, f.of_kind) if ts is None or any(t in low for t in ts)]
+
+
+def test_the_second_step_names_the_kinds_of_every_trigger_the_text_holds():
+    # Each place a trigger starts, the longest one there and its prefixes; " -p" and the like on their own.
+    # Triggers glued, overlapping (passecret, sk-ant-, -----begin --user) and inside each other, at random.
+    rng = random.Random(23)
+    frags = sorted(secrets._PREFILTER.all) + ["x", " ", "a", "-", "s", "k", "_", "\n", ":", "/", "p", "t"]
+    texts = ["passecret", "tokenpm_", "sk-ant-", "-----begin --user", "x -p", "a -- user", "authorization",
+             "pass:", "hooks.slack.com/services/t", "private-lines:", " --user -w -a", "--", " -", "-p"]
+    texts += ["".join(rng.choice(frags) for _ in range(rng.randint(1, 16))) for _ in range(20000)]
+    for low in texts:
+        assert list(secrets._PREFILTER.kinds_to_run(low)) == list(_by_each_trigger(low)), low
+
+
+@pytest.mark.parametrize("yes, no", [
+    (["x -p", " -p", "a --user", "x--", "sk-", "a -w1"], ["-p", " -", "b-w1326-0", "x- p", "- -user"]),
+])
+def test_the_first_step_finds_a_blank_trigger_from_its_second_character(yes, no):
+    found = triggers._first_step([" -p", " --user", " -w", "--", "sk-"])
+    assert all(found.search(t) for t in yes)
+    assert not any(found.search(t) for t in no)
+    assert " " not in triggers._first_step([" -p", "sk-"]).pattern.split("(?<=")[0]  # no stop at every space

@@ -92,6 +92,46 @@ def _trie(words):
     return "|".join(parts)
 
 
+# The commonest character of text (a fifth of prose, more in a node of short words): the first step
+# never stops at it. A trigger starting with it (" -p") is found from its second character, which
+# looks back for it (-(?<= -)p).
+BLANK = " "
+
+
+def _first_step(words):
+    """A regex matching where any of `words` is: the trie of those that do not start with BLANK,
+    and one branch for each that does, anchored on its second character."""
+    plain = [w for w in words if w[0] != BLANK]
+    blank = ["%s(?<=%s)%s" % (re.escape(w[1]), re.escape(w[:2]), re.escape(w[2:])) for w in words if w[0] == BLANK]
+    return re.compile("|".join(([_trie(plain)] if plain else []) + blank))
+
+
+def _longest(words):
+    """A regex matching the longest of `words` that starts here (an optional longer branch is
+    tried first), one character at a time like _trie."""
+    first = {}
+    for w in words:
+        first.setdefault(w[0], []).append(w[1:])
+    parts = []
+    for ch, rests in sorted(first.items()):
+        longer = [r for r in rests if r]
+        if not longer:
+            parts.append(re.escape(ch))
+        else:
+            parts.append("%s(?:%s)%s" % (re.escape(ch), _longest(longer), "?" if "" in rests else ""))
+    return "|".join(parts)
+
+
+def _each_start(words):
+    """A regex that consumes one character where any of `words` starts and captures the rest of the
+    longest one starting there (one group per first character): every start is found, none
+    hidden inside another word's match (ab and bc in "abc")."""
+    first = {}
+    for w in words:
+        first.setdefault(w[0], []).append(w[1:])
+    return re.compile("|".join("%s(?=(%s))" % (re.escape(ch), _longest(rests)) for ch, rests in sorted(first.items())))
+
+
 _ASCII_LOWER = str.maketrans(string.ascii_uppercase, string.ascii_lowercase)
 
 
@@ -116,8 +156,14 @@ class Prefilter:
         always = frozenset(i for i, t in enumerate(of_kind) if t is None)
         every = sorted(frozenset().union(*(t for t in of_kind if t is not None)))
         by_trigger = {t: frozenset(i for i, ts in enumerate(of_kind) if ts is not None and t in ts) for t in every}
+        plain = [t for t in every if t[0] != BLANK]
+        # The longest trigger starting somewhere names every trigger starting there: its prefixes.
+        by_longest = {t: frozenset().union(*(by_trigger[p] for p in plain if t.startswith(p))) for t in plain}
+        blank = tuple((t, by_trigger[t]) for t in every if t[0] == BLANK)
         none_found = tuple(self.kinds[i] for i in sorted(always))
-        self._built = (of_kind, always, every, by_trigger, none_found, re.compile(_trie(every)) if every else None)
+        found = _first_step(every) if every else None
+        each = _each_start(plain) if plain else None
+        self._built = (of_kind, always, every, by_longest, none_found, found, each, blank)
         return self._built
 
     @property
@@ -129,12 +175,20 @@ class Prefilter:
         return (self._built or self._build())[2]
 
     def kinds_to_run(self, low):
-        _, always, every, by_trigger, none_found, found = self._built or self._build()
+        _, always, _, by_longest, none_found, found, each, blank = self._built or self._build()
         if len(low) > MAX_FILTERED:
             return self.kinds
-        if found is None or found.search(low) is None:  # one pass: most texts hold no trigger
+        first = None if found is None else found.search(low)  # one pass: most texts hold no trigger
+        if first is None:
             return none_found
         if len(low) > MAX_NAMED:
             return self.kinds
-        run = always.union(*[by_trigger[t] for t in every if t in low])
+        # The second step, from the first trigger on: each place a trigger starts, and the longest one
+        # there (a node holds a few; testing each of the table's triggers on its own cost more).
+        run = set(always)
+        for m in each.finditer(low, first.start()) if each is not None else ():  # no trigger starts before
+            run.update(by_longest[m.group(0) + m.group(m.lastindex)])
+        for t, of in blank:  # " -p" and the like: a handful, each looked for on its own
+            if t in low:
+                run.update(of)
         return [self.kinds[i] for i in sorted(run)]
