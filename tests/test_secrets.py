@@ -233,14 +233,15 @@ def test_adversarial_megabyte_answers_fast(name):
                                   "percent storm", "zero-width storm", "space-separated names", "fullwidth run",
                                   "command flags", "xml elements"])
 def test_time_grows_linearly(name):
-    """Four times the text takes about four times as long, never sixteen (quadratic)."""
+    """Four times the text takes about four times as long, never sixteen (quadratic). CPU time: the
+    wall clock of a machine shared with other test runs made the ratio noise."""
     def best_of(size):
         text = secrets_corpus.adversarial(size)[name]
         runs = []
         for _ in range(3):
-            t0 = time.perf_counter()
+            t0 = time.process_time()
             secrets.find(text)
-            runs.append(time.perf_counter() - t0)
+            runs.append(time.process_time() - t0)
         return min(runs)
     small, big = best_of(1 << 18), best_of(1 << 20)
     assert big < 10 * small + 0.02, (small, big)
