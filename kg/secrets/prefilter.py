@@ -15,6 +15,11 @@ Rules this file owns:
 - A case-insensitive pattern is never pre-filtered (Unicode case folding matches characters whose
   lower case is not ASCII). Skipping a kind with no trigger in the text never changes the answer:
   its regex has no candidate there, and the bounds on candidates count only candidates.
+- Two steps, each one pass: the first finds whether any trigger is there (a trigger starting with
+  a space is found from its second character: the pass never stops at every space); the second,
+  from the first trigger on, finds each place a trigger starts and the longest one there, whose
+  prefixes are the triggers starting there, and runs exactly the kinds of every trigger the text
+  holds. A text longer than MAX_NAMED holding a trigger runs every kind.
 """
 
 import re
