@@ -40,8 +40,15 @@ _last_whole = (None, None)  # (text, find's answer): a put scans what was sent, 
 
 def _scan(fields):
     global _last_whole
-    texts = [f for f in fields if isinstance(f[2], str) and f[2]]
-    joined = _JOIN.join([f[2] for f in texts])
+    vals = [f[2] for f in fields]
+    try:  # the common case, every field a string and none empty: no test per field
+        joined = None if "" in vals else _JOIN.join(vals)
+        texts = fields
+    except TypeError:
+        joined = None
+    if joined is None:
+        texts = [f for f in fields if isinstance(f[2], str) and f[2]]
+        joined = _JOIN.join([f[2] for f in texts])
     last = _last_whole
     whole = last[1] if last[0] == joined else find(joined)  # one pass over the whole: the common case
     _last_whole = (joined, whole)
