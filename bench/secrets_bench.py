@@ -7,7 +7,9 @@
   alarms per near-miss category, for kgd, detect-secrets and gitleaks on the same lines
   (bench/secrets_anchors.py; an anchor that cannot be run says so);
 - against another checkout (--base DIR, e.g. a worktree of main before the change): a clean
-  node's scan and loading a 10,000-node graph, alternating rounds in one run, as ratios;
+  node's scan and loading a 10,000-node graph, alternating rounds in one run, as ratios; and the
+  clean nodes' scans once more with both checkouts' kg/secrets in one interpreter, interleaved
+  batches (a burst of the machine's other load then falls on both);
 
 - detection: every generated credential (tests/secrets_corpus.py, seeds 0..N-1) found as its kind;
 - false alarms: near-miss lines (engineering notes, hashes, UUIDs, placeholders, code) refused;
@@ -214,6 +216,46 @@ def against(base, rounds):
     for what in dict.fromkeys(w for w, _ in rows):
         b, t = statistics.median(rows[(what, "base")]), statistics.median(rows[(what, "this")])
         print("  %-52s base %8.3f  this %8.3f  this/base %.2f" % (what, b, t, t / b))
+    interleaved(base, rounds)
+
+
+def _secrets_of(tree, name):
+    """kg/secrets/fields.py of a checkout, imported as `name` beside this one's (kg/secrets imports
+    nothing else of kg), so both scan in one interpreter."""
+    import importlib
+    import importlib.util
+    path = os.path.join(tree, "kg", "secrets")
+    spec = importlib.util.spec_from_file_location(name, os.path.join(path, "__init__.py"),
+                                                  submodule_search_locations=[path])
+    sys.modules[name] = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(sys.modules[name])
+    return importlib.import_module(name + ".fields")
+
+
+def interleaved(base, rounds, batch=20):
+    """The clean nodes' scans of both checkouts in one interpreter, a batch of each in turn: a burst
+    of the machine's other load falls on both, which separate processes a second apart do not share."""
+    import statistics
+    trees = {"base": _secrets_of(base, "_base_secrets"), "this": fields}
+    near = [t for _, s, t in secrets_calibration.lines(1) if not s][:60]
+    nodes = (("clean node of 60 corpus notes", secrets_corpus.near_misses()[:60]),
+             ("clean node of 60 calibration near misses", near))
+    print("the same, in one interpreter (%d rounds of %d scans each, alternating; median batch; load average %.1f):"
+          % (rounds * 20, batch, os.getloadavg()[0]))
+    for what, notes in nodes:
+        times = {"base": [], "this": []}
+        for r in range(rounds * 20 + 1):
+            for key in (("base", "this") if r % 2 == 0 else ("this", "base")):
+                scan = trees[key].scan_node
+                made = [{"id": "n%d" % next(_ids), "gist": notes[0], "notes": notes, "touches": ["kg/app.py"]}
+                        for _ in range(batch)]
+                t0 = time.process_time()
+                for node in made:
+                    scan(node)
+                if r:  # the first round warms both (the pre-filter's table, the name cache)
+                    times[key].append((time.process_time() - t0) / batch * 1000)
+        b, t = statistics.median(times["base"]), statistics.median(times["this"])
+        print("  %-52s base %8.3f  this %8.3f  this/base %.2f" % (what + ", scan CPU ms", b, t, t / b))
 
 
 _ids = iter(range(1 << 30))
