@@ -184,7 +184,8 @@ def test_fit_lines_budget_and_truncation_order():
     items = [("project", node("id%d" % i, "g" * 300, notes=[long_note, "second"]), "active") for i in range(8)]
     lines, used = fit_lines(items, 5, 100000)
     assert len(lines) == 5 and len(used) == 5
-    assert "| note:" in lines[0] and "kg_read id=id0" in lines[0]
+    assert lines[0].startswith("- [project] id0: ") and "| note:" in lines[0]
+    assert "kg_read" not in lines[0]  # the preload's guide says it once; the id leads the line
     # room for one full line, then shorter ones: the note goes first, then the gist shrinks
     full = len(lines[0])
     lines, used = fit_lines(items, 5, full + 1 + 200)
@@ -196,7 +197,7 @@ def test_fit_lines_budget_and_truncation_order():
 
 def test_fit_lines_state_shown_when_not_active():
     lines, _ = fit_lines([("user", node("a", "gist"), "archived")], 5, 1000)
-    assert lines == ["- [user] a (archived): gist (kg_read id=a)"]
+    assert lines == ["- [user] a (archived): gist"]
 
 
 def test_stem_is_the_same_on_both_sides():

@@ -468,14 +468,15 @@ def url_hits(indexes, url, exclude=(), limit=3):
 # ---- budgets
 
 def node_line(level, node, state, gist_len=240, note_len=160):
-    """One compact line: level, id, state when not active, gist, a clipped first note, how to get
-    the whole node. note_len None leaves the note out."""
+    """One compact line: level, id, state when not active, gist, a clipped first note. note_len
+    None leaves the note out. How to get the whole node (kg_read id=...) is not repeated on every
+    line: the preload's usage guide says it once, and the id leads the line."""
     head = "- [%s] %s%s: " % (level, node["id"], "" if state == "active" else " (%s)" % state)
     body = clip(node.get("gist", ""), gist_len or 60)
     notes = node.get("notes") or ()
     if note_len and notes:
         body += " | note: " + clip(notes[0], note_len)
-    return head + body + " (kg_read id=%s)" % node["id"]
+    return head + body
 
 
 def fit_lines(items, max_items, max_chars, render=node_line):
