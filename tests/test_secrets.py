@@ -68,6 +68,15 @@ def test_other_seeds_same_figures(seed):
     assert [t for t in secrets_corpus.near_misses(seed) if secrets.find(t) is not None] == []
 
 
+def test_the_assignment_check_reads_kw_and_tail_as_groups_1_and_2():
+    # kg/secrets/positions.py's check_assignment reads m.regs[1] and m.regs[2] (every span at once).
+    from kg.secrets import positions
+    asking = [k.regex for k in secrets.KINDS if k.check is positions.check_assignment]
+    assert len(asking) >= 11
+    for regex in asking:
+        assert (regex.groupindex["kw"], regex.groupindex["tail"]) == (1, 2), regex.pattern
+
+
 def test_a_credential_inside_ordinary_text_is_still_found():
     for i, (kind, text) in enumerate(CREDENTIALS):
         around = NEAR_MISSES[i % len(NEAR_MISSES)]

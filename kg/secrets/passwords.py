@@ -265,14 +265,15 @@ _PASS_GLUED = ("store", "key", "srcstore", "deststore", "srckey", "destkey", "us
                "old", "master", "sa", "app", "my", "ssh", "smtp", "mail", "ftp", "bind")
 
 
-_NAME_STR = "".join(sorted(NAME_CHARS))
+NAME_STR = "".join(sorted(NAME_CHARS))
+NAME_BACK = LOOK_BACK - 2  # the name before a keyword, without its "--"
 
 
 def name_start(text, pos):
     """Where the name that ends at `pos` starts: the run of name characters before it, at most
-    LOOK_BACK - 2 of them (one rstrip in C, not a loop per character: every candidate asks)."""
-    head = text[max(pos - (LOOK_BACK - 2), 0):pos]
-    return pos - len(head) + len(head.rstrip(_NAME_STR))
+    NAME_BACK of them (one rstrip in C, not a loop per character: every candidate asks)."""
+    head = text[max(pos - NAME_BACK, 0):pos]
+    return pos - len(head) + len(head.rstrip(NAME_STR))
 
 
 def _keyword_is_a_word(name, kw_start, kw_end):

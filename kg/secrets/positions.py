@@ -19,6 +19,8 @@ Rules this file owns:
 import re
 
 from .passwords import (
+    NAME_BACK,
+    NAME_STR,
     VENDOR_DEFAULTS,
     concrete_in_prose,
     concrete_password,
@@ -80,9 +82,16 @@ def _class_of(text, start, name, form):
 
 
 def check_assignment(text, m):
-    k0, k1 = m.span("kw")  # the cheap tests first, the name's (cached) before the value's: most candidates end here
-    start = k0 if k0 == k1 else name_start(text, k0)  # a --flag's name starts after its "--"
-    name = text[start:m.end("tail")]
+    # The cheap tests first, the name's (cached) before the value's: most candidates end here. Groups 1 and
+    # 2 are kw and tail in both regexes that ask (kg/secrets/kinds.py); m.regs reads every span at once.
+    regs = m.regs
+    k0, k1 = regs[1]
+    if k0 == k1:
+        start = k0  # a --flag's name starts after its "--"
+    else:
+        head = text[max(k0 - NAME_BACK, 0):k0]  # passwords.name_start, inline
+        start = k0 - len(head) + len(head.rstrip(NAME_STR))
+    name = text[start:regs[2][1]]
     if secret_name(name) is None and name[:3].lower() != "key":
         return False
     v0, v1 = m.span("value")
