@@ -213,7 +213,18 @@ def test_crumbs_keep_their_share_when_gists_overflow(env):
 
 def test_empty_memory_still_gives_session_and_guide(env):
     text = ctx(env.start(), "SessionStart")
-    assert text.startswith("Session: ") and "(nothing yet)" in text
+    assert text.startswith("Session: ") and "kg_search query=" in text
+    # a level with nothing to show is one line; the closing line counts and does not repeat the guide
+    assert "\n## User knowledge (all projects): (nothing yet)\n" in text
+    assert "\n## Project knowledge: (nothing yet)\n" in text
+    assert text.endswith("0 edges, all notes.")
+
+
+def test_a_level_with_crumbs_only_has_no_gist_heading(env):
+    env.put("user", "u-rule", "a user rule")
+    env.archive("user", "u-rule")
+    text = ctx(env.start(), "SessionStart")
+    assert "\n## User knowledge (all projects):\n" + preload.CRUMB_HEAD + "u-rule\n" in text
 
 
 def test_resume_known_is_a_short_note_with_changes(env):

@@ -182,8 +182,11 @@ class _Preload:
         for lv, title in _TITLES:
             if lv == "project" and lv not in self.graphs:
                 continue
-            body.extend(["", "## %s, most valuable first:" % title])
-            body.extend([self.gist_line(lv, nid) for nid in self.gists(lv)] or ["(nothing yet)"])
+            gists = [self.gist_line(lv, nid) for nid in self.gists(lv)]
+            if gists:
+                body.extend(["", "## %s, most valuable first:" % title] + gists)
+            else:  # one line: a level with nothing to show costs every session little
+                body.extend(["", "## %s:%s" % (title, "" if self.shown[lv] else " (nothing yet)")])
             if self.shown[lv]:
                 body.append(CRUMB_HEAD + ", ".join(self.crumbs[lv][:self.shown[lv]]))
         return body
@@ -192,9 +195,9 @@ class _Preload:
         left = {lv: len(self.ordered[lv]) - self.taken[lv] for lv in _LEVELS}
         graphs = self.graphs.values()
         archived = sum(len(g.by_state[model.ARCHIVED]) + len(g.by_state[model.ORPHANED]) for g in graphs)
-        # short: every character here is paid by every session (the guide above says how to call)
+        # short: every character here is paid by every session (the guide above says kg_search finds more)
         return "Left out here: %d more active user nodes, %d more active project nodes, %d archived or " \
-               "orphaned, %d edges, all notes; kg_read lists the active graph, kg_search finds any." % (
+               "orphaned, %d edges, all notes." % (
                    left["user"], left["project"], archived, sum(len(g.edges) for g in graphs))
 
     def text(self):
