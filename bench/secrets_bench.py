@@ -180,13 +180,23 @@ def calibration(seeds, what):
 
 def against(base, rounds):
     """This checkout and `base`, alternating: a clean node's scan, a 10,000-node graph's load."""
+    import shutil
+    import tempfile
+
+    tmp = tempfile.mkdtemp(prefix="kgd-secrets-bench-")
+    try:
+        graph_nodes = _against(base, rounds, tmp)
+    finally:
+        shutil.rmtree(tmp, ignore_errors=True)  # the 10,000-node graph written for the load
+    interleaved(base, rounds, graph_nodes)
+
+
+def _against(base, rounds, tmp):
     import statistics
     import subprocess
-    import tempfile
 
     import compare_versions
 
-    tmp = tempfile.mkdtemp(prefix="kgd-secrets-bench-")
     _, big, _, big_file = compare_versions.write_template(tmp, 10000)
     notes = os.path.join(tmp, "notes.json")
     with open(notes, "w") as f:
@@ -218,7 +228,7 @@ def against(base, rounds):
         print("  %-52s base %8.3f  this %8.3f  this/base %.2f" % (what, b, t, t / b))
     with open(big_file) as f:
         graph_nodes = json.load(f)["nodes"]
-    interleaved(base, rounds, list(graph_nodes.values()) if isinstance(graph_nodes, dict) else graph_nodes)
+    return list(graph_nodes.values()) if isinstance(graph_nodes, dict) else graph_nodes
 
 
 def _secrets_of(tree, name):
