@@ -20,7 +20,7 @@ from . import recall, value
 PRELOAD_LIMIT = 10000
 PRELOAD_GIST = 200
 CRUMB_SHARE = (1, 10)       # of the preload room kept for ids without gists (crumbs)
-CRUMB_HEAD = "Ids only (kg_read id=... gives one; an archived one comes back): "
+CRUMB_HEAD = "Ids only (kg_read id=... gives one): "
 
 
 def _usage(session_id):
