@@ -144,7 +144,8 @@ def _pw():
     "<password>%s</password>",
     "spring.datasource.password=%s", "mysql -uroot -p%s app", "mysql --password=%s", "PGPASSWORD=%s psql",
     "docker login -u ci -p %s ghcr.io", "mongosh -u admin -p %s", "redis-cli -a %s ping", "sshpass -p %s ssh h",
-    "curl -u admin:%s https://ci", "smbclient //fs/s -U alice%%%s", "openssl pkcs12 -export -passout pass:%s",
+    "curl -u admin:%s https://ci", "http -a alice:%s api.example.com/me", "http -u alice:%s https://ci",
+    "xh -a alice:%s api.example.com", "smbclient //fs/s -U alice%%%s", "openssl pkcs12 -export -passout pass:%s",
     "keytool -list -storepass %s", "htpasswd -b .htpasswd admin %s", "ldapsearch -D cn=admin -w %s",
     "ENV DB_PASSWORD %s", "docker run -e DB_PASSWORD=%s postgres:16", "- name: DB_PASSWORD\n  value: \"%s\"",
     'variable "db_password" {\n  default = "%s"\n}', 'conn = connect(user="app", password="%s")',
@@ -173,6 +174,7 @@ def test_every_password_position_passes_a_placeholder(form, placeholder):
     "token expired: the refresh token is only valid for 14 days", "The admin password is generated on first start.",
     "if password is None: raise SystemExit", "mysql -u root -p app", "mongodump -u admin -p --db app",
     "ssh -p 2222 deploy@host", "docker run -p 8080:80 nginx", "redis-cli -h cache -p 6379 ping",
+    "http -a alice api.example.com/me (prompts for the password)", "http -a $API_USER:$API_PASS api.example.com",
     "<input type=\"password\" name=\"password\">", "we use bcrypt as the password hasher",
     "The token is base64url(header) + \".\" + base64url(payload)", 'token = "Bearer " + access_token',
     # lines of this repository's own docs and code that a first version refused

@@ -167,7 +167,7 @@ def label_assignment(text, m):
 _COMMAND_FLAGS = {
     "p": (("mysql", "mariadb"), ("sshpass", "mongo", "docker login", "podman login", "buildah login", "skopeo login",
                                  "registry login", "oc login", "az login", "sqlcmd", "bcp ")),
-    "a": (("redis-cli",), ("redis-cli",)),
+    "a": (("redis-cli",), ("redis-cli", "http ", "https ", "xh ")),  # HTTPie / xh: -a user:pass
     "w": ((), ("ldapsearch", "ldapadd", "ldapmodify", "ldapdelete", "ldapwhoami")),
     "u": ((), ("curl", "wget", "http ", "smbclient", "rpcclient")), "-user": ((), ("curl", "wget")),
 }
@@ -177,7 +177,7 @@ def check_command(text, m):
     """mysql -pPASS, docker login -p PASS, mongodump -p PASS, redis-cli -a PASS, curl -u user:PASS,
     smbclient -U user%PASS: the command is on the line."""
     glued, spaced = _COMMAND_FLAGS[m.group("flag")]
-    line = line_before(text, m.start())
+    line = line_before(text, m.start()) + " "  # `http -u ...` at a line's start: the command word ends here
     space = m.group("space")
     commands = glued if not space else glued + spaced if space.strip(" \t") == "=" else spaced
     if not any(c in line for c in commands):  # -pVALUE glued (never -passout), -p VALUE, -p=VALUE
@@ -185,7 +185,7 @@ def check_command(text, m):
     value = group(text, m, "value").rstrip(_TRAILING)
     if _FLAG.match(value) or any(c in value.lower() for c in spaced + glued):
         return False  # mongodump -p --db app: the next flag, the password is asked for; the command itself
-    if m.group("flag") in ("u", "-user"):
+    if m.group("flag") in ("u", "-user") or (m.group("flag") == "a" and "redis-cli" not in line):
         user, sep, pw = value.partition("%" if "smbclient" in line or "rpcclient" in line else ":")
         return bool(sep) and url_password(user, pw.rstrip(".,;:)"))
     return concrete_password(value, True)
