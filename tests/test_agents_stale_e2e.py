@@ -1,0 +1,383 @@
+"""Contract section 12 with the real agents: Claude Code (tests/claude) and Codex CLI, Gemini CLI,
+Copilot CLI (tests/agents), each against a real kgd (`--port 0`) in a real git repository and a
+scripted model on loopback that records what it was sent.
+
+Per agent, on a fresh daemon and repository: four nodes touch src/db.py, two as the whole file and
+two as `src/db.py#connect`; two of them active (the preload shows them), two archived (only file
+recall brings them). A commit changes connect; once REST says every one of them is `"stale"` (the
+marks come with the maintenance beat), run A: the model's first request must carry the two active
+nodes' gist lines with their marks, and after the model reads src/db.py with the agent's own tool
+the next request must carry the file recall of the two archived nodes with their marks and the one
+request to confirm or update; the model then puts each node it saw marked again, unchanged, through
+kgd's MCP tool. REST shows no mark after that, and run B (a new session) preloads them unmarked.
+
+kgd's part of each HOME is what `kgd hooks install [--agent NAME]` writes. Skips (with the reason)
+where the pinned agent is not installed: `cd tests/claude && npm ci` / `cd tests/agents/NAME && npm ci`.
+What each model received is written to tests/artifacts/agents-stale-NAME.json.
+"""
+
+import json
+import os
+import re
+import subprocess
+import sys
+import time
+
+import pytest
+
+from helpers import Daemon, git_env, run_kgd
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+sys.path.insert(0, os.path.join(HERE, "agents"))
+sys.path.insert(0, os.path.join(HERE, "claude"))
+import harness  # noqa: E402
+from fake_model import call, say  # noqa: E402
+
+from cc_harness import claude_version, make_home, request_text, run_claude, tool_exchanges  # noqa: E402
+from fake_anthropic import FakeAnthropic, text_block, tool_use_block  # noqa: E402
+
+pytestmark = [pytest.mark.e2e, pytest.mark.slow]
+
+FILE = "src/db.py"
+BEFORE = ("import time\n\n\ndef connect(url):\n    return open_socket(url)\n\n\n"
+          "def close(conn):\n    conn.shutdown()\n")
+AFTER = ("import time\n\n\ndef connect(url, retries=3):\n    return open_socket(url, retries)\n\n\n"
+         "def close(conn):\n    conn.shutdown()\n")
+WHOLE_MARK = "stale: src/db.py changed, 2 of 9 lines, 1 commit ago"
+PART_MARK = "stale: connect in src/db.py changed, 1 commit ago"
+# id -> (gist, touch, mark once connect changed); put in this order, the archived ones first
+ARCHIVED = {
+    "db-connect-opens-raw-socket": ("connect opens one raw socket per call; there is no pool",
+                                    FILE + "#connect", PART_MARK),
+    "db-module-has-no-retries": ("the db module has no retry logic anywhere", FILE, WHOLE_MARK),
+}
+ACTIVE = {
+    "db-connect-takes-a-url": ("connect takes a url and returns an open socket", FILE + "#connect", PART_MARK),
+    "db-imports-time-for-close": ("src/db.py imports time only for the sleep in close", FILE, WHOLE_MARK),
+}
+NODES = dict(ARCHIVED, **ACTIVE)
+FILLERS = 30
+MAX_TOKENS = 400  # with FILLERS newer unconnected nodes, the first two put are archived
+RECALL_HEAD = "kg memory that may be relevant to %s:" % FILE
+# contract section 12's one short request (kg/agents/loop.py's STALE_ASK), as the model must read it
+STALE_ASK = ("The code changed since the nodes marked stale were written: check them against it, then "
+             "kg_put_node each again (unchanged content confirms it) or fix it.")
+PROMPT_A = "Hello there, start working."  # words no node has: no prompt recall
+PROMPT_B = "Hello again."
+FINAL_A, FINAL_B = "Memory checked.", "Nothing to do."
+# a node the model was shown marked: `- ID [stale: ...]` (preload) or `- [project] ID (archived, stale: ...)`
+MARKED = re.compile(r"^- (?:\[project\] )?([a-z0-9][a-z0-9-]*) [\[(](?:[a-z]+, )?stale: ", re.M)
+SESSION = re.compile(r"Session: ([A-Za-z0-9_-]+)")
+
+
+def preload_line(nid, marked=True):
+    gist, _, mark = NODES[nid]
+    return "- %s%s: %s" % (nid, " [%s]" % mark if marked else "", gist)
+
+
+def recall_line(nid):
+    gist, _, mark = NODES[nid]
+    return "- [project] %s (archived, %s): %s" % (nid, mark, gist)
+
+
+# ---- the world: a real repository, a real daemon
+
+def git(repo, env, *args):
+    subprocess.run(["git"] + list(args), cwd=str(repo), env=env, check=True, capture_output=True, timeout=60)
+
+
+def graph_nodes(daemon, project):
+    status, g = daemon.json("GET", "/api/graph?project_path=" + str(project))
+    assert status == 200, g
+    return {n["id"]: n for n in g["project"]["nodes"]}
+
+
+def marks(daemon, project):
+    return {nid: (n.get("stale") or {}).get("mark") for nid, n in graph_nodes(daemon, project).items()
+            if nid in NODES}
+
+
+def wait_for(daemon, project, want, timeout=30.0):
+    """Poll REST until the four nodes' marks are `want` ({id: mark or None}): the marks come with
+    the maintenance beat, not with the request that changed things."""
+    deadline = time.monotonic() + timeout
+    got = marks(daemon, project)
+    while got != want and time.monotonic() < deadline:
+        time.sleep(0.2)
+        got = marks(daemon, project)
+    return got
+
+
+def make_world(tmp):
+    """A git repository with src/db.py committed, a daemon, the nodes; then connect changed and
+    committed, and the marks current. -> (daemon, project, env)."""
+    project = tmp / "work" / "shop"
+    (project / "src").mkdir(parents=True)
+    env = git_env(tmp / "git-home")
+    (project / FILE).write_text(BEFORE)
+    (project / "README.md").write_text("shop\n")
+    git(project, env, "init", "-q")
+    git(project, env, "add", "-A")
+    git(project, env, "commit", "-qm", "the db module")
+    daemon = Daemon(tmp / "root", args=["--max-tokens", str(MAX_TOKENS)],
+                    env={"KG_STRUCTURED_OUTPUT": "0", "KG_GRACE_PERIOD_DAYS": "0"}).start()
+    try:
+        def put(nid, gist, touches=()):
+            status, obj = daemon.json("PUT", "/api/nodes/project/%s" % nid, {
+                "gist": gist, "touches": list(touches), "project_path": str(project)})
+            assert status == 200, obj
+        for nid, (gist, touch, _) in ARCHIVED.items():
+            put(nid, gist, [touch])
+        for i in range(FILLERS):
+            put("label-printer-%02d" % i, "Fact %02d: the shipping label printer queue flushes at noon" % i)
+        for nid, (gist, touch, _) in ACTIVE.items():
+            put(nid, gist, [touch])
+        states = {nid: n["state"] for nid, n in graph_nodes(daemon, project).items()}
+        assert {nid: states[nid] for nid in NODES} == dict(
+            {nid: "archived" for nid in ARCHIVED}, **{nid: "active" for nid in ACTIVE}), states
+        assert wait_for(daemon, project, {nid: None for nid in NODES}, timeout=2) == {nid: None for nid in NODES}
+        (project / FILE).write_text(AFTER)
+        git(project, env, "commit", "-qam", "connect retries")
+        want = {nid: mark for nid, (_, _, mark) in NODES.items()}
+        got = wait_for(daemon, project, want)
+        assert got == want, "REST after the commit: %s" % got
+    except BaseException:
+        daemon.stop()
+        raise
+    return daemon, project, env
+
+
+# ---- the scripted model, one plan for every agent
+
+def plan(text, calls_made):
+    """What the model does next, from the text it was sent and how many tool calls it made: read
+    src/db.py, then put again (unchanged) each node it was shown marked stale, one per turn, then
+    answer. -> ("read", None) / ("put", id) / ("final", None)."""
+    if calls_made == 0:
+        return "read", None
+    marked = sorted(set(MARKED.findall(text)) & set(NODES))
+    if calls_made - 1 < len(marked):
+        return "put", marked[calls_made - 1]
+    return "final", None
+
+
+def put_args(text, nid):
+    m = SESSION.search(text)
+    return {"session_id": m.group(1) if m else None, "level": "project", "id": nid, "gist": NODES[nid][0]}
+
+
+class ClaudeModel:
+    """Claude Code's model: ToolSearch for kg_put_node when Claude Code defers it, then `plan`."""
+
+    PUT = "mcp__kg__kg_put_node"
+
+    def __init__(self, file_path, final, work=True):
+        self.file_path, self.final, self.work = file_path, final, work
+
+    def __call__(self, body):
+        tools = {t.get("name") for t in body.get("tools") or []}
+        if "ToolSearch" not in tools and not any(n.startswith("mcp__") for n in tools):
+            return [text_block("ok")]  # a side request (a title): not the conversation
+        made = tool_exchanges([body])
+        if self.PUT not in tools:
+            if any(c["name"] == "ToolSearch" for c in made):
+                raise AssertionError("ToolSearch did not load %s: %s" % (self.PUT, sorted(tools)))
+            return [tool_use_block("ToolSearch", {"query": "select:" + self.PUT, "max_results": 1})]
+        text = request_text(body)
+        what, nid = plan(text, len([c for c in made if c["name"] != "ToolSearch"])) if self.work else ("final", None)
+        if what == "read":
+            return [tool_use_block("Read", {"file_path": self.file_path})]
+        if what == "put":
+            return [tool_use_block(self.PUT, put_args(text, nid))]
+        return [text_block(self.final)]
+
+
+def responder(agent, file_path, final, work=True):
+    """The model of Codex, Gemini or Copilot (harness): the same plan, in the agent's own tools
+    (work=False: answer at once)."""
+    def respond(turn):
+        if not agent.tool(turn, "kg_read"):
+            return [say("ok")]  # a side question
+        what, nid = plan(turn.context, len(turn.calls)) if work else ("final", None)
+        if what == "read":
+            return [agent.read_file(turn, file_path)]
+        if what == "put":
+            return [call(agent.tool(turn, "kg_put_node"), put_args(turn.context, nid))]
+        return [say(final)]
+    return respond
+
+
+# ---- one agent's two runs, reduced to the same record
+
+class Conversation:
+    """One run as the model saw it: texts[i] is the conversation text of its i-th main request,
+    calls[i] the tool calls made before it (name, args, result text)."""
+
+    def __init__(self, texts, calls, seconds, ok, describe):
+        self.texts, self.calls, self.seconds, self.ok, self.describe = texts, calls, seconds, ok, describe
+
+    def after_read(self):
+        """The first request that carries the file read's result."""
+        for text, calls in zip(self.texts, self.calls):
+            if calls:
+                return text
+        return None
+
+    def before_read(self):
+        return [t for t, c in zip(self.texts, self.calls) if not c]
+
+    def puts(self):
+        last = self.calls[-1] if self.calls else []
+        return [(c["args"] or {}).get("id") for c in last if c["name"].endswith("kg_put_node")]
+
+
+def run_claude_code(daemon, project, tmp):
+    home = make_home(str(tmp / "home"))
+    code, out, err, _ = run_kgd("hooks", "install", "--port", daemon.port, "--root", daemon.root, home=home)
+    assert code == 0, out + err
+    mcp = tmp / "mcp.json"
+    mcp.write_text(json.dumps({"mcpServers": {"kg": {"type": "http", "url": daemon.url + "/mcp"}}}))
+    runs = {}
+    for name, prompt, final in (("A", PROMPT_A, FINAL_A), ("B", PROMPT_B, FINAL_B)):
+        fake = FakeAnthropic(ClaudeModel(str(project / FILE), final, work=name == "A")).start()
+        try:
+            t0 = time.monotonic()
+            proc = run_claude(["-p", prompt, "--output-format", "json", "--mcp-config", str(mcp), "--strict-mcp-config",
+                               "--allowedTools", "Read,ToolSearch," + ClaudeModel.PUT],
+                              cwd=project / "src", home=home, api_url=fake.url)
+            seconds = time.monotonic() - t0
+            fake.dump(tmp / ("requests-%s.json" % name))
+        finally:
+            fake.stop()
+        main = [b for b in fake.messages() if any((t.get("name") or "").startswith("mcp__")
+                                                  or t.get("name") == "ToolSearch" for t in b.get("tools") or [])]
+        calls = [[{"name": c["name"], "args": c["input"], "text": c.get("text")} for c in tool_exchanges([b])
+                  if c["name"] != "ToolSearch"] for b in main]
+        describe = "claude exited %d\nstdout: %s\nstderr: %s\nfake errors: %s" % (
+            proc.returncode, proc.stdout[-1500:], proc.stderr[-2500:], fake.errors)
+        ok = proc.returncode == 0 and not fake.errors and final in proc.stdout
+        runs[name] = Conversation([request_text(b) for b in main], calls, seconds, ok, describe)
+    return runs
+
+
+def run_harness_agent(agent, daemon, project, tmp):
+    bench = harness.Bench(agent, daemon, tmp / "home", "install")
+    runs = {}
+    try:
+        for name, prompt, final in (("A", PROMPT_A, FINAL_A), ("B", PROMPT_B, FINAL_B)):
+            r = bench.run(prompt, responder(agent, str(project / FILE), final, work=name == "A"), project / "src",
+                          artifacts=str(tmp / name))
+            turns = r.main_turns(agent)
+            runs[name] = Conversation([t.context for t in turns], [t.calls for t in turns], r.seconds,
+                                      r.proc.returncode == 0 and not r.errors and final in r.proc.stdout,
+                                      r.describe())
+    finally:
+        bench.close()
+    return runs
+
+
+AGENT_NAMES = ["claude", "codex", "gemini", "copilot"]
+
+
+@pytest.fixture(scope="module", params=AGENT_NAMES)
+def stale_runs(request, tmp_path_factory):
+    """Both runs of one agent: {"name", "version", "A", "B", "marks_after" (REST after run A),
+    "daemon", "project"}."""
+    name = request.param
+    version, why = claude_version() if name == "claude" else harness.AGENTS[name].version()
+    if version is None:
+        pytest.skip(why)
+    tmp = tmp_path_factory.mktemp("stale-" + name)
+    daemon, project, _ = make_world(tmp)
+    try:
+        if name == "claude":
+            runs = run_claude_code(daemon, project, tmp)
+        else:
+            runs = run_harness_agent(harness.AGENTS[name], daemon, project, tmp)
+        out = {"name": name, "version": version, "A": runs["A"], "B": runs["B"], "daemon": daemon,
+               "project": project, "nodes_after": graph_nodes(daemon, project)}
+        record(out, tmp)
+        yield out
+    finally:
+        daemon.stop()
+
+
+def record(r, tmp):
+    """What reached the model, for reading after the run (tests/artifacts/agents-stale-NAME.json)."""
+    a, b = r["A"], r["B"]
+    first = a.texts[0] if a.texts else ""
+    after = a.after_read() or ""
+    i = after.find(RECALL_HEAD)
+    j = after.find(STALE_ASK, i) if i >= 0 else -1
+    obs = {
+        "agent": r["name"], "version": r["version"], "seconds": [round(a.seconds, 1), round(b.seconds, 1)],
+        "preload_marked_lines": [line for line in first.splitlines() if "[stale:" in line],
+        "file_recall": after[i:j + len(STALE_ASK)] if j >= 0 else (after[i:i + 1500] if i >= 0 else None),
+        "stale_ask_count_after_read": after.count(STALE_ASK),
+        "puts": a.puts(),
+        "preload_b_lines": [line for line in (b.texts[0] if b.texts else "").splitlines()
+                            if line.startswith("- db-")],
+        "artifacts": str(tmp),
+    }
+    path = os.path.join(HERE, "artifacts", "agents-stale-%s.json" % r["name"])
+    os.makedirs(os.path.dirname(path), exist_ok=True)
+    with open(path, "w") as f:
+        json.dump(obs, f, indent=1)
+
+
+def tail(text, n=2500):
+    return text if len(text or "") <= n else "...%s" % text[-n:]
+
+
+def test_both_runs_end_with_the_scripted_answer(stale_runs):
+    for run in ("A", "B"):
+        r = stale_runs[run]
+        assert r.ok and r.texts, "run %s: %s" % (run, r.describe)
+
+
+def test_the_preload_carries_the_marks(stale_runs):
+    a = stale_runs["A"]
+    assert a.texts, a.describe
+    first = a.texts[0]
+    assert SESSION.search(first), "no preload before the first turn: " + tail(first)
+    for nid in ACTIVE:
+        assert preload_line(nid) in first, "%s's marked line is not in the preload: %s" % (nid, tail(first, 4000))
+    for nid in ARCHIVED:  # archived: never preloaded with a gist
+        assert NODES[nid][0] not in first
+
+
+def test_a_read_of_the_file_brings_its_stale_nodes_with_one_request(stale_runs):
+    a = stale_runs["A"]
+    for text in a.before_read():
+        assert RECALL_HEAD not in text and STALE_ASK not in text, "file recall came before the read"
+    after = a.after_read()
+    assert after is not None, "the model never got the read's result: " + a.describe
+    i = after.find(RECALL_HEAD)
+    assert i >= 0, "no file recall after the read of %s: %s" % (FILE, tail(after, 4000))
+    block = after[i:]
+    j = block.find(STALE_ASK)
+    assert j >= 0, "no request to confirm or update after the recall: %s" % block[:2000]
+    for nid in ARCHIVED:
+        assert recall_line(nid) in block[:j], "%s's marked line is not in the file recall: %s" % (nid, block[:2000])
+    assert after.count(STALE_ASK) == 1, "the request reached the model %d times" % after.count(STALE_ASK)
+
+
+def test_the_model_confirms_what_it_saw_marked_and_a_re_put_clears_the_marks(stale_runs):
+    a, b = stale_runs["A"], stale_runs["B"]
+    assert sorted(a.puts()) == sorted(NODES), "the model put again: %s" % a.puts()
+    last = a.calls[-1] if a.calls else []
+    for c in last:
+        if c["name"].endswith("kg_put_node"):
+            assert c.get("text") and c["args"]["id"] in c["text"], c
+    nodes = stale_runs["nodes_after"]
+    for nid, (gist, touch, _) in NODES.items():
+        assert "stale" not in nodes[nid], (nid, nodes[nid].get("stale"))
+        assert nodes[nid]["gist"] == gist and touch in nodes[nid]["touches"], nodes[nid]
+    assert b.texts, b.describe
+    first = b.texts[0]
+    assert SESSION.search(first), "no preload in run B: " + tail(first)
+    for nid in NODES:
+        assert preload_line(nid, marked=False) in first, "%s is not preloaded unmarked: %s" % (nid, tail(first, 4000))
+    for mark in (WHOLE_MARK, PART_MARK):
+        assert mark not in first
+    assert "[stale:" not in first
