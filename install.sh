@@ -409,7 +409,17 @@ claude_entry_is_ours() {  # claude_entry_is_ours URL
 
 # ---------------------------------------------------------------- uninstall
 
+GONE="$TMPD/gone"  # what this uninstall removes (one path a line), so the dry run can tell which folders it empties
+left_empty() {  # left_empty DIR: would DIR hold nothing once the paths in $GONE are gone
+    for e in "$1"/* "$1"/.[!.]* "$1"/..?*; do
+        [ -e "$e" ] || [ -L "$e" ] || continue
+        grep -Fx -e "$e" "$GONE" >/dev/null 2>&1 || return 1
+    done
+    return 0
+}
+
 if [ "$UNINSTALL" = 1 ]; then
+    : >"$GONE"
     if [ ! -f "$MANIFEST" ]; then
         say "kgd is not installed in $PREFIX (no $MANIFEST); nothing to remove."
         exit 0
@@ -451,7 +461,10 @@ if [ "$UNINSTALL" = 1 ]; then
     OLD_ROOT=${OLD_ROOT:-${KG_STORAGE_ROOT:-$HOME/.knowledge-graph}}
     if [ "$PY_OK" = 0 ] && [ -n "$OLD_ENTRY" ] && [ -f "$OLD_ENTRY" ]; then
         if [ "$DRY" = 1 ]; then
-            say "would stop the kgd serving $OLD_ROOT, if one runs (kgd stop)"
+            # said only when one runs: the real run says nothing when there is nothing to stop
+            if KG_HTTP_PORT=${OLD_PORT:-$PORT} "$PY" "$OLD_ENTRY" status --root "$OLD_ROOT" >/dev/null 2>&1; then
+                say "would stop the kgd serving $OLD_ROOT (kgd stop)"
+            fi
         elif out=$(KG_HTTP_PORT=${OLD_PORT:-$PORT} "$PY" "$OLD_ENTRY" stop --root "$OLD_ROOT" 2>&1); then
             case "$out" in *" stopped"*) say "$out" ;; esac
         else
@@ -473,13 +486,13 @@ if [ "$UNINSTALL" = 1 ]; then
             say "Claude Code is not on PATH; if you registered kgd there, run: claude mcp remove --scope user kg"
         fi
         if [ "$PY_OK" = 0 ] && [ -n "$OLD_ENTRY" ] && [ -f "$OLD_ENTRY" ]; then
-            if [ "$DRY" = 1 ]; then
-                "$PY" "$OLD_ENTRY" desktop --remove --kgd "$OLD_ENTRY" --dry-run | sed 's/^/desktop: /' || true
-                "$PY" "$OLD_ENTRY" hooks remove --agent all --dry-run | sed 's/^/hooks: /' || true
-            else
-                "$PY" "$OLD_ENTRY" desktop --remove --kgd "$OLD_ENTRY" | sed 's/^/desktop: /' || true
-                "$PY" "$OLD_ENTRY" hooks remove --agent all 2>&1 | sed 's/^/hooks: /' || true
-            fi
+            if [ "$DRY" = 1 ]; then dry_arg=--dry-run; else dry_arg=""; fi
+            { "$PY" "$OLD_ENTRY" desktop --remove --kgd "$OLD_ENTRY" $dry_arg 2>&1 || true; } | sed 's/^/desktop: /' >"$TMPD/said"
+            { "$PY" "$OLD_ENTRY" hooks remove --agent all $dry_arg 2>&1 || true; } | sed 's/^/hooks: /' >>"$TMPD/said"
+            cat "$TMPD/said"
+            # the settings files kgd's entries were all of go too (kg/ops/setup/settings_file.py
+            # emptied_line): the dry run needs them to tell which folders are left empty
+            sed -n 's/^.*would remove \(\/.*\) (nothing else in it)$/\1/p' "$TMPD/said" >>"$GONE"
         fi
     fi
     # 3. the files, then the folders this installer created (if empty)
@@ -488,6 +501,7 @@ if [ "$UNINSTALL" = 1 ]; then
     while IFS= read -r f; do
         if [ -f "$f" ] || [ -L "$f" ]; then
             [ "$DRY" = 1 ] || rm -f "$f"
+            printf '%s\n' "$f" >>"$GONE"
             case "$f" in
                 "$PREFIX"/*) n=$((n + 1)) ;;  # the program files: said in one line below
                 *) if [ "$DRY" = 1 ]; then say "would remove $f"; else say "removed $f"; fi ;;
@@ -497,22 +511,35 @@ if [ "$UNINSTALL" = 1 ]; then
     if [ "$n" -gt 0 ]; then
         if [ "$DRY" = 1 ]; then say "would remove $n program file(s) from $PREFIX"; else say "removed $n program file(s) from $PREFIX"; fi
     fi
-    find "$PREFIX" -type d -name __pycache__ 2>/dev/null | while IFS= read -r d; do  # kg/ and each package's
-        if [ -d "$d" ]; then
-            if [ "$DRY" = 1 ]; then say "would remove $d"; else rm -rf "$d"; fi
+    # the caches Python wrote beside kg/ and each package's modules: part of the program
+    find "$PREFIX" -type d -name __pycache__ 2>/dev/null >>"$GONE"
+    [ "$DRY" = 1 ] || find "$PREFIX" -type d -name __pycache__ -prune -exec rm -rf {} + 2>/dev/null || true
+    manifest_lines dir >"$TMPD/madedirs"
+    printf '%s\n' "$MANIFEST" >>"$GONE"
+    [ "$DRY" = 1 ] || rm -f "$MANIFEST"
+    # the folders the installer created, deepest first, each when nothing is left in it: the dry run
+    # finds the same ones as the real run (what it would leave), and both say them the same way
+    LC_ALL=C sort -r "$TMPD/madedirs" | while IFS= read -r d; do
+        [ -n "$d" ] && [ -d "$d" ] || continue
+        if [ "$DRY" = 1 ]; then
+            left_empty "$d" || continue
+            printf '%s\n' "$d" >>"$GONE"
+        else
+            rmdir "$d" 2>/dev/null || continue
         fi
-    done
-    if [ "$DRY" = 1 ]; then
-        say "would remove $MANIFEST and the folders the installer created, if empty"
-    else
-        dirs=$(manifest_lines dir | sort -r)
-        rm -f "$MANIFEST"
-        printf '%s\n' "$dirs" | while IFS= read -r d; do
-            [ -n "$d" ] && [ -d "$d" ] && rmdir "$d" 2>/dev/null && say "removed folder $d"
-            :
-        done
-        [ -d "$PREFIX/kg" ] && rmdir "$PREFIX/kg" 2>/dev/null || true
-        [ -d "$PREFIX" ] && rmdir "$PREFIX" 2>/dev/null || true
+        printf '%s\n' "$d"
+    done >"$TMPD/dirs"
+    inside=$(grep -c -F -e "$PREFIX/" "$TMPD/dirs" || true)
+    if [ "$DRY" = 1 ]; then verb="would remove"; else verb="removed"; fi
+    while IFS= read -r d; do
+        case "$d" in
+            "$PREFIX") if [ "$inside" -gt 0 ]; then say "$verb folder $PREFIX (and its $inside folder(s))"; else say "$verb folder $d"; fi ;;
+            "$PREFIX"/*) ;;
+            *) say "$verb folder $d" ;;
+        esac
+    done <"$TMPD/dirs"
+    if ! grep -Fx -e "$PREFIX" "$TMPD/dirs" >/dev/null && [ "$inside" -gt 0 ]; then
+        say "$verb $inside folder(s) in $PREFIX"
     fi
     if [ "$DRY" = 1 ]; then done_line="kgd would be uninstalled"; else done_line="kgd is uninstalled"; fi
     say "$done_line. Your memory stays in $OLD_ROOT; delete that folder yourself if you no longer want it."

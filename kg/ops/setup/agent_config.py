@@ -294,6 +294,9 @@ def remove(name, cfg, dry_run=False):
             said.append("%s: %s kgd's %d hook(s) from %s" % (label, verb, hooks_removed, path))
     if not said:
         return []
+    # the files kgd's entries were all of are removed: the dry run says which, as the real run does
+    emptied = ([mcp_path] if toml is not None and not toml[0] else []) + [
+        p for p in files.changed() if not files.files[p]["conf"]]
     if not dry_run:
         if toml is not None:
             toml_block.save(mcp_path, toml[0], toml[1])
@@ -301,6 +304,7 @@ def remove(name, cfg, dry_run=False):
             note = files.save(path, owned_only=not files.files[path]["conf"])
             if note:
                 said.append("%s: %s %s" % (label, path, note))
+    said.extend("%s: %s" % (label, settings_file.emptied_line(p, dry_run)) for p in emptied)
     return said
 
 

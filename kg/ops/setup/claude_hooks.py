@@ -196,15 +196,21 @@ def claude_hooks(args, cfg):
             say("no kgd hooks in %s; nothing to remove" % path)
             return 0
         action = "removed kgd's %d hook(s)%s from" % (removed, " and %d tool permission(s)" % perms if perms else "")
+    # A file that held nothing but kgd's entries is removed with them (and the dry run says so, not
+    # that it would read {}); otherwise a backup only when the person's formatting could not be kept.
     if args.dry_run:
-        say("would have %s %s; the file would read:" % (action, path))
-        say(settings_file.encode(new, raw).decode("utf-8").rstrip())
+        if not new:
+            say("would have %s %s" % (action, path))
+            say(settings_file.emptied_line(path, dry_run=True))
+        else:
+            say("would have %s %s; the file would read:" % (action, path))
+            say(settings_file.encode(new, raw).decode("utf-8").rstrip())
         return 0
-    # A file that held nothing but kgd's entries is removed with them; otherwise a backup only when
-    # the person's formatting could not be kept.
     backup = settings_file.save(path, new, raw, backup="if-lossy" if without_kgd(conf)[0] else False)
     say("%s %s%s; this takes effect in new Claude Code sessions" % (
         action, path, " (backup, as its formatting could not be kept: %s)" % backup if backup else ""))
+    if not new:
+        say(settings_file.emptied_line(path))
     return 0
 
 

@@ -63,9 +63,15 @@ def desktop(args, cfg):
             return 0
         del servers[name]
         action = "removed the %r entry from" % name
-        if conf == {"mcpServers": {}} and not args.dry_run:
-            os.unlink(path)  # it held nothing but this entry (kgd desktop created it)
-            say("%s %s, which is now empty: deleted it" % (action, path))
+        if conf == {"mcpServers": {}}:  # it held nothing but this entry (kgd desktop created it)
+            if not args.dry_run:
+                os.unlink(path)
+            say("%s %s" % (("would have " if args.dry_run else "") + action, path))
+            say(settings_file.emptied_line(path, args.dry_run))
+            return 0
+        if args.dry_run:
+            say("would have %s %s; the file would read:" % (action, path))
+            say(settings_file.encode(conf, raw).decode("utf-8").rstrip())
             return 0
     else:
         entry = desktop_entry(args, cfg)

@@ -10,6 +10,8 @@ Rules owned here:
 - A backup <file>.bak-<YYYYmmdd-HHMMSS> of the old bytes is kept only when the caller asks for one
   or, with backup="if-lossy", when the rewrite could not reproduce the person's own formatting (so
   something of theirs would otherwise be lost). Writing the same content again changes nothing.
+- A file left with nothing once kgd's entries are out is removed, and both the dry run and the real
+  run say so in the same words (emptied_line), never that it "would read {}".
 """
 
 import json
@@ -153,6 +155,12 @@ def keep_backup(path, raw):
         n += 1
     write_bytes(backup, raw, mode=NEW_FILE_MODE)
     return backup
+
+
+def emptied_line(path, dry_run=False):
+    """The line said for a file removed because kgd's entries were all it held, by the dry run and the
+    real run alike (install.sh's dry run reads it to tell which folders the real run leaves empty)."""
+    return "%s %s (nothing else in it)" % ("would remove" if dry_run else "removed", path)
 
 
 def save(path, conf, raw, backup=True):
