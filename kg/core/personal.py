@@ -14,10 +14,9 @@ Rules owned here:
   conflict markers are skipped.
 """
 
-import json
 import math
 
-from . import kg_format, model
+from . import jsonl, kg_format, model
 from .errors import BadInput
 
 FILE = "personal.jsonl"
@@ -94,29 +93,11 @@ class Reader:
 
 
 def _parse(data, known, fresh):
-    if not data:
-        return {}, []
-    if len(data) > kg_format.MAX_FILE:
-        return {}, ["%s is %d bytes; the limit is %d: not loaded" % (FILE, len(data), kg_format.MAX_FILE)]
-    out, problems = {}, []
-    for lineno, raw in enumerate(data.split(b"\n"), 1):
-        line = raw.rstrip(b"\r")
-        if not line.strip() or line.startswith(kg_format.CONFLICT_MARKERS):
-            continue
-        rec = known.get(line)
-        if rec is None:
-            try:
-                if len(line) > kg_format.MAX_LINE:
-                    raise BadInput("line over %d bytes" % kg_format.MAX_LINE)
-                rec = check(json.loads(line.decode("utf-8")))
-            except (ValueError, RecursionError, BadInput) as exc:
-                if len(problems) < kg_format.MAX_PROBLEMS:
-                    problems.append("%s line %d: %s" % (FILE, lineno, getattr(exc, "message", None) or "not JSON"))
-                continue
-        if fresh is not None:
-            fresh[line] = rec
-        out[rec["id"]] = merge(out[rec["id"]], rec) if rec["id"] in out else rec
-    return out, problems
+    return jsonl.records(data, FILE, check, _id, merge, known, fresh)
+
+
+def _id(rec):
+    return rec["id"]
 
 
 def render(records, line=None):

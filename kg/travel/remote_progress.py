@@ -22,12 +22,11 @@ Rules owned here:
   conflict markers skipped).
 """
 
-import json
 import logging
 import math
 import os
 
-from ..core import kg_format, model
+from ..core import jsonl, kg_format, model
 from ..core.errors import BadInput, KgError
 from ..disk.files import atomic_write, ensure_dir
 from ..memory import foreground, gate
@@ -67,26 +66,11 @@ def check(obj):
 
 def parse(data):
     """({task: record}, [problem]) from the file's bytes; never raises on bad content."""
-    if not data:
-        return {}, []
-    if len(data) > kg_format.MAX_FILE:
-        return {}, ["%s is %d bytes; the limit is %d: not loaded" % (FILE, len(data), kg_format.MAX_FILE)]
-    out, problems = {}, []
-    for lineno, raw in enumerate(data.split(b"\n"), 1):
-        line = raw.rstrip(b"\r")
-        if not line.strip() or line.startswith(kg_format.CONFLICT_MARKERS):
-            continue
-        try:
-            if len(line) > kg_format.MAX_LINE:
-                raise BadInput("line over %d bytes" % kg_format.MAX_LINE)
-            rec = check(json.loads(line.decode("utf-8")))
-        except (ValueError, RecursionError, BadInput) as exc:
-            if len(problems) < kg_format.MAX_PROBLEMS:
-                problems.append("%s line %d: %s" % (FILE, lineno, getattr(exc, "message", None) or "not JSON"))
-            continue
-        t = rec["task"]
-        out[t] = merge(out[t], rec) if t in out else rec
-    return out, problems
+    return jsonl.records(data, FILE, check, _task, merge)
+
+
+def _task(rec):
+    return rec["task"]
 
 
 def kept(records, now=None):
