@@ -11,7 +11,8 @@ the next request must carry the file recall of the two archived nodes with their
 request to confirm or update; the model then puts each node it saw marked again, unchanged, through
 kgd's MCP tool. REST shows no mark after that, and run B (a new session) preloads them unmarked.
 
-kgd's part of each HOME is what `kgd hooks install [--agent NAME]` writes. Skips (with the reason)
+kgd's part of each HOME is what `kgd hooks install [--agent NAME]` writes (Copilot once more with HTTP
+hooks, as tests/test_agents_e2e.py's copilot-http bench). Skips (with the reason)
 where the pinned agent is not installed: `cd tests/claude && npm ci` / `cd tests/agents/NAME && npm ci`.
 What each model received is written to tests/artifacts/agents-stale-NAME.json.
 """
@@ -110,7 +111,7 @@ def wait_for(daemon, project, want, timeout=30.0):
 
 def make_world(tmp):
     """A git repository with src/db.py committed, a daemon, the nodes; then connect changed and
-    committed, and the marks current. -> (daemon, project, env)."""
+    committed, and the marks current. -> (daemon, project, seconds from the commit to the marks on REST)."""
     project = tmp / "work" / "shop"
     (project / "src").mkdir(parents=True)
     env = git_env(tmp / "git-home")
@@ -138,13 +139,14 @@ def make_world(tmp):
         assert wait_for(daemon, project, {nid: None for nid in NODES}, timeout=2) == {nid: None for nid in NODES}
         (project / FILE).write_text(AFTER)
         git(project, env, "commit", "-qam", "connect retries")
+        t0 = time.monotonic()
         want = {nid: mark for nid, (_, _, mark) in NODES.items()}
         got = wait_for(daemon, project, want)
         assert got == want, "REST after the commit: %s" % got
     except BaseException:
         daemon.stop()
         raise
-    return daemon, project, env
+    return daemon, project, time.monotonic() - t0
 
 
 # ---- the scripted model, one plan for every agent
@@ -260,8 +262,8 @@ def run_claude_code(daemon, project, tmp):
     return runs
 
 
-def run_harness_agent(agent, daemon, project, tmp):
-    bench = harness.Bench(agent, daemon, tmp / "home", "install")
+def run_harness_agent(agent, setup, daemon, project, tmp):
+    bench = harness.Bench(agent, daemon, tmp / "home", setup)
     runs = {}
     try:
         for name, prompt, final in (("A", PROMPT_A, FINAL_A), ("B", PROMPT_B, FINAL_B)):
@@ -276,25 +278,28 @@ def run_harness_agent(agent, daemon, project, tmp):
     return runs
 
 
-AGENT_NAMES = ["claude", "codex", "gemini", "copilot"]
+# bench -> (agent, how kgd is configured): `kgd hooks install --agent NAME`; copilot-http: Copilot's hooks
+# as HTTP hooks to /api/hooks (tests/agents/harness.py's "write")
+BENCHES = {"claude": ("claude", "install"), "codex": ("codex", "install"), "gemini": ("gemini", "install"),
+           "copilot": ("copilot", "install"), "copilot-http": ("copilot", "write")}
 
 
-@pytest.fixture(scope="module", params=AGENT_NAMES)
+@pytest.fixture(scope="module", params=sorted(BENCHES))
 def stale_runs(request, tmp_path_factory):
-    """Both runs of one agent: {"name", "version", "A", "B", "marks_after" (REST after run A),
-    "daemon", "project"}."""
-    name = request.param
-    version, why = claude_version() if name == "claude" else harness.AGENTS[name].version()
+    """Both runs of one agent: {"name", "version", "A", "B", "marks_s", "nodes_after" (REST after
+    run A), "daemon", "project"}."""
+    name, (agent, setup) = request.param, BENCHES[request.param]
+    version, why = claude_version() if agent == "claude" else harness.AGENTS[agent].version()
     if version is None:
         pytest.skip(why)
     tmp = tmp_path_factory.mktemp("stale-" + name)
-    daemon, project, _ = make_world(tmp)
+    daemon, project, marks_s = make_world(tmp)
     try:
-        if name == "claude":
+        if agent == "claude":
             runs = run_claude_code(daemon, project, tmp)
         else:
-            runs = run_harness_agent(harness.AGENTS[name], daemon, project, tmp)
-        out = {"name": name, "version": version, "A": runs["A"], "B": runs["B"], "daemon": daemon,
+            runs = run_harness_agent(harness.AGENTS[agent], setup, daemon, project, tmp)
+        out = {"name": name, "version": version, "A": runs["A"], "B": runs["B"], "marks_s": marks_s, "daemon": daemon,
                "project": project, "nodes_after": graph_nodes(daemon, project)}
         record(out, tmp)
         yield out
@@ -311,6 +316,7 @@ def record(r, tmp):
     j = after.find(STALE_ASK, i) if i >= 0 else -1
     obs = {
         "agent": r["name"], "version": r["version"], "seconds": [round(a.seconds, 1), round(b.seconds, 1)],
+        "marks_on_rest_after_commit_s": round(r["marks_s"], 2),
         "preload_marked_lines": [line for line in first.splitlines() if "[stale:" in line],
         "file_recall": after[i:j + len(STALE_ASK)] if j >= 0 else (after[i:i + 1500] if i >= 0 else None),
         "stale_ask_count_after_read": after.count(STALE_ASK),
@@ -329,6 +335,11 @@ def tail(text, n=2500):
     return text if len(text or "") <= n else "...%s" % text[-n:]
 
 
+def db_lines(text):
+    """The lines of a request that name one of the four nodes (what a failure shows)."""
+    return "\n".join(line for line in (text or "").splitlines() if any(nid in line for nid in NODES))[:3000]
+
+
 def test_both_runs_end_with_the_scripted_answer(stale_runs):
     for run in ("A", "B"):
         r = stale_runs[run]
@@ -341,7 +352,7 @@ def test_the_preload_carries_the_marks(stale_runs):
     first = a.texts[0]
     assert SESSION.search(first), "no preload before the first turn: " + tail(first)
     for nid in ACTIVE:
-        assert preload_line(nid) in first, "%s's marked line is not in the preload: %s" % (nid, tail(first, 4000))
+        assert preload_line(nid) in first, "%s's marked line is not in the preload:\n%s" % (nid, db_lines(first))
     for nid in ARCHIVED:  # archived: never preloaded with a gist
         assert NODES[nid][0] not in first
 
@@ -353,7 +364,7 @@ def test_a_read_of_the_file_brings_its_stale_nodes_with_one_request(stale_runs):
     after = a.after_read()
     assert after is not None, "the model never got the read's result: " + a.describe
     i = after.find(RECALL_HEAD)
-    assert i >= 0, "no file recall after the read of %s: %s" % (FILE, tail(after, 4000))
+    assert i >= 0, "no file recall after the read of %s:\n%s" % (FILE, db_lines(after))
     block = after[i:]
     j = block.find(STALE_ASK)
     assert j >= 0, "no request to confirm or update after the recall: %s" % block[:2000]
@@ -377,7 +388,7 @@ def test_the_model_confirms_what_it_saw_marked_and_a_re_put_clears_the_marks(sta
     first = b.texts[0]
     assert SESSION.search(first), "no preload in run B: " + tail(first)
     for nid in NODES:
-        assert preload_line(nid, marked=False) in first, "%s is not preloaded unmarked: %s" % (nid, tail(first, 4000))
+        assert preload_line(nid, marked=False) in first, "%s is not preloaded unmarked:\n%s" % (nid, db_lines(first))
     for mark in (WHOLE_MARK, PART_MARK):
         assert mark not in first
     assert "[stale:" not in first
