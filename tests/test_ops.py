@@ -359,3 +359,23 @@ def test_operator_command_names_match_cli():
     sub = parser.add_subparsers(dest="command")
     commands.register(sub, cli.add_common)
     assert set(sub.choices) == set(cli.OPERATOR_COMMANDS)
+
+
+def test_import_leaves_the_clones_name_behind(tmp_path):
+    """A shared project's sync state travels in an export, but not this clone's name for its
+    `.kg/changes/` files: the machine that imports names its own, so two clones never write files
+    of one name (git would stop a pull on the two added files)."""
+    shared = {"base": {"node": {"n": "s1"}, "edge": {}}, "own": {"node": {"n": "changes/c0ffee-1.nodes.jsonl"},
+                                                                  "edge": {}},
+              "clone": "c0ffee", "n": {"node": 1}}
+    doc = {"format": "kgd-export", "user": None, "projects": [
+        {"slug": "proj", "project_path": str(tmp_path / "proj"),
+         "graph": {"nodes": {"n": {"id": "n", "gist": "g", "notes": [], "touches": []}}, "edges": {},
+                   "_meta": {"level": "project", "kg_shared": shared}}}]}
+    (tmp_path / "dump.json").write_text(json.dumps(doc))
+    code, out, err = kgd("import", tmp_path / "dump.json", "--root", tmp_path / "r")
+    assert code == 0, err
+    (graph,) = graph_files(tmp_path / "r").values()
+    kept = graph["_meta"]["kg_shared"]
+    assert "clone" not in kept and "n" not in kept
+    assert kept["base"] == shared["base"] and kept["own"] == shared["own"]  # the rest is the sync state as it was

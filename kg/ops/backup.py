@@ -5,7 +5,8 @@ Rules owned here:
   mid-read). That is exact (every state, note, underscore time, _meta and task progress), needs no
   project folder to exist and works whether or not the daemon runs: every acknowledged write is in
   the graph file or its journal, and the graph file is only ever replaced whole.
-- `import` merges. When a daemon holds the root it goes through the REST API so the daemon's
+- `import` merges (a shared project's clone name, `kg_shared.clone`, is never imported: each machine
+  names its own `.kg/changes/` files). When a daemon holds the root it goes through the REST API so the daemon's
   memory and files stay one (content only: the daemon stamps times and revives states as for any
   put). Otherwise it writes the files itself while holding the root lock, exactly: a node absent
   here is added as it was, a node present in both keeps the copy written last (`_write_ts`; the
@@ -25,7 +26,7 @@ import time
 from urllib.parse import quote
 
 from .. import __version__
-from ..core import model
+from ..core import model, team_state
 from ..core.errors import KgError
 from ..core.graph import graph_from_obj
 from ..disk.files import DIR_MODE, RootLock, atomic_write, dumps, ensure_dir
@@ -275,6 +276,8 @@ def merge_graph(g, src, tally):
                 tally.add("progress", "updated")
             mine[task] = state
     for k, v in src.meta.items():
+        if k == team_state.META and isinstance(v, dict):  # a clone's name for its .kg/changes/ files is
+            v = {s: x for s, x in v.items() if s not in ("clone", "n")}  # its own: two clones, two names
         if k not in ("progress", "level", "project_path"):
             g.meta.setdefault(k, v)
     g.recount()
