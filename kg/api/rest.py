@@ -83,26 +83,34 @@ def graph(store, m, q, body):
         durable = store.registry.existing(root) if root else None
         if durable is None and root and holds_kg(root):
             durable = store.registry.project(root)  # the repository shares its knowledge: load it
-        shown = _full_graph(store, durable.graph) if durable else (
+        pend = store.team.pending(durable) if durable is not None and store.team is not None else None
+        shown = _full_graph(store, durable.graph, pend) if durable else (
             {"nodes": [], "edges": [], "tokens": 0, "max_tokens": store.settings.max_tokens} if root else None)
         if durable is not None:
             shown["sharing"] = team.describe(durable)  # contract 9: shared in the repository, or personal
+            if pend is not None:  # this clone's knowledge not in HEAD yet (`git add .kg && git commit`)
+                shown["sharing"]["uncommitted"] = team.counts(pend)
         path = durable.project_path if durable is not None else root  # another checkout: its graph's
         return {"project_path": path, "user": _full_graph(store, store.user), "project": shown}
 
 
-def _full_graph(store, g):
+def _full_graph(store, g, pend=None):
     """Every node in every state, with its times (lock held). A node or edge holding a
     credential is shown so its owner can delete it, marked `flagged` (field, kind), its texts
-    withheld (contract section 10)."""
+    withheld (contract section 10). `pend` (team.uncommitted): the nodes this clone changed in
+    `.kg/` that HEAD does not hold yet are marked `"uncommitted": true` (contract section 9)."""
     nodes = []
+    marks = store.staleness.marks.valid(g)
+    fresh = set(pend["node"]) if pend else ()
     for n in g.nodes.values():
         item = _flag(model.public_node(n), g.flagged.get(n["id"]))
         item["created_ts"] = n.get("_created_ts")
         item["updated_ts"] = model.recency(n)
-        mark = store.staleness.marks.of(g, n["id"])
+        mark = marks.get(n["id"])
         if mark is not None:  # contract section 12: what changed in the code it touches
             item["stale"] = mark.public
+        if n["id"] in fresh:
+            item["uncommitted"] = True
         nodes.append(item)
     edges = [_flag(model.public_edge(e), g.flagged_edges.get(k)) for k, e in g.edges.items()]
     return {"nodes": nodes, "edges": edges, "tokens": g.tokens, "max_tokens": store.settings.max_tokens}
@@ -139,10 +147,17 @@ def session_stats(store, session):
 
 def get_node(store, m, q, body):
     s = _session(store, _q(q, "session_id"))
-    r = store.read_nodes(s, [m["id"]], m["level"], _q(q, "project_path"))
+    pp = _q(q, "project_path")
+    r = store.read_nodes(s, [m["id"]], m["level"], pp)
     if not r["nodes"]:
         raise NotFound("no node %r in the %s graph." % (m["id"][:200], m["level"]))
-    return r["nodes"][0]
+    node = r["nodes"][0]
+    if m["level"] == "project" and store.team is not None:
+        with store.lock:
+            durable = store.registry.addressed("project", s, pp)[0]
+            if store.team.node_pending(durable, node["id"]):
+                node = dict(node, uncommitted=True)  # contract 9: changed here, not in HEAD yet
+    return node
 
 
 def put_node(store, m, q, body):
@@ -213,12 +228,25 @@ def put_progress(store, m, q, body):
 
 
 def projects(store, m, q, body):
+    """The project graphs on disk; a loaded one also says how many of its nodes are stale
+    (contract 12) and, shared, how much of this clone's knowledge is not yet committed (contract 9)."""
     with store.lock:
-        graphs = sorted(store.all_project_graphs(), key=lambda g: g.slug or "")
-        return {"projects": [{"slug": g.slug, "project_path": g.project_path, "nodes": len(g.nodes),
-                              "edges": len(g.edges), "active": g.state_counts[model.ACTIVE],
-                              "archived": g.state_counts[model.ARCHIVED],
-                              "orphaned": g.state_counts[model.ORPHANED]} for g in graphs]}
+        out = []
+        for d in sorted(store.registry.load_all(), key=lambda d: d.graph.slug or ""):
+            g = d.graph
+            item = {"slug": g.slug, "project_path": g.project_path, "nodes": len(g.nodes), "edges": len(g.edges),
+                    "active": g.state_counts[model.ACTIVE], "archived": g.state_counts[model.ARCHIVED],
+                    "orphaned": g.state_counts[model.ORPHANED], "stale": len(store.staleness.marks.valid(g))}
+            why = store.staleness.problems.get(g.project_path)
+            if why:
+                item["stale_problem"] = why  # why some marks say less than they could
+            if d.shared is not None:
+                item["shared"] = True
+                pend = store.team.pending(d) if store.team is not None else None
+                if pend is not None:
+                    item["uncommitted"] = team.counts(pend)
+            out.append(item)
+        return {"projects": out}
 
 
 def get_remote(store, m, q, body):

@@ -41,6 +41,24 @@ def _counts_line(c):
         plural(c.get("edges", 0), "edge"))
 
 
+def _marks(p):
+    """", 2 stale" after a project's counts when the code some of its nodes touch changed (contract 12)."""
+    return ", %d stale" % p["stale"] if p.get("stale") else ""
+
+
+def uncommitted_line(p):
+    """"shared project app: 3 changes not yet committed (2 nodes, 1 deleted) ..." for a shared
+    project where this clone wrote knowledge to `.kg/` that HEAD does not hold (contract 9)."""
+    c = p.get("uncommitted") or {}
+    total = sum(c.get(k, 0) for k in ("nodes", "deleted", "edges"))
+    if not total:
+        return None
+    parts = [plural(c[k], word) if k != "deleted" else "%d deleted" % c[k]
+             for k, word in (("nodes", "node"), ("deleted", ""), ("edges", "edge")) if c.get(k)]
+    return "shared project %s: %s not yet committed (%s); `kgd diff` lists them, `git add .kg && git commit` " \
+        "publishes" % (p.get("slug"), plural(total, "change"), ", ".join(parts))
+
+
 def other_root(cfg, found):
     """The one line for a daemon on cfg's port that serves another storage root (None: it is ours)."""
     if found["holds_root"]:
@@ -108,7 +126,11 @@ def status(args, cfg):
     say("user:     %s" % _counts_line(user))
     say("projects: %s on disk%s" % (len(projects) or "none", ":" if projects else ""))
     for p in projects:
-        say("  %-24s %s  %s" % (p.get("slug"), p.get("project_path"), _counts_line(p)))
+        say("  %-24s %s  %s%s" % (p.get("slug"), p.get("project_path"), _counts_line(p), _marks(p)))
+    for p in projects:
+        line = uncommitted_line(p)
+        if line:
+            say(line)
     for line in sync.describe(remote):
         say(line)
     return 0

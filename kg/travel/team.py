@@ -15,6 +15,10 @@ the personal remote is hooked into its change listeners. Rules owned here:
   stays personal (`_unpublished`, never written there) until that person runs `kgd share`, which
   publishes it and says how many nodes; a pull never publishes anything.
 - At shutdown every shared project's pending changes are written, unless git is busy there.
+- Knowledge not yet committed (contract 9: `kgd show`, the viewer and `kgd status` mark or count
+  it): what this clone wrote to files under `.kg/` (team_state's `own`) that HEAD does not hold.
+  Which files HEAD holds is asked of git (`git ls-tree`) on the beat, only when HEAD moved, never
+  on a read: a read looks the answer up (pending()).
 - Never called with the store's lock held, except at load (a fresh Shared nobody else holds).
 """
 
@@ -25,7 +29,7 @@ import time
 from ..core import team_state
 from ..core.errors import BadInput
 from ..memory.projects import resolve_project_root
-from .team_folder import ensure_layout, holds_kg, kg_dir
+from .team_folder import GIT_TIMEOUT, KG_DIR, ensure_layout, head_signature, holds_kg, kg_dir, own_file_path
 from .team_prepared import Prepared
 from .team_sync import Shared
 
@@ -48,6 +52,7 @@ class TeamFolder:
     def __init__(self, store):
         self.store = store
         self.prepared = Prepared()  # a project's .kg/ is parsed before the lock, at its first load
+        self.committed = {}  # root -> (HEAD's signature, the layout files HEAD holds, or None: unknown)
 
     def attach(self, durable):
         """At a project's load (lock held): its repository holds `.kg/` -> it is shared and loaded
@@ -102,8 +107,10 @@ class TeamFolder:
                         self.prepared.warm(d.project_path)  # read and parsed before the lock
                         with store.lock:
                             self.attach(d)
-                elif d.shared.unwritten or d.shared.changed_on_disk():
-                    d.shared.sync(store, blocking=False)
+                else:
+                    if d.shared.unwritten or d.shared.changed_on_disk():
+                        d.shared.sync(store, blocking=False)
+                    self.refresh_committed(d.project_path)
             except Exception:
                 log.exception("sync of %s failed; retrying at the next beat", d.project_path)
 
@@ -147,20 +154,115 @@ class TeamFolder:
             except OSError as exc:
                 raise BadInput("could not create %s: %s" % (kg_dir(root), exc.strerror or exc)) from None
             durable.shared.sync(store, force=True)
+            self.refresh_committed(root)
             if durable.shared.last_error:
                 raise BadInput(durable.shared.last_error)
-        out = describe(durable)
+        with store.lock:
+            out = describe(durable, self)
         out["project_path"] = root
         out["published"] = published  # nodes kept personal since .kg/ arrived, published now
         return out
 
 
-def describe(durable):
-    """What `kgd show`, the viewer and /api/graph say about sharing."""
+    def refresh_committed(self, root):
+        """Which layout files HEAD holds, asked of git only when HEAD moved (never under the lock)."""
+        head = head_signature(root)
+        got = self.committed.get(root)
+        if got is None or got[0] != head or got[1] is None:
+            self.committed[root] = (head, committed_files(root))
+
+    def pending(self, durable):
+        """uncommitted() of a shared project from the last answer of git, or None (not shared,
+        or git not asked yet / could not say). Lock held: dict look-ups only."""
+        if durable.shared is None:
+            return None
+        got = self.committed.get(durable.project_path)
+        if got is None or got[1] is None:
+            return None
+        return uncommitted(durable.graph, got[1], durable.project_path)
+
+    def node_pending(self, durable, nid):
+        """Is node `nid` of a shared project changed here and not yet committed (a look-up; None: unknown)."""
+        if durable.shared is None:
+            return None
+        got = self.committed.get(durable.project_path)
+        if got is None or got[1] is None:
+            return None
+        return nid in uncommitted(durable.graph, got[1], durable.project_path, only=nid)["node"]
+
+
+def committed_files(root):
+    """The absolute paths of the files under `.kg/` that HEAD holds: an empty set before the first
+    commit, None when git cannot say (no git, a timeout, not a repository)."""
+    from ..memory import git_runner  # subprocess: on the beat or in a command, never on a read
+
+    try:
+        code, out, _ = git_runner.run(["ls-tree", "-r", "-z", "--name-only", "HEAD", "--", KG_DIR], root,
+                                      timeout=GIT_TIMEOUT, check=False)
+        if code != 0:
+            code, _, _ = git_runner.run(["rev-parse", "--verify", "-q", "HEAD"], root, timeout=GIT_TIMEOUT,
+                                        check=False)
+            return set() if code == 1 else None  # no commit yet: nothing is committed
+    except git_runner.GitError:
+        return None
+    return {os.path.join(root, p) for p in out.split("\0") if p}
+
+
+def uncommitted(g, committed, root, only=None):
+    """{"node": ids, "deleted": ids, "edge": keys}: what this clone wrote to files under `.kg/`
+    that HEAD does not hold (`git add .kg && git commit` publishes it), sorted. Private and
+    not-yet-published nodes are personal, never listed (they are not in `.kg/` at all). Reads
+    the sync state without changing it. `only`: that node id alone (a look-up)."""
+    s = g.meta.get(team_state.META)
+    own = s.get("own") if isinstance(s, dict) else None
+    out, in_head = {"node": [], "deleted": [], "edge": []}, {}  # in_head: file name -> HEAD holds it
+    if not isinstance(own, dict):
+        return out
+    for kind in team_state.KINDS if only is None else ("node",):
+        entries = own.get(kind)
+        if not isinstance(entries, dict):
+            continue
+        if only is not None:
+            entries = {only: entries[only]} if only in entries else {}
+        for key, value in entries.items():
+            name, tomb = team_state.own_file(value)
+            if name is None:
+                continue
+            done = in_head.get(name)
+            if done is None:
+                done = in_head[name] = own_file_path(root, name) in committed
+            if done:
+                continue
+            if kind == "edge":
+                out["edge"].append(key)
+                continue
+            node = g.nodes.get(key)
+            if node is None:
+                if tomb is not None:
+                    out["deleted"].append(key)
+            elif not (node.get("_private") or node.get("_unpublished")):
+                out["node"].append(key)
+    for v in out.values():
+        v.sort()
+    return out
+
+
+def describe(durable, team=None):
+    """What `kgd show`, the viewer and /api/graph say about sharing (lock held): with `team`, also
+    how much of this clone's knowledge is not yet committed (counts; None while unknown)."""
     g = durable.graph
     if durable.shared is None:
         return {"shared": False, "off": team_state.is_off(g.meta)}
     s = durable.shared
     base = team_state.state(g.meta)["base"]
-    return {"shared": True, "kg_dir": s.dir, "nodes": len(base["node"]), "edges": len(base["edge"]),
-            "problems": list(s.problems), "error": s.last_error}
+    out = {"shared": True, "kg_dir": s.dir, "nodes": len(base["node"]), "edges": len(base["edge"]),
+           "problems": list(s.problems), "error": s.last_error}
+    pend = team.pending(durable) if team is not None else None
+    if pend is not None:
+        out["uncommitted"] = counts(pend)
+    return out
+
+
+def counts(pend):
+    """{"nodes", "deleted", "edges"} counts of an uncommitted() answer."""
+    return {"nodes": len(pend["node"]), "deleted": len(pend["deleted"]), "edges": len(pend["edge"])}
