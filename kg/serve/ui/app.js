@@ -95,7 +95,25 @@ function strList(v) { return Array.isArray(v) ? v.map(function (x) { return Stri
 function normNode(n) {
   var st = n.state === 'archived' || n.state === 'orphaned' ? n.state : 'active';
   return { id: String(n.id), gist: n.gist == null ? '' : String(n.gist), notes: strList(n.notes), touches: strList(n.touches), state: st,
-           created_ts: typeof n.created_ts === 'number' ? n.created_ts : null, updated_ts: typeof n.updated_ts === 'number' ? n.updated_ts : null };
+           created_ts: typeof n.created_ts === 'number' ? n.created_ts : null, updated_ts: typeof n.updated_ts === 'number' ? n.updated_ts : null,
+           stale: staleOf(n.stale), uncommitted: n.uncommitted === true, private: n.private === true,
+           unpublished: n.unpublished === true, by: typeof n.by === 'string' ? n.by : null };
+}
+/* Contract 12: the touched code changed since the node was written ({mark, files}); null when current. */
+function staleOf(s) { return s && typeof s === 'object' && typeof s.mark === 'string' ? { mark: s.mark, files: Array.isArray(s.files) ? s.files : [] } : null; }
+/* Marks a person reads on a node: stale (contract 12), not yet committed / private / not published
+   (contract 9: the last two are personal, never "not committed"). [class, text, title] each. */
+function markChips(n) {
+  var out = [];
+  if (n.stale) out.push(['stale', 'stale', n.stale.mark + ' (a put marks it current)']);
+  if (n.uncommitted) out.push(['uncommitted', 'not committed', 'Changed here and not yet committed: git add .kg && git commit publishes it (kgd diff lists it)']);
+  if (n.private) out.push(['personal', 'private', 'Private: never written to the repository']);
+  else if (n.unpublished) out.push(['personal', 'not published', 'Yours from before the repository shared this graph: kgd share publishes it']);
+  return out.map(function (c) { return h('span', { class: 'chip mk-' + c[0], title: c[2], text: c[1] }); });
+}
+function pendingCount(G) {
+  var u = G && G.sharing && G.sharing.uncommitted;
+  return u && typeof u === 'object' ? (+u.nodes || 0) + (+u.deleted || 0) + (+u.edges || 0) : 0;
 }
 function normEdge(e) { return { from: String(e.from), to: String(e.to), rel: e.rel == null ? '' : String(e.rel), notes: strList(e.notes) }; }
 function toGraph(g) {
@@ -369,6 +387,8 @@ function syncDrawn() {
       drawnEl.appendChild(li); drawnLis.set(k, li);
     }
     if (li.dataset.state !== v.data.state) li.dataset.state = v.data.state;
+    var mk = (v.data.stale ? 'stale' : '') + (v.data.stale && v.data.uncommitted ? ' ' : '') + (v.data.uncommitted ? 'uncommitted' : '');
+    if ((li.dataset.marks || '') !== mk) li.dataset.marks = mk;
   });
   drawnLis.forEach(function (li, k) { if (!seen.has(k)) { li.remove(); drawnLis.delete(k); } });
   window.kgdDrawn = seen;
@@ -683,14 +703,18 @@ function draw(now) {
   /* nodes, batched by style */
   var bat = {};
   function put(key, v, r) { (bat[key] || (bat[key] = [])).push([v, r]); }
-  var drawnOnScreen = 0;
+  var drawnOnScreen = 0, marked = { stale: [], pending: [] };
   for (var i = 0; i < V.nodes.length; i++) {
     var v = V.nodes[i], r = radius(v);
     if (!onScreen(v, r)) continue;
     drawnOnScreen++;
     var d = dim && !nb.set.has(v) ? '~' : '';
     if (v.kind === 'file') put('file' + d, v, r);
-    else put(v.data.state + ':' + v.level + d, v, r);
+    else {
+      put(v.data.state + ':' + v.level + d, v, r);
+      if (v.data.stale) marked.stale.push([v, r]);
+      if (v.data.uncommitted) marked.pending.push([v, r]);
+    }
   }
   V.onScreen = drawnOnScreen;
   var bw = 1.6 / Math.max(k, 0.35);
@@ -721,6 +745,19 @@ function draw(now) {
     }
     ctx.globalAlpha = 1;
   });
+
+  /* marks: a stale node (contract 12) wears a warning ring, one not yet committed (contract 9) a small dot */
+  if (marked.stale.length) {
+    ctx.lineWidth = 1.8 / Math.max(k, 0.35); ctx.strokeStyle = C.warn; ctx.setLineDash([2.5 / Math.max(k, 0.5), 1.8 / Math.max(k, 0.5)]);
+    ctx.beginPath();
+    marked.stale.forEach(function (p) { var v = p[0], r = p[1] + 2.6 / k; ctx.moveTo(v.x + r, v.y); ctx.arc(v.x, v.y, r, 0, 6.2832); });
+    ctx.stroke(); ctx.setLineDash([]);
+  }
+  if (marked.pending.length) {
+    ctx.fillStyle = C.accent; ctx.beginPath();
+    marked.pending.forEach(function (p) { var v = p[0], r = p[1], q = Math.max(1.6, r * 0.32); ctx.moveTo(v.x + r * 0.75 + q, v.y - r * 0.75); ctx.arc(v.x + r * 0.75, v.y - r * 0.75, q, 0, 6.2832); });
+    ctx.fill();
+  }
 
   /* search hits, live highlights, ghosts, selection */
   if (S.searchHits.size) {
@@ -986,7 +1023,7 @@ function showTip(v, p) {
   } else {
     tip.append(h('div', { class: 'tid', text: v.id }), v.data.gist ? h('div', { class: 'tg', text: trunc(v.data.gist, 280) }) : null,
       h('div', { class: 'chips' }, h('span', { class: 'chip lv-' + v.level, text: v.level }), h('span', { class: 'chip st-' + v.data.state, text: v.data.state }),
-        v.fx != null ? h('span', { class: 'chip', text: 'pinned' }) : null));
+        markChips(v.data), v.fx != null ? h('span', { class: 'chip', text: 'pinned' }) : null));
   }
   tip.hidden = false;
   var tw = tip.offsetWidth, th = tip.offsetHeight, x = p.x + 16, y = p.y + 14;
@@ -1100,13 +1137,14 @@ function renderPanel() {
     foot.hidden = true;
   } else {
     var n = S.panelData;
-    if (n) head.append(h('span', { class: 'chip st-' + n.state, text: n.state }));
+    if (n) { head.append(h('span', { class: 'chip st-' + n.state, text: n.state })); markChips(n).forEach(function (c) { head.append(c); }); }
     body.append(h('h2', { class: 'mono', text: sel.id }));
     if (!n) {
       body.append(h('p', { class: 'muted', text: S.panelNote ? '' : 'Loading…' }));
     } else if (S.panelMode === 'edit') {
       renderEdit(body, foot, n);
     } else {
+      if (n.stale) body.append(h('div', { class: 'banner stale', id: 'stalemark', text: n.stale.mark + ' \u2014 check it against the code; saving it (Edit, Save) marks it current.' }));
       body.append(h('p', { class: 'gist', text: n.gist || '(no gist)' }));
       body.append(h('h3', null, 'Notes ', h('span', { class: 'n', text: String(n.notes.length) })));
       if (n.notes.length) body.append(h('ul', { class: 'notes' }, n.notes.map(function (t) { return h('li', { text: t }); })));
@@ -1132,7 +1170,7 @@ function renderPanel() {
       if (c) meta.append(h('b', { text: 'created' }), h('span', { text: c }));
       if (u) meta.append(h('b', { text: 'updated' }), h('span', { text: u }));
       meta.append(h('b', { text: 'level' }), h('span', { text: sel.level === 'user' ? 'user (shared by every project)' : 'project · ' + projectLabel() }));
-      meta.append(h('b', { text: 'memory' }), h('span', { id: 'sharingnode', text: sharingOf(sel.level) }));
+      meta.append(h('b', { text: 'memory' }), h('span', { id: 'sharingnode', text: sharingOf(sel.level, n) }));
       body.append(meta);
       if (S.panelMode === 'confirm') {
         var ec = edgesOf(sel.level, sel.id).length;
@@ -1173,7 +1211,7 @@ function renderEdit(body, foot, n) {
       var r = await api(nodeUrl(sel.level, sel.id), { method: 'PUT', body: payload });
       var node = r && r.node ? r.node : Object.assign({ id: sel.id, state: 'active' }, payload);
       var lvl = r && r.level ? levelName(r.level) : sel.level;
-      upsertNode(lvl, node, 'flash');
+      upsertNode(lvl, node, 'flash', 'put');
       if (!wsLive()) logEvent('edited', 'v-upd', lvl, sel.id, { kind: 'node', level: lvl, id: sel.id });
       S.panelMode = 'view';
       if (S.selected && S.selected.id === sel.id) { S.panelData = Object.assign({ level: lvl }, graphOf(lvl).nodes.get(sel.id) || normNode(node)); renderPanel(); }
@@ -1205,9 +1243,15 @@ async function doDelete(btn) {
 }
 
 /* ------------------------------------------------------------ mutations */
-function upsertNode(level, raw, mark) {
+function upsertNode(level, raw, mark, via) {
   var G = graphOf(level); if (!G || !raw || raw.id == null) return null;
   var n = normNode(raw), old = G.nodes.get(n.id);
+  if (via === 'repository') {        // pulled: the repository's version, its stale mark judged at the next load
+    n.uncommitted = false;
+    if (old && raw.stale === undefined) n.stale = old.stale;
+  } else if (via === 'put') {        // written here: current now (contract 12), not committed yet when shared
+    n.uncommitted = !!(level === 'project' && G.sharing && G.sharing.shared && !n.private && !n.unpublished);
+  }
   if (old) {
     if (n.created_ts == null) n.created_ts = old.created_ts;
     if (raw.state == null) n.state = old.state;
@@ -1257,7 +1301,7 @@ function applyEvent(m) {
   switch (m.type) {
     case 'node_put': {
       if (!m.node || m.node.id == null) return;
-      var old = upsertNode(level, m.node, 'new');
+      var old = upsertNode(level, m.node, 'new', m.via === 'repository' ? 'repository' : 'put');
       var id = String(m.node.id);
       tgt = { kind: 'node', level: level, id: id };
       if (!old) logEvent('+ node', 'v-new', level, id, tgt);
@@ -1385,8 +1429,8 @@ function renderHud() {
   var box = $('budgets'); clear(box);
   levels().forEach(function (level) {
     var G = graphOf(level); if (!G) return;
-    var counts = { active: 0, archived: 0, orphaned: 0 };
-    G.nodes.forEach(function (n) { counts[n.state]++; });
+    var counts = { active: 0, archived: 0, orphaned: 0, stale: 0 };
+    G.nodes.forEach(function (n) { counts[n.state]++; if (n.stale) counts.stale++; });
     var max = G.max_tokens || 0, tok = G.tokens || 0, frac = max ? tok / max : 0;
     var col = frac > 1 ? C.danger : frac > 0.8 ? C.warn : levelColor(level);
     var name = level === 'user' ? 'User graph' : 'Project · ' + projectLabel();
@@ -1399,8 +1443,11 @@ function renderHud() {
         h('span', null, h('b', { text: nf.format(counts.active) }), 'active'),
         h('span', null, h('b', { text: nf.format(counts.archived) }), 'archived'),
         h('span', null, h('b', { text: nf.format(counts.orphaned) }), 'orphaned'),
-        h('span', null, h('b', { text: nf.format(G.edges.size) }), 'edges')),
-      level === 'project' ? h('div', { class: 'sharing', id: 'sharing', title: sharingTitle(G), text: sharingLine(G) }) : null));
+        h('span', null, h('b', { text: nf.format(G.edges.size) }), 'edges'),
+        counts.stale ? h('span', { class: 'stalecount', id: 'stale-' + level, title: 'Nodes whose touched code changed since they were written: check them, a put marks them current' }, h('b', { text: nf.format(counts.stale) }), 'stale') : null),
+      level === 'project' ? h('div', { class: 'sharing', id: 'sharing', title: sharingTitle(G), text: sharingLine(G) }) : null,
+      level === 'project' && pendingCount(G) ? h('div', { class: 'sharing pending', id: 'uncommitted', title: 'Knowledge written here that the last commit does not hold: kgd diff lists it, git add .kg && git commit publishes it',
+        text: plural(pendingCount(G), 'change') + ' not yet committed \u00b7 git add .kg && git commit' }) : null));
   });
 }
 /* Contract 9: which knowledge is shared (in the repository's .kg/) and which is personal. One short
@@ -1415,8 +1462,11 @@ function sharingTitle(G) {
   return (s && s.shared ? 'Shared in ' + s.kg_dir + '. ' : '') +
     'Knowledge in the repository is shared; what you read and archive stays personal (contract 9).';
 }
-function sharingOf(level) {
+function sharingOf(level, n) {
   var G = graphOf(level), s = level === 'project' && G && G.sharing;
+  if (n && n.private) return 'private: kept out of the repository';
+  if (n && n.unpublished) return 'personal until you run kgd share';
+  if (s && s.shared && n && n.uncommitted) return 'changed here, not yet committed: git add .kg && git commit publishes it';
   return s && s.shared ? 'shared in the repository; what you read and archive is personal' : 'personal state only';
 }
 function totalNodes() { var t = 0; levels().forEach(function (l) { t += graphOf(l).nodes.size; }); return t; }
@@ -1589,6 +1639,28 @@ async function loadProjects(quiet) {
   renderPicker();
 }
 setInterval(function () { if (!document.hidden && S.loadedOnce) loadProjects(true); }, 30000);
+/* Stale marks follow the code, not the feed (no event says a file changed): look again now and then. */
+async function refreshMarks() {
+  if (S.loading || !S.loadedOnce) return;
+  var d; try { d = await api('/api/graph' + pq(true)); } catch (err) { return; }
+  if (S.loading) return;
+  var changed = false;
+  [['user', d && d.user], ['project', d && d.project]].forEach(function (p) {
+    var G = graphOf(p[0]); if (!G || !p[1]) return;
+    if (p[1].sharing && typeof p[1].sharing === 'object') G.sharing = p[1].sharing;
+    (p[1].nodes || []).forEach(function (raw) {
+      var n = raw && G.nodes.get(String(raw.id)); if (!n) return;
+      var st = staleOf(raw.stale), u = raw.uncommitted === true;
+      if ((n.stale && n.stale.mark) !== (st && st.mark) || n.uncommitted !== u) { n.stale = st; n.uncommitted = u; changed = true; }
+    });
+  });
+  renderHud();
+  if (changed) {
+    rebuild(true);   /* each drawn node takes its graph's object again (a panel's GET may have replaced it) */
+    if (S.selected && S.selected.kind === 'node' && S.panelMode === 'view') refreshPanelFor(S.selected.level, S.selected.id, false);
+  }
+}
+setInterval(function () { if (!document.hidden) refreshMarks(); }, 15000);
 document.addEventListener('visibilitychange', function () { if (!document.hidden && S.loadedOnce) loadProjects(true); });
 picker.addEventListener('change', function () { switchProject(picker.value || null, false); });
 window.addEventListener('hashchange', function () { var hp = hashProject(); if ((hp.value || null) !== (S.project || null)) switchProject(hp.value, true); });
@@ -1652,6 +1724,8 @@ if (ro) ro.observe(canvas); else window.addEventListener('resize', resize);
 window.kgd = {
   state: S, vis: V, stats: stats,
   reload: function () { return loadGraph({ keep: true }); },
+  refreshMarks: function () { return refreshMarks(); },
+  open: function (level, id) { return openNode(level, id); },   /* what a click on a node does */
   fit: function () { fitNow(false); },
   /* page coordinates of a drawn node, or null: lets a test click it */
   screenOf: function (level, id, file) {
