@@ -59,10 +59,11 @@ def git(cwd, *args, env=None):
 
 
 def kg_files(repo):
-    """{relative path: bytes} of every file under `.kg/`."""
+    """{relative path: bytes} of every file under `.kg/` but the one kgd may be writing (`.tmp-*`,
+    renamed into place once whole: a marker seen there is not written yet)."""
     out, top = {}, os.path.join(repo, ".kg")
     for d, _, names in os.walk(top):
-        for name in names:
+        for name in [n for n in names if not n.startswith(".tmp-")]:
             path = os.path.join(d, name)
             with open(path, "rb") as f:
                 out[os.path.relpath(path, top)] = f.read()
