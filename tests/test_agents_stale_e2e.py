@@ -10,6 +10,9 @@ nodes' gist lines with their marks, and after the model reads src/db.py with the
 the next request must carry the file recall of the two archived nodes with their marks and the one
 request to confirm or update; the model then puts each node it saw marked again, unchanged, through
 kgd's MCP tool. REST shows no mark after that, and run B (a new session) preloads them unmarked.
+Run C (a new session) preloads them current; then, before the model reads the file, a commit
+changes close (not connect): the read brings back the two whole-file nodes the preload showed, with
+their new mark and the request, and not the two `#connect` ones (their part did not change).
 
 kgd's part of each HOME is what `kgd hooks install [--agent NAME]` writes (Copilot once more with HTTP
 hooks, as tests/test_agents_e2e.py's copilot-http bench). Skips (with the reason)
@@ -17,6 +20,7 @@ where the pinned agent is not installed: `cd tests/claude && npm ci` / `cd tests
 What each model received is written to tests/artifacts/agents-stale-NAME.json.
 """
 
+import collections
 import json
 import os
 import re
@@ -44,6 +48,8 @@ BEFORE = ("import time\n\n\ndef connect(url):\n    return open_socket(url)\n\n\n
           "def close(conn):\n    conn.shutdown()\n")
 AFTER = ("import time\n\n\ndef connect(url, retries=3):\n    return open_socket(url, retries)\n\n\n"
          "def close(conn):\n    conn.shutdown()\n")
+LATER = AFTER.replace("conn.shutdown()", "conn.shutdown(wait=True)")  # run C: close changes, connect does not
+LATER_MARK = "stale: src/db.py changed, 1 of 9 lines, 1 commit ago"
 WHOLE_MARK = "stale: src/db.py changed, 2 of 9 lines, 1 commit ago"
 PART_MARK = "stale: connect in src/db.py changed, 1 commit ago"
 # id -> (gist, touch, mark once connect changed); put in this order, the archived ones first
@@ -63,9 +69,9 @@ RECALL_HEAD = "kg memory that may be relevant to %s:" % FILE
 # contract section 12's one short request (kg/agents/loop.py's STALE_ASK), as the model must read it
 STALE_ASK = ("The code changed since the nodes marked stale were written: check them against it, then "
              "kg_put_node each again (unchanged content confirms it) or fix it.")
-PROMPT_A = "Hello there, start working."  # words no node has: no prompt recall
-PROMPT_B = "Hello again."
-FINAL_A, FINAL_B = "Memory checked.", "Nothing to do."
+# run -> (prompt: words no node has, so no prompt recall; the model's last answer)
+RUNS = {"A": ("Hello there, start working.", "Memory checked."), "B": ("Hello again.", "Nothing to do."),
+        "C": ("Good morning, carry on.", "Checked again.")}
 # a node the model was shown marked: `- ID [stale: ...]` (preload) or `- [project] ID (archived, stale: ...)`
 MARKED = re.compile(r"^- (?:\[project\] )?([a-z0-9][a-z0-9-]*) [\[(](?:[a-z]+, )?stale: ", re.M)
 SESSION = re.compile(r"Session: ([A-Za-z0-9_-]+)")
@@ -111,7 +117,8 @@ def wait_for(daemon, project, want, timeout=30.0):
 
 def make_world(tmp):
     """A git repository with src/db.py committed, a daemon, the nodes; then connect changed and
-    committed, and the marks current. -> (daemon, project, seconds from the commit to the marks on REST)."""
+    committed, and the marks current. -> (daemon, project, git env, seconds from the commit to the
+    marks on REST)."""
     project = tmp / "work" / "shop"
     (project / "src").mkdir(parents=True)
     env = git_env(tmp / "git-home")
@@ -146,7 +153,21 @@ def make_world(tmp):
     except BaseException:
         daemon.stop()
         raise
-    return daemon, project, time.monotonic() - t0
+    return daemon, project, env, time.monotonic() - t0
+
+
+def change_close(daemon, project, env):
+    """Run C, between the preload and the read: a commit changes close only; returns once REST
+    marks the whole-file nodes (and not the `#connect` ones)."""
+    (project / FILE).write_text(LATER)
+    git(project, env, "commit", "-qam", "close waits")
+    want = {nid: (LATER_MARK if touch == FILE else None) for nid, (_, touch, _) in NODES.items()}
+    got = wait_for(daemon, project, want)
+    assert got == want, "REST after the second commit: %s" % got
+
+
+def whole_file_ids():
+    return sorted(nid for nid, (_, touch, _) in NODES.items() if touch == FILE)
 
 
 # ---- the scripted model, one plan for every agent
@@ -173,8 +194,8 @@ class ClaudeModel:
 
     PUT = "mcp__kg__kg_put_node"
 
-    def __init__(self, file_path, final, work=True):
-        self.file_path, self.final, self.work = file_path, final, work
+    def __init__(self, file_path, final, work=True, before_read=None):
+        self.file_path, self.final, self.work, self.before_read = file_path, final, work, before_read
 
     def __call__(self, body):
         tools = {t.get("name") for t in body.get("tools") or []}
@@ -188,20 +209,24 @@ class ClaudeModel:
         text = request_text(body)
         what, nid = plan(text, len([c for c in made if c["name"] != "ToolSearch"])) if self.work else ("final", None)
         if what == "read":
+            if self.before_read:
+                self.before_read()
             return [tool_use_block("Read", {"file_path": self.file_path})]
         if what == "put":
             return [tool_use_block(self.PUT, put_args(text, nid))]
         return [text_block(self.final)]
 
 
-def responder(agent, file_path, final, work=True):
+def responder(agent, file_path, final, work=True, before_read=None):
     """The model of Codex, Gemini or Copilot (harness): the same plan, in the agent's own tools
-    (work=False: answer at once)."""
+    (work=False: answer at once; before_read: called before the read is asked for)."""
     def respond(turn):
         if not agent.tool(turn, "kg_read"):
             return [say("ok")]  # a side question
         what, nid = plan(turn.context, len(turn.calls)) if work else ("final", None)
         if what == "read":
+            if before_read:
+                before_read()
             return [agent.read_file(turn, file_path)]
         if what == "put":
             return [call(agent.tool(turn, "kg_put_node"), put_args(turn.context, nid))]
@@ -209,7 +234,7 @@ def responder(agent, file_path, final, work=True):
     return respond
 
 
-# ---- one agent's two runs, reduced to the same record
+# ---- one agent's runs, each reduced to the same record
 
 class Conversation:
     """One run as the model saw it: texts[i] is the conversation text of its i-th main request,
@@ -233,15 +258,15 @@ class Conversation:
         return [(c["args"] or {}).get("id") for c in last if c["name"].endswith("kg_put_node")]
 
 
-def run_claude_code(daemon, project, tmp):
+def run_claude_code(daemon, project, tmp, scripts):
     home = make_home(str(tmp / "home"))
     code, out, err, _ = run_kgd("hooks", "install", "--port", daemon.port, "--root", daemon.root, home=home)
     assert code == 0, out + err
     mcp = tmp / "mcp.json"
     mcp.write_text(json.dumps({"mcpServers": {"kg": {"type": "http", "url": daemon.url + "/mcp"}}}))
     runs = {}
-    for name, prompt, final in (("A", PROMPT_A, FINAL_A), ("B", PROMPT_B, FINAL_B)):
-        fake = FakeAnthropic(ClaudeModel(str(project / FILE), final, work=name == "A")).start()
+    for name, (prompt, final, work, before_read) in scripts.items():
+        fake = FakeAnthropic(ClaudeModel(str(project / FILE), final, work, before_read)).start()
         try:
             t0 = time.monotonic()
             proc = run_claude(["-p", prompt, "--output-format", "json", "--mcp-config", str(mcp), "--strict-mcp-config",
@@ -259,20 +284,22 @@ def run_claude_code(daemon, project, tmp):
             proc.returncode, proc.stdout[-1500:], proc.stderr[-2500:], fake.errors)
         ok = proc.returncode == 0 and not fake.errors and final in proc.stdout
         runs[name] = Conversation([request_text(b) for b in main], calls, seconds, ok, describe)
+        runs.setdefault("rest", {})[name] = graph_nodes(daemon, project)
     return runs
 
 
-def run_harness_agent(agent, setup, daemon, project, tmp):
+def run_harness_agent(agent, setup, daemon, project, tmp, scripts):
     bench = harness.Bench(agent, daemon, tmp / "home", setup)
     runs = {}
     try:
-        for name, prompt, final in (("A", PROMPT_A, FINAL_A), ("B", PROMPT_B, FINAL_B)):
-            r = bench.run(prompt, responder(agent, str(project / FILE), final, work=name == "A"), project / "src",
+        for name, (prompt, final, work, before_read) in scripts.items():
+            r = bench.run(prompt, responder(agent, str(project / FILE), final, work, before_read), project / "src",
                           artifacts=str(tmp / name))
             turns = r.main_turns(agent)
             runs[name] = Conversation([t.context for t in turns], [t.calls for t in turns], r.seconds,
                                       r.proc.returncode == 0 and not r.errors and final in r.proc.stdout,
                                       r.describe())
+            runs.setdefault("rest", {})[name] = graph_nodes(daemon, project)
     finally:
         bench.close()
     return runs
@@ -286,45 +313,52 @@ BENCHES = {"claude": ("claude", "install"), "codex": ("codex", "install"), "gemi
 
 @pytest.fixture(scope="module", params=sorted(BENCHES))
 def stale_runs(request, tmp_path_factory):
-    """Both runs of one agent: {"name", "version", "A", "B", "marks_s", "nodes_after" (REST after
-    run A), "daemon", "project"}."""
+    """The three runs of one agent: {"name", "version", "A", "B", "C", "marks_s", "rest" (run ->
+    the project's nodes on REST after it), "daemon", "project"}."""
     name, (agent, setup) = request.param, BENCHES[request.param]
     version, why = claude_version() if agent == "claude" else harness.AGENTS[agent].version()
     if version is None:
         pytest.skip(why)
     tmp = tmp_path_factory.mktemp("stale-" + name)
-    daemon, project, marks_s = make_world(tmp)
+    daemon, project, env, marks_s = make_world(tmp)
+    scripts = collections.OrderedDict([
+        ("A", RUNS["A"] + (True, None)),
+        ("B", RUNS["B"] + (False, None)),
+        ("C", RUNS["C"] + (True, lambda: change_close(daemon, project, env))),
+    ])
     try:
         if agent == "claude":
-            runs = run_claude_code(daemon, project, tmp)
+            runs = run_claude_code(daemon, project, tmp, scripts)
         else:
-            runs = run_harness_agent(harness.AGENTS[agent], setup, daemon, project, tmp)
-        out = {"name": name, "version": version, "A": runs["A"], "B": runs["B"], "marks_s": marks_s, "daemon": daemon,
-               "project": project, "nodes_after": graph_nodes(daemon, project)}
+            runs = run_harness_agent(harness.AGENTS[agent], setup, daemon, project, tmp, scripts)
+        out = {"name": name, "version": version, "A": runs["A"], "B": runs["B"], "C": runs["C"],
+               "marks_s": marks_s, "daemon": daemon, "project": project, "rest": runs["rest"]}
         record(out, tmp)
         yield out
     finally:
         daemon.stop()
 
 
+def recall_block(text):
+    """The file recall of src/db.py in a request, up to and with the request to confirm (or 1,500
+    characters when that is missing), or None."""
+    i = (text or "").find(RECALL_HEAD)
+    if i < 0:
+        return None
+    j = text.find(STALE_ASK, i)
+    return text[i:j + len(STALE_ASK)] if j >= 0 else text[i:i + 1500]
+
+
 def record(r, tmp):
     """What reached the model, for reading after the run (tests/artifacts/agents-stale-NAME.json)."""
-    a, b = r["A"], r["B"]
-    first = a.texts[0] if a.texts else ""
-    after = a.after_read() or ""
-    i = after.find(RECALL_HEAD)
-    j = after.find(STALE_ASK, i) if i >= 0 else -1
-    obs = {
-        "agent": r["name"], "version": r["version"], "seconds": [round(a.seconds, 1), round(b.seconds, 1)],
-        "marks_on_rest_after_commit_s": round(r["marks_s"], 2),
-        "preload_marked_lines": [line for line in first.splitlines() if "[stale:" in line],
-        "file_recall": after[i:j + len(STALE_ASK)] if j >= 0 else (after[i:i + 1500] if i >= 0 else None),
-        "stale_ask_count_after_read": after.count(STALE_ASK),
-        "puts": a.puts(),
-        "preload_b_lines": [line for line in (b.texts[0] if b.texts else "").splitlines()
-                            if line.startswith("- db-")],
-        "artifacts": str(tmp),
-    }
+    obs = {"agent": r["name"], "version": r["version"], "seconds": {n: round(r[n].seconds, 1) for n in RUNS},
+           "marks_on_rest_after_commit_s": round(r["marks_s"], 2), "artifacts": str(tmp)}
+    for n in RUNS:
+        first = r[n].texts[0] if r[n].texts else ""
+        after = r[n].after_read() or ""
+        obs[n] = {"preload_db_lines": [line for line in first.splitlines() if line.startswith("- db-")],
+                  "file_recall": recall_block(after), "stale_ask_count_after_read": after.count(STALE_ASK),
+                  "puts": r[n].puts()}
     path = os.path.join(HERE, "artifacts", "agents-stale-%s.json" % r["name"])
     os.makedirs(os.path.dirname(path), exist_ok=True)
     with open(path, "w") as f:
@@ -340,8 +374,8 @@ def db_lines(text):
     return "\n".join(line for line in (text or "").splitlines() if any(nid in line for nid in NODES))[:3000]
 
 
-def test_both_runs_end_with_the_scripted_answer(stale_runs):
-    for run in ("A", "B"):
+def test_every_run_ends_with_the_scripted_answer(stale_runs):
+    for run in RUNS:
         r = stale_runs[run]
         assert r.ok and r.texts, "run %s: %s" % (run, r.describe)
 
@@ -380,7 +414,7 @@ def test_the_model_confirms_what_it_saw_marked_and_a_re_put_clears_the_marks(sta
     for c in last:
         if c["name"].endswith("kg_put_node"):
             assert c.get("text") and c["args"]["id"] in c["text"], c
-    nodes = stale_runs["nodes_after"]
+    nodes = stale_runs["rest"]["A"]
     for nid, (gist, touch, _) in NODES.items():
         assert "stale" not in nodes[nid], (nid, nodes[nid].get("stale"))
         assert nodes[nid]["gist"] == gist and touch in nodes[nid]["touches"], nodes[nid]
@@ -392,3 +426,28 @@ def test_the_model_confirms_what_it_saw_marked_and_a_re_put_clears_the_marks(sta
     for mark in (WHOLE_MARK, PART_MARK):
         assert mark not in first
     assert "[stale:" not in first
+
+
+def test_a_node_gone_stale_after_the_preload_showed_it_comes_back_on_the_read(stale_runs):
+    """Run C: the preload shows the four nodes current; then a commit changes close, not connect;
+    the read brings the two whole-file nodes back with their mark and the request, not the
+    `#connect` ones (shown, and their part did not change); the model confirms those two."""
+    c = stale_runs["C"]
+    assert c.texts, c.describe
+    first = c.texts[0]
+    for nid in NODES:
+        assert preload_line(nid, marked=False) in first, "%s is not preloaded unmarked:\n%s" % (nid, db_lines(first))
+    after = c.after_read()
+    assert after is not None, "the model never got the read's result: " + c.describe
+    block = recall_block(after)
+    assert block and block.endswith(STALE_ASK), "no file recall with the request after the read:\n%s" % db_lines(after)
+    for nid in NODES:
+        line = "- [project] %s (%s): %s" % (nid, LATER_MARK, NODES[nid][0])
+        if nid in whole_file_ids():
+            assert line in block, "%s is not recalled with its new mark: %s" % (nid, block)
+        else:
+            assert nid not in block, "%s came back though its part did not change: %s" % (nid, block)
+    assert after.count(STALE_ASK) == 1
+    assert sorted(c.puts()) == whole_file_ids(), c.puts()
+    for nid, node in stale_runs["rest"]["C"].items():
+        assert "stale" not in node or nid not in NODES, (nid, node.get("stale"))
