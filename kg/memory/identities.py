@@ -3,21 +3,36 @@ same graph whatever its folder).
 
 Rules owned here:
 - ROOT/identities.json maps a project identity (kg/memory/repo_id.py) to the slug of its graph;
-  each graph also records its identity in `_meta.repo_id`.
+  each graph also records its identity in `_meta.repo_id`. A graph has one identity: recording a
+  new one for a slug drops the old (a remote added, a shallow clone deepened, an origin repointed).
 - Graphs made before identities existed are indexed the first time the daemon opens the root
   (git runs then, before any request). Two graphs of one repository (the same repository opened
   at two paths) are merged into the first by slug with the one merge rule (kg/core/kg_format.py for
   content, kg/core/personal.py for read times and states); the other's file is kept beside it as
   `graph.json.merged-<time>`, nothing is lost.
+- Upgrade (identities named by root commit alone, `git-<root>`, before remotes counted): a checkout
+  whose identity has no graph yet takes the graph indexed under its earlier form
+  (repo_id.earlier_forms) unless that graph's recorded path is another live checkout that still
+  claims it (its identity is that earlier form, or has it as an earlier form of its own). So the
+  checkout the old graph recorded, or any clone with the same remote, or any checkout once the
+  recorded one is gone, keeps the old knowledge; a template's other clone (same root commit,
+  another remote) starts its own graph, whichever opens first. The graph is then re-identified
+  (its `_meta.repo_id`, the index), nothing is copied or lost.
+- The personal remote's folder of an earlier identity (ROOT/sync/projects/<identity>/, kept up by a
+  machine that still knows the repository by it) is folded into the new identity's folder each
+  time its files change, unless a graph on this machine still holds that identity: a machine not
+  yet upgraded meets the others there. The old folder is left as it is (that machine writes it).
 - A path's identity is computed once per daemon (git runs), cached by path.
 """
 
+import hashlib
 import json
 import logging
 import os
 import time
 
 from ..core import kg_format, personal
+from ..core.kg_format import MAX_FILE
 from ..disk.files import atomic_write
 from . import repo_id
 
@@ -32,6 +47,7 @@ class Identities:
         self.path = os.path.join(layout.root, INDEX)
         self.by_id = self._load()
         self.cache = {}  # project path -> identity
+        self.told = set()  # (earlier identity, path) a refusal to take over was logged for
 
     def _load(self):
         try:
@@ -58,6 +74,53 @@ class Identities:
             self.cache[path] = ident
         return ident
 
+    def warm(self, path):
+        """of_path(path) and, when its graph is known only under an earlier form, the identity of
+        the path that graph records: every identity `resolve` reads, computed before the lock."""
+        ident = self.of_path(path)
+        if self.slug_of(ident) is None:
+            for old in repo_id.earlier_forms(ident):
+                owner = self._owner(old)
+                if owner and owner != path:
+                    self.of_path(owner)
+        return ident
+
+    def resolve(self, path):
+        """(identity, slug of its graph or None): the graph indexed under path's identity, else one
+        indexed under an earlier form that path may take (see the rules). Reads what `warm`
+        computed."""
+        ident = self.of_path(path)
+        slug = self.slug_of(ident)
+        if slug is not None:
+            return ident, slug
+        for old in repo_id.earlier_forms(ident):
+            slug = self.slug_of(old)
+            if slug is not None and self._free(old, slug, ident, path):
+                return ident, slug
+        return ident, None
+
+    def _owner(self, ident):
+        slug = self.slug_of(ident)
+        return self.layout.recorded_project_path(slug) if slug else None
+
+    def _free(self, old, slug, ident, path):
+        """True when the graph of `old` is path's to take: no other live checkout claims it."""
+        owner = self.layout.recorded_project_path(slug)
+        if not owner or owner == path:
+            return True
+        now = self.of_path(owner)
+        if may_take(old, ident, now):
+            return True
+        if (old, path) not in self.told:
+            self.told.add((old, path))
+            log.info("projects/%s stays the graph of %s (%s); %s (%s, the same root commit) starts its own graph",
+                     slug, owner, now, path, ident)
+        return False
+
+    def holds(self, ident):
+        """True when a graph on this machine is identified `ident`."""
+        return self.slug_of(ident) is not None
+
     def slug_of(self, ident):
         """The slug of the graph of that identity, if its file is there."""
         slug = self.by_id.get(ident)
@@ -67,13 +130,94 @@ class Identities:
         return slug if os.path.exists(f) or os.path.exists(f + ".prev") else None
 
     def record(self, ident, slug):
-        if self.by_id.get(ident) != slug:
+        """Index `slug` under `ident`, and under nothing else (one graph, one identity)."""
+        stale = [k for k, v in self.by_id.items() if v == slug and k != ident]
+        if self.by_id.get(ident) != slug or stale:
+            for k in stale:
+                del self.by_id[k]
             self.by_id[ident] = slug
             self.save()
 
     def unindexed(self):
         indexed = set(self.by_id.values())
         return [s for s in self.layout.project_slugs() if s not in indexed]
+
+
+def may_take(old, ident, owner_now):
+    """May a checkout identified `ident` take the graph indexed under its earlier form `old`, whose
+    recorded checkout is now identified `owner_now`? Yes when that checkout is the same repository
+    or no longer claims the graph (gone, another repository); no when it still is `old` or would
+    take `old` itself (a template's other clone)."""
+    if owner_now == ident:
+        return True
+    return owner_now != old and old not in repo_id.earlier_forms(owner_now)
+
+
+CARRIED = "carried-over"  # in a personal remote folder: "<earlier identity> <sha256 of its files>" lines
+_seen = {}  # (old folder, new folder) -> the old folder's files' stat when last looked at
+
+
+def carry_over(folder, ident, taken):
+    """Fold the personal remote's folder of an earlier form of `ident` (`folder`/<old>/, written by
+    a machine that still knows the repository by it) into `folder`/<ident>/: each `.jsonl` file's
+    lines are appended to the new folder's file of that name (those files merge several lines of
+    one key by their rule; the bridge writes them back clean). The old folder is never changed or
+    removed; the same bytes are folded once (CARRIED records their digest), and not at all when
+    `taken(old)` (a graph on this machine still holds that identity). Returns the forms folded."""
+    done = []
+    dst = os.path.join(folder, ident or "")
+    for old in repo_id.earlier_forms(ident):
+        src = os.path.join(folder, old)
+        if not os.path.isdir(src) or os.path.islink(src) or taken(old):
+            continue
+        try:
+            names = sorted(n for n in os.listdir(src) if n.endswith(".jsonl")
+                           and os.path.isfile(os.path.join(src, n)) and not os.path.islink(os.path.join(src, n)))
+            sig = tuple((n, os.stat(os.path.join(src, n)).st_size, os.stat(os.path.join(src, n)).st_mtime_ns)
+                        for n in names)
+            if _seen.get((src, dst)) == sig:
+                continue
+            if _fold_folder(src, dst, old, names):
+                done.append(old)
+            _seen[(src, dst)] = sig
+        except OSError as exc:
+            log.warning("personal remote: could not carry projects/%s over to projects/%s (%s); tried again at "
+                        "the next pass", old, ident, exc.strerror or exc)
+    return done
+
+
+def _fold_folder(src, dst, old, names):
+    data = {n: _read(os.path.join(src, n)) for n in names}
+    digest = hashlib.sha256(b"".join(n.encode() + b"\0" + d + b"\0" for n, d in data.items())).hexdigest()
+    marks_path = os.path.join(dst, CARRIED)
+    marks = dict(ln.split(" ", 1) for ln in _read(marks_path).decode("utf-8", "replace").splitlines()
+                 if ln.count(" ") == 1)
+    if marks.get(old) == digest:
+        return False
+    for n, d in data.items():
+        if not d.strip():
+            continue
+        path = os.path.join(dst, n)
+        mine = _read(path)
+        if len(mine) + len(d) + 1 > MAX_FILE:
+            log.warning("personal remote: projects/%s/%s not carried over: the two would exceed %d bytes", old, n,
+                        MAX_FILE)
+            continue
+        atomic_write(path, mine + (b"\n" if mine and not mine.endswith(b"\n") else b"") + d, keep_prev=False)
+    marks[old] = digest
+    atomic_write(marks_path, "".join("%s %s\n" % kv for kv in sorted(marks.items())).encode("utf-8"),
+                 keep_prev=False)
+    log.info("personal remote: projects/%s (the same repository under an earlier identity) carried over into "
+             "projects/%s", old, os.path.basename(dst))
+    return True
+
+
+def _read(path):
+    try:
+        with open(path, "rb") as f:
+            return f.read()
+    except FileNotFoundError:
+        return b""
 
 
 def own_kg(path):

@@ -16,8 +16,10 @@ Rules owned here:
   node of the other level, name an existing entry under the project root, or already be in
   some node's touches.
 - A project is found by its identity first (kg/memory/identities.py: the same repository at another
-  path is the same graph, reached through an alias), except a checkout whose own root holds
-  `.kg/`, which is its own graph. A graph records its identity in `_meta.repo_id`.
+  path is the same graph, reached through an alias; a graph indexed under an earlier form of the
+  identity, made before remotes counted, is taken over and re-identified when identities.py says
+  it is free), except a checkout whose own root holds `.kg/`, which is its own graph. A graph
+  records its identity in `_meta.repo_id`.
 - git never runs under the store's lock (contract section 9): the identity of the project a call
   addresses is computed by `warm` before the lock is taken; under it, only cached identities
   are read. Graphs made before identities are indexed at open, before the lock too. `warm` also
@@ -137,7 +139,7 @@ class Registry:
             except KgError:
                 return
         if path:
-            self.identities.of_path(path)
+            self.identities.warm(path)
             durable = self.projects.get(path)  # a look without the lock: a hint, checked at load
             if self.before_load is not None and path not in self.aliases and (durable is None or not durable.opened):
                 self.before_load(path)
@@ -167,8 +169,7 @@ class Registry:
         when unknown: a checkout holding its own `.kg/` has none."""
         if identities.own_kg(project_path):
             return None, None, None
-        ident = self.identities.of_path(project_path)
-        slug = self.identities.slug_of(ident)
+        ident, slug = self.identities.resolve(project_path)
         durable = next((d for d in self.projects.values() if d.graph.slug == slug), None) if slug else None
         return ident, slug, durable
 
@@ -185,7 +186,10 @@ class Registry:
                 self._opened(durable)
         if durable.project_path != project_path:
             self.aliases[project_path] = durable
-        if "repo_id" not in durable.graph.meta:
+        was = durable.graph.meta.get("repo_id")
+        if was != ident:
+            if was is not None:
+                log.info("projects/%s, the graph of %s, is identified %s (was %s)", slug, project_path, ident, was)
             self._identify(durable, ident)
         return durable
 

@@ -37,7 +37,7 @@ import time
 
 from ..core import kg_format, personal
 from ..core.reconcile import reconcile
-from ..memory import foreground, repo_id
+from ..memory import foreground, identities, repo_id
 from .remote_files import SyncFiles, stat
 from .remote_mirror import (
     META,
@@ -151,6 +151,8 @@ class Bridge:
         (a merge, an edit, another graph with the same folder) and when `force`d. Every
         AUDIT_EVERY seconds memory is checked against what the passes saw (_audit)."""
         self._ensure_identity(durable)
+        identities.carry_over(os.path.join(self.sync_root, PROJECTS_DIR), durable.graph.meta.get("repo_id"),
+                              self.store.registry.identities.holds)  # an earlier identity's folder folded in
         now = self.clock()
         with self.store.lock:
             rel, shared = folder_of(durable.graph), is_shared(durable.graph)
