@@ -281,6 +281,7 @@ def run(opts, tmp):
         sid_p = cb.session(private)
         cb.post("/api/share", {"project_path": private, "off": True})  # the same graph, not shared
         r["puts"] = bob_puts(opts, bob, private, cb, sid_b, sid_p)
+        ca = Client(ka.port)  # the daemon closes a keep-alive connection left idle (alice's, while bob put)
         r["pull"] = pickups(opts, alice, bob, ca, sid_a, cb, sid_b)
         r["diff"] = kgd_diff(opts, bob, r["pull"]["range"])
         return r
