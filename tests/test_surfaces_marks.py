@@ -210,7 +210,7 @@ def test_the_viewer_marks_stale_and_uncommitted_nodes(world):
         assert marks("cache-ttl") == "uncommitted"
         assert marks("my-opinion") == ""
         assert browser.eval("document.getElementById('uncommitted').textContent") == \
-            "1 change not yet committed \u00b7 git add .kg && git commit"
+            "1 change not yet committed \u00b7 kgd diff"
         assert browser.eval("document.getElementById('stale-project').textContent") == "1stale"
 
         def panel(nid):
@@ -225,6 +225,7 @@ def test_the_viewer_marks_stale_and_uncommitted_nodes(world):
                 " memory: document.getElementById('sharingnode').textContent})"))
 
         p = panel("refresh-keeps-token")
+        browser.screenshot(os.path.join(os.path.dirname(__file__), "artifacts", "ui-marks.png"))
         assert p["chips"] == ["project", "active", "stale"], p
         assert p["banner"].startswith("stale: refresh in auth.py changed"), p
         p = panel("cache-ttl")
@@ -243,3 +244,56 @@ def test_the_viewer_marks_stale_and_uncommitted_nodes(world):
         assert browser.exceptions() == []
     finally:
         browser.close()
+
+
+FAILING_GIT = """#!/bin/sh
+# git, except that `git diff` and `git log` (the stale-marks pass asks them for renames, lines and
+# commits) fail
+for a in "$@"; do
+  case "$a" in diff|log) echo "fatal: simulated failure of git $a" >&2; exit 128;; esac
+done
+exec %s "$@"
+"""
+
+
+def test_doctor_says_why_marks_could_not_be_judged(tmp_path):
+    """The daemon's pass could not ask git (its `git diff` fails); a touched file grew past the
+    size kgd reads; then, with the daemon stopped, git is not on PATH: each is a warning with its
+    fix, and a project whose marks can all be judged says so."""
+    repo = tmp_path / "app"
+    repo.mkdir()
+    env = git_env(tmp_path)
+    (repo / "auth.py").write_text("def refresh(token):\n    return token\n")
+    (repo / "blob.bin").write_bytes(b"small at first\n")
+    git(repo, env, "init", "-q")
+    git(repo, env, "add", "-A")
+    git(repo, env, "commit", "-qm", "first")
+    bin_dir = tmp_path / "bin"
+    bin_dir.mkdir()
+    (bin_dir / "git").write_text(FAILING_GIT % shutil.which("git"))
+    (bin_dir / "git").chmod(0o755)
+    root = tmp_path / "root"
+    d = Daemon(root, env={"KG_STRUCTURED_OUTPUT": "0", "PATH": "%s:%s" % (bin_dir, os.environ.get("PATH", ""))})
+    d.start()
+    try:
+        put(d, repo, "refresh-keeps-token", "refresh returns the token unchanged", ["auth.py"])
+        put(d, repo, "blob-format", "the blob is a text header", ["blob.bin"])
+        (repo / "auth.py").write_text("def refresh(token):\n    return token + '!'\n")
+        with open(str(repo / "blob.bin"), "r+b") as f:
+            f.truncate(33 * 1024 * 1024)  # sparse: over the 32 MiB kgd reads again
+        assert until(lambda: any(p.get("stale_problem") for p in d.json("GET", "/api/projects")[1]["projects"]))
+        code, out, err, _ = run_kgd("doctor", "--root", root, "--port", d.port, "--skip-service", "--skip-client")
+        assert "warn  project %s: the stale marks cannot say what git knows (renames, commits since): git log: " \
+               "fatal: simulated failure of git log" % os.path.realpath(str(repo)) in out, out
+        assert "warn  project %s: 1 touched file(s) cannot be read, so 1 node(s) are not judged for staleness: " \
+               "blob.bin over 32 MiB, too large to read again" % os.path.realpath(str(repo)) in out, out
+        assert "fix: let this user read them (chmod u+r FILE), or drop them from those nodes' touches" in out
+    finally:
+        d.stop()
+    (repo / "blob.bin").write_bytes(b"small at first\n")
+    code, out, err, _ = run_kgd("doctor", "--root", root, "--port", d.port, "--skip-service", "--skip-client",
+                                env={"PATH": str(tmp_path / "nowhere")})
+    assert "warn  project %s: git is not on PATH, so the stale marks name no renames and no commits" % (
+        os.path.realpath(str(repo))) in out, out
+    code, out, err, _ = run_kgd("doctor", "--root", root, "--port", d.port, "--skip-service", "--skip-client")
+    assert "ok    stale marks: every touched file can be judged" in out, out

@@ -12,7 +12,7 @@ from collections import namedtuple
 
 from .. import __version__
 from ..disk.files import DIR_MODE, FILE_MODE
-from . import sync
+from . import doctor_marks, sync
 from .client import LOG_NAME, connect_host, find_daemon, python_executable, root_lock
 from .config import DEFAULT_PORT
 from .console import CommandError, say
@@ -469,6 +469,7 @@ def doctor(args, cfg):
     _check_credentials(rep, cfg["root"])
     sync.check(rep, cfg)
     _check_shared(rep, cfg["root"])
+    doctor_marks.check_root(rep, cfg, found)
     if not args.skip_service:
         _check_service(rep, port or DEFAULT_PORT)
     if not args.skip_client:

@@ -1447,7 +1447,7 @@ function renderHud() {
         counts.stale ? h('span', { class: 'stalecount', id: 'stale-' + level, title: 'Nodes whose touched code changed since they were written: check them, a put marks them current' }, h('b', { text: nf.format(counts.stale) }), 'stale') : null),
       level === 'project' ? h('div', { class: 'sharing', id: 'sharing', title: sharingTitle(G), text: sharingLine(G) }) : null,
       level === 'project' && pendingCount(G) ? h('div', { class: 'sharing pending', id: 'uncommitted', title: 'Knowledge written here that the last commit does not hold: kgd diff lists it, git add .kg && git commit publishes it',
-        text: plural(pendingCount(G), 'change') + ' not yet committed \u00b7 git add .kg && git commit' }) : null));
+        text: plural(pendingCount(G), 'change') + ' not yet committed \u00b7 kgd diff' }) : null));
   });
 }
 /* Contract 9: which knowledge is shared (in the repository's .kg/) and which is personal. One short
