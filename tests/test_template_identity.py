@@ -8,7 +8,6 @@ real git in temp folders, real daemons."""
 import json
 import os
 import shutil
-import subprocess
 
 import pytest
 
@@ -16,10 +15,6 @@ from kg.core import kg_format
 from kg.memory import git_runner, identities, repo_id
 from kg.memory.store import Settings, Store
 from kg.travel import team
-from kg.travel.remote_bridge import Bridge
-from kg.travel.remote_repo import SyncRepo
-
-from helpers import Daemon, clean_env, run_kgd
 
 pytestmark = pytest.mark.skipif(shutil.which("git") is None, reason="git is not installed")
 
@@ -359,144 +354,43 @@ def test_adoption_runs_git_outside_the_lock(tmp_path, monkeypatch, template_clon
 # ---------------------------------------------------------------- the personal remote's old folder
 
 
-def test_carry_over_folds_an_old_folder_once(tmp_path):
+def line(nid, gist):
+    return kg_format.canonical({"id": nid, "gist": gist, "notes": [], "touches": [], "created": 1.0,
+                                "changed": 1.0}).encode() + b"\n"
+
+
+def test_carry_over_folds_an_old_folder_once_into_one_identity(tmp_path):
     folder = tmp_path / "projects"
     old, new = folder / OLD, folder / N
     old.mkdir(parents=True)
-    line_a = kg_format.canonical({"id": "a", "gist": "from the old machine", "notes": [], "touches": [],
-                                  "created": 1.0, "changed": 1.0})
-    (old / kg_format.NODES_FILE).write_bytes(line_a.encode() + b"\n")
+    nodes = old / kg_format.NODES_FILE
+    nodes.write_bytes(line("a", "from the old machine"))
     assert identities.carry_over(str(folder), N, lambda ident: ident == OLD) == []  # held here: not folded
     assert not new.exists()
     assert identities.carry_over(str(folder), N, lambda ident: False) == [OLD]
-    assert (new / kg_format.NODES_FILE).read_bytes() == line_a.encode() + b"\n"
+    assert (new / kg_format.NODES_FILE).read_bytes() == line("a", "from the old machine")
     assert identities.carry_over(str(folder), N, lambda ident: False) == []  # the same bytes: once
     identities._seen.clear()  # a restart
     assert identities.carry_over(str(folder), N, lambda ident: False) == []
-    assert (old / kg_format.NODES_FILE).exists()  # the old machine's folder is left as it is
-    (new / kg_format.NODES_FILE).write_bytes(b"")  # the bridge rewrote it meanwhile
-    line_b = line_a.replace("from the old machine", "changed there since")
-    (old / kg_format.NODES_FILE).write_bytes(line_b.encode() + b"\n")
+    assert nodes.read_bytes() == line("a", "from the old machine")  # the old machine's files are left as they are
+    (new / kg_format.NODES_FILE).write_bytes(line("b", "written here"))  # the bridge rewrote it meanwhile
+    nodes.write_bytes(line("a", "changed there since"))
     assert identities.carry_over(str(folder), N, lambda ident: False) == [OLD]
-    assert (new / kg_format.NODES_FILE).read_bytes() == line_b.encode() + b"\n"
+    assert (new / kg_format.NODES_FILE).read_bytes() == line("b", "written here") + line("a", "changed there since")
+    other = I(R1, OTHER)  # the template's other clone, on this or another machine: the folder is N's
+    assert identities.carry_over(str(folder), other, lambda ident: False) == []
+    assert not (folder / other).exists()
     assert identities.carry_over(str(folder), OLD, lambda ident: False) == []  # no earlier form
+    claims = [json.loads(x) for x in (old / identities.CARRIED).read_text().splitlines()]
+    assert [c["to"] for c in claims] == [N, N]
 
 
-class InProcessMachine:
-    """A storage root with its personal remote, the sync round run by hand (as tests/test_sync_bridge.py)."""
-
-    def __init__(self, root, remote):
-        self.store = open_store(root)
-        self.folder = os.path.join(str(root), "sync")
-        self.bridge = Bridge(self.store, self.folder)
-        self.repo = SyncRepo(self.folder, remote)
-
-    def sync(self):
-        return self.repo.round(export=lambda: self.bridge.export(full=True), pickup=self.bridge.pickup)
-
-
-def test_machines_meet_in_the_personal_remote_across_the_upgrade(tmp_path, monkeypatch, template_clones):
-    t, p, q = template_clones
-    remote = str(tmp_path / "remote.git")
-    git(tmp_path, "init", "-q", "--bare", remote)
-    with monkeypatch.context() as m:  # machine A, not upgraded yet
-        m.setattr(repo_id, "project_identity", old_rule)
-        a = InProcessMachine(tmp_path / "a", remote)
-        put(a.store, p, "from-a")
-        a.sync()
-        assert os.path.isdir(os.path.join(a.folder, "projects", "git-" + root_of(p)))
-        b = InProcessMachine(tmp_path / "b", remote)  # machine B, upgraded
-        m.undo()
-        pb = clone(t, tmp_path / "b-src" / "app", SSH)  # P's repository on B, another path
-        b.sync()
-        put(b.store, pb, "from-b")
-        b.sync()
-        assert ids(b.store, pb) == {"from-a", "from-b"}
-        qb = clone(t, tmp_path / "b-src" / "other", OTHER)
-        assert ids(b.store, qb) == set()  # the template's other clone does not meet P's knowledge
-        m.setattr(repo_id, "project_identity", old_rule)
-        put(a.store, p, "a-later")  # A, still not upgraded, goes on writing the old folder
-        a.sync()
-        m.undo()
-        b.sync()
-        assert ids(b.store, pb) == {"from-a", "from-b", "a-later"}
-    a.store.close()
-    a = InProcessMachine(tmp_path / "a", remote)  # A upgraded: its graph re-identified, it meets B's
-    try:
-        assert ids(a.store, p) == {"from-a", "a-later"}
-        a.sync()
-        assert ids(a.store, p) == {"from-a", "from-b", "a-later"}
-    finally:
-        a.store.close()
-        b.store.close()
-
-
-# ---------------------------------------------------------------- end to end: a real daemon
-
-
-ENV = {"KG_SYNC_INTERVAL": "3600", "KG_MAX_TOKENS": "1000000"}
-
-
-def daemon_ids(d, path):
-    st, body = d.json("GET", "/api/graph?project_path=%s" % path)
-    assert st == 200, body
-    return {n["id"] for n in (body["project"] or {}).get("nodes", [])}
-
-
-def daemon_put(d, path, nid):
-    st, out = d.json("PUT", "/api/nodes/project/%s" % nid, {"gist": "written by the daemon", "project_path": str(path)})
-    assert st == 200, out
-
-
-@pytest.mark.e2e
-def test_daemon_upgrades_a_root_the_old_rule_wrote(tmp_path, monkeypatch, template_clones):
-    t, p, q = template_clones
-    p2 = clone(t, tmp_path / "p2", SCP)
-    root = old_root(tmp_path, monkeypatch, [(p, "from-p"), (q, "from-q")])
-    d = Daemon(root, env=ENV).start()
-    try:
-        assert daemon_ids(d, q) == set()  # the other clone opens first: its own, empty graph
-        assert daemon_ids(d, p2) == {"from-p", "from-q"}  # a clone of P's repository: P's old graph
-        daemon_put(d, q, "q-new")
-        daemon_put(d, p, "p-new")
-        assert daemon_ids(d, p2) == {"from-p", "from-q", "p-new"} and daemon_ids(d, q) == {"q-new"}
-    finally:
-        assert d.stop() == 0
-    d = Daemon(root, env=ENV).start()
-    try:
-        assert daemon_ids(d, p) == {"from-p", "from-q", "p-new"} and daemon_ids(d, q) == {"q-new"}
-    finally:
-        d.stop()
-    rid = root_of(p)
-    assert sorted(index(root)) == sorted([I(rid, HTTPS, str(p)), I(rid, OTHER, str(q))])
-    assert len(os.listdir(str(root / "projects"))) == 2
-
-
-@pytest.mark.e2e
-def test_daemon_meets_an_old_machine_in_the_personal_remote(tmp_path, monkeypatch, template_clones):
-    t, p, _ = template_clones
-    remote = str(tmp_path / "remote.git")
-    git(tmp_path, "init", "-q", "--bare", remote)
-    with monkeypatch.context() as m:  # machine A, the previous rule
-        m.setattr(repo_id, "project_identity", old_rule)
-        a = InProcessMachine(tmp_path / "a", remote)
-        try:
-            put(a.store, p, "from-a")
-            a.sync()
-        finally:
-            a.store.close()
-    pb = clone(t, tmp_path / "b-src" / "app", HTTPS)
-    d = Daemon(tmp_path / "b", env=ENV).start()
-    try:
-        code, out, err, _ = run_kgd("sync", "--remote", remote, "--root", tmp_path / "b", "--port", d.port,
-                                    env=ENV, timeout=180)
-        assert code == 0, out + err
-        daemon_put(d, pb, "from-b")
-        st, body = d.json("POST", "/api/remote", {"wait": 120})
-        assert st == 200 and body["completed"], body
-        assert daemon_ids(d, pb) == {"from-a", "from-b"}
-    finally:
-        d.stop()
-    listing = subprocess.run(["git", "--git-dir", remote, "ls-tree", "--name-only", "main", "projects/"],
-                             capture_output=True, text=True, env=clean_env(), timeout=60).stdout.split()
-    assert sorted(listing) == sorted(["projects/git-" + root_of(p), "projects/" + I(root_of(p), HTTPS)])
+def test_carry_over_race_the_first_identity_wins(tmp_path):
+    folder = tmp_path / "projects"
+    (folder / OLD).mkdir(parents=True)
+    (folder / OLD / kg_format.NODES_FILE).write_bytes(line("a", "old"))
+    a, b = sorted([I(R1, HTTPS), I(R1, OTHER)])
+    (folder / OLD / identities.CARRIED).write_text(  # two machines claimed it at once; git's union kept both
+        json.dumps({"digest": "x", "to": b}) + "\n" + json.dumps({"digest": "y", "to": a}) + "\nnot json\n")
+    assert identities.carry_over(str(folder), b, lambda ident: False) == []
+    assert identities.carry_over(str(folder), a, lambda ident: False) == [OLD]

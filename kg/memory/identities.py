@@ -20,8 +20,10 @@ Rules owned here:
   (its `_meta.repo_id`, the index), nothing is copied or lost.
 - The personal remote's folder of an earlier identity (ROOT/sync/projects/<identity>/, kept up by a
   machine that still knows the repository by it) is folded into the new identity's folder each
-  time its files change, unless a graph on this machine still holds that identity: a machine not
-  yet upgraded meets the others there. The old folder is left as it is (that machine writes it).
+  time its files change, unless a graph on this machine still holds that identity or the folder
+  was carried to another identity first (a template's other clone): a machine not yet upgraded
+  meets the others there. Its files are left as they are (that machine writes them); one file
+  is added, recording where it was carried.
 - A path's identity is computed once per daemon (git runs), cached by path.
 """
 
@@ -47,6 +49,7 @@ class Identities:
         self.path = os.path.join(layout.root, INDEX)
         self.by_id = self._load()
         self.cache = {}  # project path -> identity
+        self.recorded = {}  # slug -> the project_path its graph file records, when `warm` needed it
         self.told = set()  # (earlier identity, path) a refusal to take over was logged for
 
     def _load(self):
@@ -101,11 +104,17 @@ class Identities:
 
     def _owner(self, ident):
         slug = self.slug_of(ident)
-        return self.layout.recorded_project_path(slug) if slug else None
+        return self._recorded(slug) if slug else None
+
+    def _recorded(self, slug):
+        """The project_path a slug's graph records (read once per daemon: the file may be large)."""
+        if slug not in self.recorded:
+            self.recorded[slug] = self.layout.recorded_project_path(slug)
+        return self.recorded[slug]
 
     def _free(self, old, slug, ident, path):
         """True when the graph of `old` is path's to take: no other live checkout claims it."""
-        owner = self.layout.recorded_project_path(slug)
+        owner = self._recorded(slug)
         if not owner or owner == path:
             return True
         now = self.of_path(owner)
@@ -153,46 +162,69 @@ def may_take(old, ident, owner_now):
     return owner_now != old and old not in repo_id.earlier_forms(owner_now)
 
 
-CARRIED = "carried-over"  # in a personal remote folder: "<earlier identity> <sha256 of its files>" lines
-_seen = {}  # (old folder, new folder) -> the old folder's files' stat when last looked at
+CARRIED = "carried-to.jsonl"  # in an earlier identity's folder: {"digest", "to"} per fold (merged by union)
+_seen = {}  # (old folder, new identity) -> the old folder's files' stat when last looked at
 
 
 def carry_over(folder, ident, taken):
     """Fold the personal remote's folder of an earlier form of `ident` (`folder`/<old>/, written by
     a machine that still knows the repository by it) into `folder`/<ident>/: each `.jsonl` file's
     lines are appended to the new folder's file of that name (those files merge several lines of
-    one key by their rule; the bridge writes them back clean). The old folder is never changed or
-    removed; the same bytes are folded once (CARRIED records their digest), and not at all when
-    `taken(old)` (a graph on this machine still holds that identity). Returns the forms folded."""
+    one key by their rule; the bridge writes them back clean). Not when `taken(old)` (a graph on
+    this machine still holds that identity), nor when the old folder was carried to another
+    identity first (CARRIED, in the old folder, says to which: the lexically first if two machines
+    raced); the same bytes are folded once. Returns the forms folded."""
     done = []
-    dst = os.path.join(folder, ident or "")
     for old in repo_id.earlier_forms(ident):
         src = os.path.join(folder, old)
         if not os.path.isdir(src) or os.path.islink(src) or taken(old):
             continue
         try:
-            names = sorted(n for n in os.listdir(src) if n.endswith(".jsonl")
+            names = sorted(n for n in os.listdir(src) if n.endswith(".jsonl") and n != CARRIED
                            and os.path.isfile(os.path.join(src, n)) and not os.path.islink(os.path.join(src, n)))
-            sig = tuple((n, os.stat(os.path.join(src, n)).st_size, os.stat(os.path.join(src, n)).st_mtime_ns)
-                        for n in names)
-            if _seen.get((src, dst)) == sig:
+            if _seen.get((src, ident)) == _stats(src, names):
                 continue
-            if _fold_folder(src, dst, old, names):
+            if _fold_folder(src, os.path.join(folder, ident), old, ident, names):
                 done.append(old)
-            _seen[(src, dst)] = sig
+            _seen[(src, ident)] = _stats(src, names)
         except OSError as exc:
             log.warning("personal remote: could not carry projects/%s over to projects/%s (%s); tried again at "
                         "the next pass", old, ident, exc.strerror or exc)
     return done
 
 
-def _fold_folder(src, dst, old, names):
+def _stats(src, names):
+    out = []
+    for n in names + [CARRIED]:
+        try:
+            st = os.stat(os.path.join(src, n))
+            out.append((n, st.st_size, st.st_mtime_ns))
+        except FileNotFoundError:
+            out.append((n, None, None))
+    return tuple(out)
+
+
+def _claims(src):
+    """[(to, digest)] of the old folder's CARRIED lines (a bad line is skipped)."""
+    out = []
+    for ln in _read(os.path.join(src, CARRIED)).splitlines():
+        try:
+            rec = json.loads(ln.decode("utf-8"))
+        except ValueError:
+            continue
+        if isinstance(rec, dict) and repo_id.is_identity(rec.get("to")) and isinstance(rec.get("digest"), str):
+            out.append((rec["to"], rec["digest"]))
+    return out
+
+
+def _fold_folder(src, dst, old, ident, names):
+    claims = _claims(src)
+    first = min([to for to, _ in claims] or [ident])
+    if first != ident:
+        return False  # another repository of this root commit took it (a template's other clone)
     data = {n: _read(os.path.join(src, n)) for n in names}
     digest = hashlib.sha256(b"".join(n.encode() + b"\0" + d + b"\0" for n, d in data.items())).hexdigest()
-    marks_path = os.path.join(dst, CARRIED)
-    marks = dict(ln.split(" ", 1) for ln in _read(marks_path).decode("utf-8", "replace").splitlines()
-                 if ln.count(" ") == 1)
-    if marks.get(old) == digest:
+    if (ident, digest) in claims:
         return False
     for n, d in data.items():
         if not d.strip():
@@ -204,11 +236,12 @@ def _fold_folder(src, dst, old, names):
                         MAX_FILE)
             continue
         atomic_write(path, mine + (b"\n" if mine and not mine.endswith(b"\n") else b"") + d, keep_prev=False)
-    marks[old] = digest
-    atomic_write(marks_path, "".join("%s %s\n" % kv for kv in sorted(marks.items())).encode("utf-8"),
+    marks = _read(os.path.join(src, CARRIED))
+    line = json.dumps({"digest": digest, "to": ident}, sort_keys=True).encode("utf-8") + b"\n"
+    atomic_write(os.path.join(src, CARRIED), marks + (b"\n" if marks and not marks.endswith(b"\n") else b"") + line,
                  keep_prev=False)
     log.info("personal remote: projects/%s (the same repository under an earlier identity) carried over into "
-             "projects/%s", old, os.path.basename(dst))
+             "projects/%s", old, ident)
     return True
 
 
