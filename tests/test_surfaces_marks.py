@@ -297,3 +297,64 @@ def test_doctor_says_why_marks_could_not_be_judged(tmp_path):
         os.path.realpath(str(repo))) in out, out
     code, out, err, _ = run_kgd("doctor", "--root", root, "--port", d.port, "--skip-service", "--skip-client")
     assert "ok    stale marks: every touched file can be judged" in out, out
+
+
+def test_no_git_runs_when_a_surface_reads_the_marks(tmp_path, monkeypatch):
+    """REST's graph, node and projects views (what `kgd show`, `kgd status` and the viewer read) look
+    up the stale marks and the files HEAD holds; git runs on the beat only, and only when HEAD moved."""
+    from kg.api import rest
+    from kg.memory import git_runner
+    from kg.memory.store import Settings, Store
+
+    repo = tmp_path / "app"
+    repo.mkdir()
+    env = git_env(tmp_path)
+    monkeypatch.setenv("HOME", str(tmp_path))
+    monkeypatch.setenv("GIT_CONFIG_NOSYSTEM", "1")
+    (repo / "db.py").write_text("POOL = 4\n")
+    git(repo, env, "init", "-q")
+    git(repo, env, "add", "-A")
+    git(repo, env, "commit", "-qm", "first")
+    store = team.install(Store(str(tmp_path / "root"), Settings(fold_delay=0))).open()
+    try:
+        pp = os.path.realpath(str(repo))
+        s = store.start_session(pp)
+        store.put_node(s, "project", "pool-size", "the pool holds four connections", touches=["db.py"])
+        store.team.share(pp)
+        store.put_node(s, "project", "cache-ttl", "the cache keeps entries one minute")
+        (repo / "db.py").write_text("POOL = 8\n")
+        store.fold_idle()
+        store.team.poll()
+        store.staleness.refresh()
+        calls = []
+        real = git_runner.run
+
+        def run(args, *a, **kw):
+            calls.append(args)
+            return real(args, *a, **kw)
+        monkeypatch.setattr(git_runner, "run", run)
+        store.team.poll()  # HEAD did not move: git is not asked which files it holds
+        assert not [c for c in calls if "ls-tree" in c], calls
+
+        def get(path, **q):
+            status, obj, _ = rest.handle(store, "GET", path, {k: [v] for k, v in q.items()}, b"")
+            assert status == 200, obj
+            return obj
+        calls.clear()
+        view = get("/api/graph", project_path=pp)["project"]
+        node = get("/api/nodes/project/cache-ttl", project_path=pp)
+        projects = get("/api/projects")["projects"]
+        assert calls == []
+        by = {n["id"]: n for n in view["nodes"]}
+        assert by["pool-size"]["stale"]["mark"].startswith("stale: db.py changed")
+        assert by["pool-size"]["uncommitted"] is True  # published by `kgd share`, never committed
+        assert by["cache-ttl"]["uncommitted"] is True and node["uncommitted"] is True
+        assert view["sharing"]["uncommitted"] == {"nodes": 2, "deleted": 0, "edges": 0}  # nothing committed yet
+        assert projects[0]["stale"] == 1 and projects[0]["uncommitted"]["nodes"] == 2
+        git(repo, env, "add", ".kg")
+        git(repo, env, "commit", "-qm", "memory")
+        store.team.poll()  # HEAD moved: asked once
+        assert len([c for c in calls if "ls-tree" in c]) == 1
+        assert get("/api/graph", project_path=pp)["project"]["sharing"]["uncommitted"]["nodes"] == 0
+    finally:
+        store.close()

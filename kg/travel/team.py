@@ -35,6 +35,8 @@ from .team_sync import Shared
 
 log = logging.getLogger(__name__)
 
+ASK_AGAIN_S = 60.0  # seconds before git, once failing, is asked again which files HEAD holds
+
 
 def install(store):
     """Plug the team folder into a store not opened yet; returns the store."""
@@ -52,7 +54,7 @@ class TeamFolder:
     def __init__(self, store):
         self.store = store
         self.prepared = Prepared()  # a project's .kg/ is parsed before the lock, at its first load
-        self.committed = {}  # root -> (HEAD's signature, the layout files HEAD holds, or None: unknown)
+        self.committed = {}  # root -> (HEAD's signature, the layout files HEAD holds or None: unknown, when)
 
     def attach(self, durable):
         """At a project's load (lock held): its repository holds `.kg/` -> it is shared and loaded
@@ -165,11 +167,14 @@ class TeamFolder:
 
 
     def refresh_committed(self, root):
-        """Which layout files HEAD holds, asked of git only when HEAD moved (never under the lock)."""
+        """Which layout files HEAD holds, asked of git only when HEAD moved (never under the lock);
+        git failing (missing, slow) is asked again after ASK_AGAIN_S, so the beat never waits on it
+        each time."""
         head = head_signature(root)
         got = self.committed.get(root)
-        if got is None or got[0] != head or got[1] is None:
-            self.committed[root] = (head, committed_files(root))
+        now = time.monotonic()
+        if got is None or got[0] != head or (got[1] is None and now - got[2] >= ASK_AGAIN_S):
+            self.committed[root] = (head, committed_files(root), now)
 
     def pending(self, durable):
         """uncommitted() of a shared project from the last answer of git, or None (not shared,
