@@ -600,7 +600,7 @@ def pct(a, b):
 
 # ---------------------------------------------------------------- output
 
-COLUMNS = [("policy", "policy", "%-9s"), ("M", "max_tokens", "%6s"), ("seed", "seed", "%4s"),
+COLUMNS = [("policy", "policy", "%-17s"), ("M", "max_tokens", "%6s"), ("seed", "seed", "%4s"),
            ("needs", "needs", "%5d"), ("ctx%", "in_context", "%5.1f"), ("pre", "share_preload", "%5.1f"),
            ("rec", "share_recall", "%5.1f"), ("file", "share_file", "%5.1f"), ("id", "share_id", "%5.1f"),
            ("srch", "share_search", "%5.1f"), ("miss", "share_missed", "%5.1f"), ("lost", "lost", "%4d"),
@@ -700,12 +700,18 @@ def parse_args(argv):
     if a.world == "history":
         if not a.repo:
             p.error("--world history needs --repo GITDIR")
+    known = set(MEMORIES)
+    if a.world == "history":
+        sys.modules.setdefault("memory_eval", sys.modules[__name__])
+        import memory_history
+        known |= set(memory_history.MEMORIES)
         if a.policy == ",".join(POLICIES):
-            a.policy = "kgd-hooks,lru,oracle"
+            a.policy = ",".join(memory_history.POLICIES)
     a.policies = [x.strip() for x in a.policy.split(",") if x.strip()]
     for path in a.plugin:
         load_plugin(path)
-    bad = [x for x in a.policies if x not in MEMORIES and x != "reference"]
+    known |= set(MEMORIES)
+    bad = [x for x in a.policies if x not in known and x != "reference"]
     if bad:
         p.error("unknown policy %s; choose from %s" % (", ".join(bad), ", ".join(MEMORIES)))
     if a.quick:
@@ -761,6 +767,9 @@ def main(argv=None, out=sys.stdout):
                 print("  %-9s M=%-6d seed=%d  %.1f s" % (policy, budget, seed, time.time() - t0), file=sys.stderr)
     wall = time.time() - started
     print(table(runs), file=out)
+    if doc is not None:
+        import memory_stale
+        print(memory_stale.table(runs), file=out)
     print("%d run(s), %d days, %.1f s wall" % (len(runs), runs[0]["days"] if runs else a.days, wall), file=out)
     path = a.json
     if path is None:

@@ -27,8 +27,10 @@ Rules owned here (bench/README.md says why and what the model leaves out):
 import os
 import random
 import re
+import sys
 
-from memory_eval import DAY, Baseline, Run
+import memory_stale
+from memory_eval import DAY, Baseline, KgdHooks, Run
 from memory_world import WARM_S, Fact, Need
 
 from kg.agents import loop, preload, recall
@@ -132,6 +134,8 @@ class HistoryRun(Run):
         Run.__init__(self, world, policy, max_tokens, args)
         self.commit = {c["sha"]: c for c in world.doc["commits"]}
         self.cur = {}  # fid -> (gist, notes) as last written
+        self.truth = memory_stale.Truth()
+        self.tally = memory_stale.Tally(self.truth, world.facts)
 
     def memories(self):
         import memory_eval
@@ -140,6 +144,7 @@ class HistoryRun(Run):
     def project_files(self, project):
         for path, text in self.world.doc["tree"].items():
             self._write(project, path, text)
+            self.truth.land(path, text)
 
     def _write(self, project, path, text):
         p = os.path.join(project, path)
@@ -158,6 +163,10 @@ class HistoryRun(Run):
         st["sessions"] += 1
         chars_before = st["chars"]
         self.now = max(self.now, sess.t)
+        self.tally.begin()
+        took = memory_stale.refresh_marks(mem)
+        if took is not None:
+            self.tally.pass_seconds.append(took)
         texts = self.receive(mem.begin(sess, self.world, self), st)
         self.tick()
         texts += self.receive(mem.prompt(sess.prompt), st)
@@ -172,9 +181,11 @@ class HistoryRun(Run):
         c = self.commit[sess.sha]
         for f in c["files"]:
             self._write(self.project, f["path"], f["text"])
+            self.truth.land(f["path"], f["text"])
         self.write_knowledge(mem, sess, c)
         self.tick()
         for src, text in mem.stop():
+            self.tally.see([(src, text)], self)
             st["chars"] += len(text)
             st["hook_chars"] += len(text)
         st["session_chars"].append(st["chars"] - chars_before)
@@ -183,11 +194,14 @@ class HistoryRun(Run):
         for src, text in got:
             st["chars"] += len(text)
             st["preload_chars" if src == "preload" else "hook_chars"] += len(text)
+        self.tally.see(got, self)
         return got
 
     def need(self, mem, need, texts):
         st = self.stats
+        k = len(texts)
         outcome = self.resolve(mem, need, texts)
+        self.tally.see(texts[k:], self)  # what a read by id or a search brought
         st["needs"] += 1
         st["warm" if need.warm else "cold"][outcome] += 1
         st["project"][outcome] += 1
@@ -229,6 +243,16 @@ class HistoryRun(Run):
             self.fact_of[nid] = fact.fid
             self.node_born[nid] = self.now
         self.last_use[nid] = self.now
+        self.tally.put(nid, fact.fid)
+
+    def summary(self):
+        out = Run.summary(self)
+        out["stale"] = self.tally.summary()
+        ps = sorted(self.tally.pass_seconds)
+        if ps:  # wall times: printed, never stored (the same seed gives the same JSON)
+            print("  %s: stale-marks pass median %.3f s, max %.3f s, %.1f s in all" % (
+                self.policy, ps[len(ps) // 2], ps[-1], sum(ps)), file=sys.stderr)
+        return out
 
 
 # ---------------------------------------------------------------- baselines with file recall
@@ -305,5 +329,12 @@ class HistoryOracle(HistoryBaseline):
         return sorted(best, key=best.get)
 
 
-MEMORIES = {"lru": HistoryLRU, "oracle": HistoryOracle}
-POLICIES = ["kgd-hooks", "lru", "oracle"]
+class KgdHooksMarks(KgdHooks):
+    """kgd's hooks with its stale marks computed before each session (bench/memory_stale.py)."""
+
+    stale_marks = True
+
+
+MEMORIES = {"kgd-hooks": KgdHooksMarks, "kgd-hooks-nostale": memory_stale.KgdHooksNoStale, "lru": HistoryLRU,
+            "oracle": HistoryOracle}
+POLICIES = ["kgd-hooks", "lru", "oracle"]  # and kgd-hooks-nostale (marks off) when asked for

@@ -47,6 +47,15 @@ def parts_of(source):
     return out
 
 
+def parses(source):
+    """Whether a source is Python that `ast` reads."""
+    try:
+        ast.parse(source)
+    except (SyntaxError, ValueError):
+        return False
+    return True
+
+
 def _first(node):
     return min([node.lineno] + [d.lineno for d in getattr(node, "decorator_list", ())])
 
