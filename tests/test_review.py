@@ -134,3 +134,57 @@ def test_a_private_node_is_never_written_to_kg_and_says_so(tmp_path, repo):
         assert "mine" in (repo / ".kg" / "nodes.jsonl").read_text()
     finally:
         store.close()
+
+
+DB = b"import socket\n\n\ndef connect(url):\n    return socket.create_connection(url)\n\n\ndef close(s):\n    s.close()\n"
+
+
+def _files(repo, commit, touches):
+    from kg.core import staleness
+    states = {}
+    for t in touches:
+        path, part = staleness.split_touch(t)
+        states[t] = staleness.state_of((repo / path).read_bytes(), path, part)
+    return {"commit": commit, "files": states}
+
+
+def test_kgd_diff_lists_the_knowledge_a_change_makes_stale(repo):
+    """Section 12 in review: the states a node line carries in `.kg/` are judged against the new
+    state's tree; what the change touches is judged, and each stale node is shown with its mark."""
+    (repo / "src").mkdir()
+    (repo / "src" / "db.py").write_bytes(DB)
+    (repo / "src" / "old.py").write_text("def gone():\n    pass\n")
+    (repo / "src" / "moved.py").write_text("def stays():\n    return 'the same text, another name'\n")
+    git(repo, "add", "src")
+    git(repo, "commit", "-qm", "code")
+    head = git(repo, "rev-parse", "HEAD").strip()
+    kg = repo / ".kg"
+    kg.mkdir()
+    nodes = [("whole", ["src/db.py"]), ("connect", ["src/db.py#connect"]), ("close", ["src/db.py#close"]),
+             ("old", ["src/old.py"]), ("moved", ["src/moved.py"]), ("plain", ["README"])]
+    (kg / "nodes.jsonl").write_text("".join(line(n, "about " + n, touches=t, files=_files(repo, head, t))
+                                            for n, t in nodes))
+    git(repo, "add", ".kg")
+    git(repo, "commit", "-qm", "kg")
+    base = git(repo, "rev-parse", "HEAD").strip()
+    (repo / "src" / "db.py").write_bytes(DB.replace(b"create_connection(url)", b"create_connection(url, 5)"))
+    git(repo, "rm", "-q", "src/old.py")
+    git(repo, "mv", "src/moved.py", "src/renamed.py")
+    git(repo, "commit", "-qam", "connect times out; old gone; moved renamed")
+    r = kgd(repo, "diff", "%s..HEAD" % base, "--json", "--exit-code")
+    assert r.returncode == 1, r.stderr  # no knowledge changed, but the change made some stale: listed
+    d = json.loads(r.stdout)
+    assert d["stale"] == ["connect", "moved", "old", "whole"]  # not close (its part is the same), nor plain
+    assert d["added"] == d["changed"] == d["deleted"] == []
+    text = kgd(repo, "diff", "%s..HEAD" % base).stdout
+    assert "! connect: stale: connect in src/db.py changed" in text
+    assert "! old: stale: src/old.py deleted" in text
+    assert "! moved: stale: src/moved.py renamed to src/renamed.py" in text
+    assert "! whole: stale: src/db.py changed" in text and "4 stale (their code changed since)" in text
+    # the same change not yet committed: this clone's diff judges the working tree
+    git(repo, "reset", "-q", "--soft", base)
+    d = json.loads(kgd(repo, "diff", "--json").stdout)
+    assert d["stale"] == ["connect", "moved", "old", "whole"]
+    # a range the code change is not in lists nothing stale: a review sees what it is about
+    r = kgd(repo, "diff", "%s..%s" % (head, base), "--json")
+    assert json.loads(r.stdout)["stale"] == []

@@ -6,13 +6,14 @@ Rules owned here:
   between their lines), exactly as a daemon reads it; a tombstone is no node.
 - The diff lists nodes added, changed (before and after) and deleted; edges added and deleted
   by key; `withheld`: nodes of the new state the secrets scan would keep from agents, named by id,
-  never by their text (they are left out of added / changed); `stale`: section 12's marks (none
-  are computed from files alone yet: always empty).
+  never by their text (they are left out of added / changed); `stale`: nodes of the new state
+  whose code changed since they were written (section 12), by id, judged by kg/ops/review_stale.py
+  and given here as {id: mark}; the text shows each mark.
 - Order: ids in code-point order, so a diff pasted into a review is stable.
 """
 
 from ..secrets import fields
-from . import kg_format
+from . import kg_format, staleness
 from .text import clip
 
 
@@ -43,15 +44,15 @@ def _content(rec):
     return (rec["gist"], rec["notes"], rec["touches"]) if "id" in rec else tuple(rec["notes"])
 
 
-def diff(before, after):
-    """The contract's diff object between two views (see the module docstring)."""
+def diff(before, after, stale=None):
+    """The contract's diff object between two views (see the module docstring); `stale`: {id: mark}."""
     b, a = before.get("node", {}), after.get("node", {})
     withheld = sorted(k for k, r in a.items() if fields.scan_node(r) is not None)
     hidden = set(withheld)
     out = {"added": [_node(a[k]) for k in sorted(set(a) - set(b) - hidden)],
            "changed": [{"id": k, "before": _node(b[k]), "after": _node(a[k])} for k in sorted(set(a) & set(b))
                        if k not in hidden and _content(a[k]) != _content(b[k])],
-           "deleted": sorted(set(b) - set(a)), "stale": [], "withheld": withheld}
+           "deleted": sorted(set(b) - set(a)), "stale": sorted(set(stale or ()) - hidden), "withheld": withheld}
     be, ae = before.get("edge", {}), after.get("edge", {})
     out["edges"] = {"added": sorted(set(ae) - set(be)), "deleted": sorted(set(be) - set(ae)),
                     "changed": sorted(k for k in set(ae) & set(be) if _content(ae[k]) != _content(be[k]))}
@@ -59,11 +60,12 @@ def diff(before, after):
 
 
 def is_empty(d):
-    return not (d["added"] or d["changed"] or d["deleted"] or d["withheld"] or any(d["edges"].values()))
+    return not (d["added"] or d["changed"] or d["deleted"] or d["withheld"] or d["stale"]
+                or any(d["edges"].values()))
 
 
-def render(d, title):
-    """The text a person reads (and pastes into a review)."""
+def render(d, title, marks=None):
+    """The text a person reads (and pastes into a review); marks: {id: stale mark}."""
     lines = [title]
     for n in d["added"]:
         lines.append("+ %s: %s" % (n["id"], clip(n["gist"], 120)))
@@ -80,13 +82,18 @@ def render(d, title):
                                                                   len(e["deleted"])))
         lines.extend("+ edge %s" % k for k in e["added"][:50])
         lines.extend("- edge %s" % k for k in e["deleted"][:50])
+    for nid in d["stale"][:50]:
+        lines.append("! %s: %s" % (nid, (marks or {}).get(nid, staleness.STALE)))
+    if len(d["stale"]) > 50:
+        lines.append("! ... %d more stale" % (len(d["stale"]) - 50))
     if d["withheld"]:
         lines.append("withheld (looks like a credential; agents never see it, kgd never writes it): "
                      + ", ".join(d["withheld"]))
     if is_empty(d):
         lines.append("no change to the team's memory")
     else:
-        lines.append("%d added, %d changed, %d deleted" % (len(d["added"]), len(d["changed"]), len(d["deleted"])))
+        lines.append("%d added, %d changed, %d deleted" % (len(d["added"]), len(d["changed"]), len(d["deleted"]))
+                     + (", %d stale (their code changed since)" % len(d["stale"]) if d["stale"] else ""))
     return "\n".join(lines) + "\n"
 
 

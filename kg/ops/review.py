@@ -5,7 +5,8 @@ Rules owned here:
 - `kgd diff [PATH]`: the knowledge this clone's `.kg/` holds that HEAD's does not (what a commit
   would publish); `kgd diff A..B`: what changed between two commits (a pull request's base and
   head, in CI). Text for a person, `--json` for CI (kg/core/kg_diff.py's object); exit 0, or 1 with
-  `--exit-code` when the diff lists something.
+  `--exit-code` when the diff lists something; `stale` (kg/ops/review_stale.py): knowledge whose code
+  the change makes or leaves stale.
 - `kgd fold [PATH]`: the files under `.kg/changes/` that HEAD holds as they are (committed, not
   modified since) are folded into `nodes.jsonl` / `edges.jsonl` and deleted; files not yet committed
   stay. It is the one command that changes files git tracks: commit what it did.
@@ -20,6 +21,7 @@ from ..core.errors import KgError
 from ..memory import git_runner
 from ..memory.projects import resolve_project_root
 from ..travel import team_folder
+from . import review_stale
 from .console import CommandError, say
 
 KINDS = ("node", "edge")
@@ -93,19 +95,25 @@ def diff(args, cfg):
         if ".." not in args.range:
             raise CommandError("give a range as A..B (for example origin/main..HEAD), or no range for this clone")
         a, b = args.range.split("..", 1)
-        before, after = files_at(root, a or "HEAD"), files_at(root, b or "HEAD")
-        title = "kgd diff %s..%s: the team's memory in %s" % (a or "HEAD", b or "HEAD", root)
+        a, b = a or "HEAD", b or "HEAD"
+        before, after = files_at(root, a), files_at(root, b)
+        title = "kgd diff %s..%s: the team's memory in %s" % (a, b, root)
     else:
         code, _, _ = git_runner.run(["rev-parse", "--verify", "-q", "HEAD"], root, timeout=10, check=False)
         before = files_at(root, "HEAD") if code == 0 else {}
+        a, b = ("HEAD" if code == 0 else None), None
         after = files_here(root)
         title = "kgd diff: what %s/.kg/ would publish (the working tree against HEAD)" % root
     (vb, _), (va, problems) = kg_diff.view(_by_kind(before), now), kg_diff.view(_by_kind(after), now)
     d = kg_diff.diff(vb, va)
+    in_diff = {n["id"] for n in d["added"]} | {c["id"] for c in d["changed"]}
+    changed = review_stale.changed_paths(root, a, b) if a else None
+    marks = review_stale.stale(root, va.get("node", {}), in_diff, changed, b)
+    d = kg_diff.diff(vb, va, marks)
     if args.json:
         print(json.dumps(d, ensure_ascii=False, sort_keys=True))
     else:
-        text = kg_diff.render(d, title)
+        text = kg_diff.render(d, title, marks)
         if problems:
             text += "%d line(s) could not be read and were skipped: %s\n" % (len(problems), "; ".join(problems[:3]))
         print(text, end="")
