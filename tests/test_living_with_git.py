@@ -29,10 +29,10 @@ FOLD_DELAY = 0.2  # seconds of no writes before .kg/ is written (the daemon's de
 class Person:
     """A clone, its own storage root, a store with its beat in a thread, and one agent session."""
 
-    def __init__(self, tmp, name, remote, env):
+    def __init__(self, tmp, name, remote, env, clone_args=()):
         self.name, self.env = name, env
         self.repo = str(tmp / name / "app")
-        self.git("clone", "-q", str(remote), self.repo, cwd=str(tmp))
+        self.git("clone", "-q", *clone_args, str(remote), self.repo, cwd=str(tmp))
         self.git("config", "user.name", name)
         self.git("config", "user.email", "%s@example.com" % name)
         self.store = team.install(Store(str(tmp / name / "root"), Settings(fold_delay=FOLD_DELAY))).open()
