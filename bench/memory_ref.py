@@ -217,6 +217,9 @@ class ReferenceMemory:
             "hook_event_name": "PostToolUse", "tool_name": "Read", "tool_input": {"file_path": full},
             "tool_response": {"type": "text", "file": {"filePath": full, "content": "..."}}}))]
 
+    def file_edit(self, path, old, new):
+        return []  # its PostToolUse hook matches Read|WebFetch|WebSearch only: an Edit runs none
+
     def stop(self):
         return []  # it has no Stop hook
 
