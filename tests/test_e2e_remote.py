@@ -12,6 +12,7 @@ import time
 import pytest
 
 from kg.core import kg_format
+from kg.memory import repo_id
 
 from helpers import Daemon, clean_env, run_kgd
 
@@ -166,7 +167,7 @@ def test_same_repository_at_two_paths_is_one_graph_across_machines(fleet, tmp_pa
     assert set(a.project_nodes(on_a)) == {"arch", "bug"}
     assert set(b.project_nodes(on_b)) == {"arch", "bug"}
     root_commit = git(origin, "rev-list", "--max-parents=0", "HEAD")
-    assert (a.root / "sync" / "projects" / ("git-" + root_commit) / kg_format.NODES_FILE).exists()
+    assert (a.root / "sync" / "projects" / repo_id.identity_for(root_commit, str(origin), str(origin)) / kg_format.NODES_FILE).exists()
     # a second checkout on the same machine is the same graph too
     other = tmp_path / "home-a" / "scratch" / "app"
     git(tmp_path, "clone", "-q", str(origin), str(other))

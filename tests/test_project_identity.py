@@ -5,7 +5,7 @@ repository merged by the merge rule with nothing lost."""
 import json
 import os
 
-from kg.memory import git_runner
+from kg.memory import git_runner, repo_id
 from kg.memory.store import Settings, Store
 from kg.travel import team
 
@@ -49,7 +49,8 @@ def test_same_repository_cloned_at_two_paths_is_one_graph(tmp_path):
         put(store, b, "from-b", "written in ~/work/app2")
         assert ids(store, a) == ids(store, b) == {"from-a", "from-b"}
         g = store.graph("project", store.start_session(str(b)))
-        assert g.meta["repo_id"] == "git-" + git(origin, "rev-list", "--max-parents=0", "HEAD")
+        root = git(origin, "rev-list", "--max-parents=0", "HEAD")
+        assert g.meta["repo_id"] == repo_id.identity_for(root, str(origin), str(origin))
     finally:
         store.close()
     assert len([d for d in os.listdir(str(tmp_path / "root" / "projects"))]) == 1

@@ -28,7 +28,7 @@ def test_clones_at_two_paths_are_one_project(tmp_path):
     a = repo_id.project_identity(str(tmp_path / "src" / "app"))
     b = repo_id.project_identity(str(tmp_path / "work" / "app2"))
     root = git(origin, "rev-list", "--max-parents=0", "HEAD")
-    assert a == b == "git-" + root
+    assert a == b == repo_id.identity_for(root, str(origin), str(origin))
     assert repo_id.is_identity(a)
 
 
