@@ -102,15 +102,18 @@ def summary(stderr):
     return (lines[-1] if lines else "no output")[:300]
 
 
-def run(args, cwd, timeout=DEFAULT_TIMEOUT, check=True, env=None, started=None, nice=0, identity=True):
+def run(args, cwd, timeout=DEFAULT_TIMEOUT, check=True, env=None, started=None, nice=0, identity=True, input=None,
+        raw=False):
     """Run `git ARGS` in cwd; (returncode, stdout, stderr) as text. check: a non-zero exit is a
     GitError. A missing git program is GitError("missing"); a timeout kills git and its children.
     started(proc) is called once git runs (a caller that may cancel keeps it for `kill`); `nice`
     lowers git's CPU priority (background work must not slow the daemon's requests). identity=False
-    leaves out kgd's -c options (to read the user's own name: a read, never a commit)."""
+    leaves out kgd's -c options (to read the user's own name: a read, never a commit). input: bytes
+    for git's stdin (`cat-file --batch`); raw: stdout as bytes (file contents, exactly)."""
     argv = ["git"] + (identity_args() if identity else []) + list(args)
     try:
-        proc = subprocess.Popen(argv, cwd=cwd, env=git_env(env), stdin=subprocess.DEVNULL,
+        proc = subprocess.Popen(argv, cwd=cwd, env=git_env(env),
+                                stdin=subprocess.DEVNULL if input is None else subprocess.PIPE,
                                 stdout=subprocess.PIPE, stderr=subprocess.PIPE, start_new_session=True)
     except FileNotFoundError as exc:
         if cwd and not os.path.isdir(cwd):
@@ -126,13 +129,13 @@ def run(args, cwd, timeout=DEFAULT_TIMEOUT, check=True, env=None, started=None, 
     if started is not None:
         started(proc)
     try:
-        out, err = proc.communicate(timeout=timeout)
+        out, err = proc.communicate(input, timeout=timeout)
     except subprocess.TimeoutExpired:
         _kill_group(proc)
         out, err = proc.communicate()
         raise GitError("timeout", "git %s gave no answer within %gs" % (args[0], timeout), None,
                        _text(err)) from None
-    out, err = _text(out), _text(err)
+    out, err = (out or b"") if raw else _text(out), _text(err)
     if check and proc.returncode != 0:
         raise GitError(classify(err), "git %s: %s" % (args[0], summary(err)), proc.returncode,
                        err[-OUTPUT_LIMIT:])

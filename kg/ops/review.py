@@ -60,14 +60,16 @@ def _git(root, args, what):
 
 
 def files_at(root, rev):
-    """{rel path: bytes} of the layout's files in commit `rev`."""
-    listing = _git(root, ["ls-tree", "-r", "-z", "--name-only", rev, "--", team_folder.KG_DIR], "no commit %s" % rev)
-    out = {}
-    for rel in [p for p in listing.split("\0") if p and _kind_of(p)]:
-        code, data, _ = git_runner.run(["show", "%s:%s" % (rev, rel)], root, timeout=60, check=False)
-        if code == 0:
-            out[rel] = data.encode("utf-8", "surrogateescape")
-    return out
+    """{rel path: bytes} of the layout's files in commit `rev` (one `git ls-tree`, one `git cat-file`)."""
+    listing = _git(root, ["ls-tree", "-r", "-z", rev, "--", team_folder.KG_DIR], "no commit %s" % rev)
+    ids = {}
+    for entry in listing.split("\0"):
+        meta, _, rel = entry.partition("\t")
+        bits = meta.split()
+        if len(bits) == 3 and bits[1] == "blob" and _kind_of(rel):
+            ids[rel] = bits[2]
+    blobs = review_stale.read_blobs(root, ids.values())
+    return {rel: blobs[i] for rel, i in ids.items() if i in blobs}
 
 
 def files_here(root):

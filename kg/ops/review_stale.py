@@ -20,7 +20,7 @@ import os
 from ..core import staleness
 from ..memory import git_runner
 
-MAX_PARTS_READ = 2000  # files read for part touches in one diff (each one `git show`)
+MAX_BLOB = 64 * 1024 * 1024  # bytes of all blobs read in one `git cat-file --batch`
 
 
 def _git(root, args):
@@ -28,6 +28,32 @@ def _git(root, args):
         return git_runner.run(args, root, timeout=60)[1]
     except git_runner.GitError:
         return None
+
+
+def read_blobs(root, ids):
+    """{blob id: bytes} for git blob ids, read by one `git cat-file --batch` (a process per file
+    would cost a diff over many files seconds); an id git does not have is left out."""
+    ids = sorted(set(ids))
+    if not ids:
+        return {}
+    try:
+        code, out, _ = git_runner.run(["cat-file", "--batch"], root, timeout=60, check=False,
+                                      input=("\n".join(ids) + "\n").encode("ascii"), raw=True)
+    except git_runner.GitError:
+        return {}
+    blobs, at = {}, 0
+    while at < len(out):
+        end = out.find(b"\n", at)
+        if end < 0:
+            break
+        head = out[at:end].split()
+        at = end + 1
+        if len(head) != 3 or not head[2].isdigit():
+            continue  # "<id> missing"
+        size = int(head[2])
+        blobs[head[0].decode("ascii", "replace")] = out[at:at + size]
+        at += size + 1
+    return blobs
 
 
 def changed_paths(root, a, b):
@@ -56,7 +82,7 @@ class _Tree:
     """The new state's files: a commit (`rev`) or the working tree (rev None)."""
 
     def __init__(self, root, rev):
-        self.root, self.rev, self.blobs, self.reads = root, rev, None, 0
+        self.root, self.rev, self.blobs, self.contents = root, rev, None, {}
 
     def _listing(self, paths):
         out = _git(self.root, ["ls-tree", "-r", "-z", self.rev, "--"] + sorted(paths)) if paths else ""
@@ -95,14 +121,13 @@ class _Tree:
                     return f.read()
             except OSError:
                 return None
-        if self.reads >= MAX_PARTS_READ:
-            return None
-        self.reads += 1
-        try:
-            code, out, _ = git_runner.run(["show", "%s:%s" % (self.rev, path)], self.root, timeout=60, check=False)
-        except git_runner.GitError:
-            return None
-        return out.encode("utf-8", "surrogateescape") if code == 0 else None
+        return self.contents.get((self.blobs or {}).get(path))
+
+    def read_all(self, paths):
+        """Read the blobs of `paths` at once (a commit), for part touches."""
+        if self.rev is not None:
+            want = [self.blobs[p] for p in paths if p in (self.blobs or {})]
+            self.contents = read_blobs(self.root, want)
 
 
 def _renames(root, commit, rev):
@@ -137,6 +162,7 @@ def stale(root, nodes, in_diff, changed, rev=None):
         return {}
     tree = _Tree(root, rev)
     tree.load({rel for touches in wanted.values() for rel, _ in touches.values()})
+    tree.read_all({rel for touches in wanted.values() for rel, part in touches.values() if part is not None})
     contents, renames, out = {}, {}, {}
     for nid in sorted(wanted):
         recorded = nodes[nid]["files"]
