@@ -372,3 +372,16 @@ def test_project_filter_rule_and_one_decision_per_project():
     subs = [hub.subscribe(counted) for _ in range(50)]
     assert hub.publish({"level": "user"}) == 50
     assert len(calls) == 1 and all(len(s.drain()) == 1 for s in subs)
+
+
+def test_the_feed_carries_the_contracts_graph_changes_only():
+    """Contract section 7's frame types; a task's progress (an event the personal remote listens
+    for) is not a graph change and never reaches a viewer."""
+    from kg.serve.hub import FEED_TYPES, Hub
+
+    hub = Hub()
+    sent = []
+    hub.publish = sent.append
+    for kind in sorted(FEED_TYPES) + ["progress", "anything_else"]:
+        hub.feed({"type": kind, "level": "user"})
+    assert [e["type"] for e in sent] == sorted(FEED_TYPES)

@@ -428,7 +428,7 @@ class Daemon(ThreadingHTTPServer):
         self.remote = None  # the personal remote (kg/travel/remote.py), set where the daemon is wired
         self._conns = set()
         self._conns_lock = threading.Lock()
-        store.add_listener(self.hub.publish)
+        store.add_listener(self.hub.feed)
         if ":" in address[0]:
             self.address_family = socket.AF_INET6
         super().__init__(address, Handler)

@@ -5,6 +5,8 @@ which events it gets, and the socket handed from the HTTP handler to kg/serve/br
   to each matching subscriber's bounded queue, and the broadcaster is woken through a socket
   pair (one wake-up however many viewers). Events reach every viewer in publish order, after
   its `connected` hello.
+- The feed carries the graph changes contract section 7 names (FEED_TYPES); the store's other
+  events (a task's progress: for the personal remote, which pushes it) are not the feed's.
 - A viewer of project P gets the user graph's events and P's (`project_filter`; P is the path of
   the graph the viewer's path resolves to, kg/memory/registry.py `graph_path`, so another checkout of a
   repository gets that repository's graph); without P, the user graph's only.
@@ -29,6 +31,7 @@ if TYPE_CHECKING:
 log = logging.getLogger(__name__)
 
 MAX_QUEUE = 256
+FEED_TYPES = frozenset(("node_put", "node_deleted", "edge_put", "edge_deleted", "compacted"))
 RECV_SIZE = 65536
 
 
@@ -118,6 +121,10 @@ class Hub:
     def count(self) -> int:
         with self._lock:
             return len(self._subs)
+
+    def feed(self, event: dict) -> int:
+        """The store's listener: a graph change the contract's feed carries is published."""
+        return self.publish(event) if event.get("type") in FEED_TYPES else 0
 
     def publish(self, event: dict) -> int:
         """Queue `event` for each matching subscriber; return how many got it.
