@@ -568,7 +568,7 @@ esac
 NO_BUS="systemctl --user cannot reach your user session (no systemd user instance here: a container, or an SSH session without one). Re-run with --no-service and start kgd yourself (kgd start), or --no-start to only write the unit; on a server, 'loginctl enable-linger $(id -un)' gives you a user instance."
 if [ "$SERVICE" = 1 ] && [ "$START" = 1 ] && [ "$OS" = linux ] && ! systemctl --user show-environment >/dev/null 2>&1; then
     if [ "$DRY" = 1 ]; then
-        say "warning: a real run would stop here, before changing anything: $NO_BUS"
+        BUS_WARNING="warning: a real run would stop here, before changing anything: $NO_BUS"
     else
         die "$NO_BUS"
     fi
@@ -579,6 +579,7 @@ fi
 
 say "Installing $SRC_VERSION ($SRC_KIND from $SRC) for Python $PYVER ($PY)"
 [ "$DRY" = 0 ] || say "(dry run: nothing is changed)"
+[ -z "${BUS_WARNING:-}" ] || say "$BUS_WARNING"
 [ -z "$KEPT" ] || say "kept from the earlier install: $KEPT (give an option to change it)"
 printf '%s' "$CHANGES" | while IFS= read -r line; do
     [ -z "$line" ] || say "changed from the earlier install: $line"

@@ -75,6 +75,7 @@ def uninstall_both_ways(install_sh, home, path=None):
     return dry, real
 
 
+@pytest.mark.slow
 def test_the_dry_run_says_what_the_real_run_does(install_sh, tmp_path):
     home = tmp_path / "home"
     home.mkdir()
@@ -94,6 +95,7 @@ def test_the_dry_run_says_what_the_real_run_does(install_sh, tmp_path):
     assert listing(home) == {".knowledge-graph"} or listing(home) == set(), sorted(listing(home))
 
 
+@pytest.mark.slow
 def test_what_the_person_keeps_is_not_said_to_go(install_sh, tmp_path):
     home = tmp_path / "home"
     (home / ".claude").mkdir(parents=True)
@@ -141,3 +143,21 @@ def test_desktop_remove_dry_run_names_the_file_it_would_remove(tmp_path):
     assert "null" not in dry and "would remove %s (nothing else in it)" % config in dry, dry
     _, real, _, _ = run_kgd("desktop", "--remove", "--config", config, home=home)
     assert not config.exists() and [as_real(x) for x in dry.splitlines()] == real.splitlines(), (dry, real)
+
+
+def test_the_dry_run_warns_of_a_missing_user_session_under_its_header(install_sh, tmp_path):
+    """The warning belongs to the run it describes: after the "Installing ..." line, said once."""
+    home = tmp_path / "home"
+    home.mkdir()
+    bindir = tmp_path / "nobus"
+    bindir.mkdir()
+    (bindir / "systemctl").write_text("#!/bin/sh\necho 'Failed to connect to bus: No medium found' >&2\nexit 1\n")
+    os.chmod(str(bindir / "systemctl"), 0o755)
+    env = clean_env(home, KGD_PYTHON=sys.executable, KGD_INSTALL_OS="linux",
+                    PATH="%s:%s" % (bindir, os.environ["PATH"]))
+    r = subprocess.run(["/bin/sh", install_sh, "--dry-run", "--no-client", "--port", str(free_port())], env=env,
+                       stdout=subprocess.PIPE, stderr=subprocess.PIPE, timeout=60, cwd=str(home))
+    lines = r.stdout.decode().splitlines()
+    assert r.returncode == 0 and lines[0].startswith("Installing kgd "), lines[:3]
+    warned = [i for i, x in enumerate(lines) if x.startswith("warning: a real run would stop here")]
+    assert warned == [2], lines[:4]  # after the header and "(dry run: nothing is changed)"
