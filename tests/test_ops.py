@@ -379,3 +379,19 @@ def test_import_leaves_the_clones_name_behind(tmp_path):
     kept = graph["_meta"]["kg_shared"]
     assert "clone" not in kept and "n" not in kept
     assert kept["base"] == shared["base"] and kept["own"] == shared["own"]  # the rest is the sync state as it was
+
+
+def test_import_carries_a_tasks_progress_date_with_it(tmp_path):
+    """Task progress merges across machines by the later change (kg/travel/remote_progress.py),
+    so an imported task keeps its date, also into a graph that already dates others."""
+    def doc(task, when):
+        return {"format": "kgd-export", "projects": [], "user": {
+            "nodes": {}, "edges": {}, "_meta": {"level": "user", "progress": {task: {"step": 1}},
+                                                "progress_changed": {task: when}}}}
+    for i, (task, when) in enumerate((("a", 1700000000.5), ("b", 1700000100.25))):
+        (tmp_path / ("d%d.json" % i)).write_text(json.dumps(doc(task, when)))
+        code, _, err = kgd("import", tmp_path / ("d%d.json" % i), "--root", tmp_path / "r")
+        assert code == 0, err
+    meta = graph_files(tmp_path / "r")["user.json"]["_meta"]
+    assert meta["progress"] == {"a": {"step": 1}, "b": {"step": 1}}
+    assert meta["progress_changed"] == {"a": 1700000000.5, "b": 1700000100.25}

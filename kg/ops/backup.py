@@ -275,9 +275,11 @@ def merge_graph(g, src, tally):
             else:
                 tally.add("progress", "updated")
             mine[task] = state
+            if (src.meta.get("progress_changed") or {}).get(task) is not None:  # its date: the later change wins
+                g.meta.setdefault("progress_changed", {})[task] = src.meta["progress_changed"][task]
     for k, v in src.meta.items():
-        if k == team_state.META and isinstance(v, dict):  # a clone's name for its .kg/changes/ files is
-            v = {s: x for s, x in v.items() if s not in ("clone", "n")}  # its own: two clones, two names
+        if k == team_state.META and isinstance(v, dict):  # a clone's name for its .kg/changes/ files: its own
+            v = {s: x for s, x in v.items() if s not in ("clone", "n")}
         if k not in ("progress", "level", "project_path"):
             g.meta.setdefault(k, v)
     g.recount()
