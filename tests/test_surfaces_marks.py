@@ -139,6 +139,8 @@ def test_shared_project_marks_stale_and_uncommitted_on_every_surface(world):
     assert code == 0, err
     assert "- refresh-keeps-token [%s]: refresh returns" % mark in out
     assert "not yet committed: 1 node, 1 deleted: cache-ttl" in err
+    code, out, err = kgd(root, repo, "status")
+    assert code == 1 and "2 changes not yet committed (1 node, 1 deleted)" in out, out
 
     # Committed: the mark goes; a re-put clears the stale mark.
     git(repo, env, "add", ".kg")

@@ -59,6 +59,29 @@ def uncommitted_line(p):
         "publishes" % (p.get("slug"), plural(total, "change"), ", ".join(parts))
 
 
+def _pending_on_disk(root):
+    """With no daemon: the shared projects of the root's graphs where this clone wrote knowledge that
+    HEAD does not hold ({slug, project_path, uncommitted}); git is asked once per project."""
+    if not os.path.isdir(root):
+        return []
+    from ..core import team_state
+    from ..disk.layout import Layout
+    from ..travel import team
+    from ..travel.team_folder import holds_kg
+    from .disk_view import project_graphs
+
+    out = []
+    for slug, g in project_graphs(Layout(root)):
+        if not g.project_path or team_state.is_off(g.meta) or not holds_kg(g.project_path):
+            continue
+        committed = team.committed_files(g.project_path)
+        if committed is not None:
+            counts = team.counts(team.uncommitted(g, committed, g.project_path))
+            if any(counts.values()):
+                out.append({"slug": g.slug or slug, "project_path": g.project_path, "uncommitted": counts})
+    return out
+
+
 def other_root(cfg, found):
     """The one line for a daemon on cfg's port that serves another storage root (None: it is ours)."""
     if found["holds_root"]:
@@ -95,6 +118,10 @@ def status(args, cfg):
                 if not port_free(cfg["host"], cfg["port"]):
                     out["port_taken"] = taken_line(connect_host(cfg), cfg["port"])
                     text = "kgd is not running (root %s); %s" % (cfg["root"], out["port_taken"])
+        pending = _pending_on_disk(cfg["root"])
+        if pending:
+            out["projects"] = pending
+            text = "\n".join([text] + [uncommitted_line(p) for p in pending])
         remote = sync.offline_status(cfg["root"])
         if remote:
             out["remote"] = remote
