@@ -27,6 +27,7 @@ One run, real everything: a bare remote, two clones (alice, bob), one real daemo
 import argparse
 import json
 import os
+import resource
 import shutil
 import statistics
 import subprocess
@@ -37,7 +38,6 @@ import time
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from bench import REPO, Client, Kgd  # noqa: E402
 
-KGD = os.path.join(REPO, "kgd.py")
 TARGETS = {"ratio": 1.2, "status_ms": 50.0, "pickup_s": 1.0, "diff_s": 1.0}
 
 
@@ -139,6 +139,21 @@ def put(c, sid, args):
     return time.perf_counter() - t
 
 
+def cpu_s(pid):
+    """CPU seconds (user + system) a process has used: what a loaded machine does not inflate."""
+    try:
+        with open("/proc/%d/stat" % pid) as f:
+            fields = f.read().rsplit(")", 1)[1].split()
+        return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+    except (OSError, ValueError, IndexError):
+        return float("nan")
+
+
+def children_cpu_s():
+    r = resource.getrusage(resource.RUSAGE_CHILDREN)
+    return r.ru_utime + r.ru_stime
+
+
 def synced_ids(c, sid):
     return {n["id"] for n in c.get("/api/sync?session_id=" + sid)["nodes"]}
 
@@ -157,7 +172,7 @@ def alice_writes(opts, alice, c, sid):
             commit(alice, "memory: %d puts" % (i + 1), push=False)
     puts_s = time.perf_counter() - t
     before = kg_size(alice)
-    p = subprocess.run([sys.executable, KGD, "fold", alice], cwd=alice, capture_output=True, text=True,
+    p = subprocess.run([sys.executable, opts.kgd, "fold", alice], cwd=alice, capture_output=True, text=True,
                        env=os.environ, timeout=300)
     if p.returncode:
         raise RuntimeError("kgd fold exited %d: %s%s" % (p.returncode, p.stdout, p.stderr))
@@ -191,8 +206,10 @@ def bob_puts(opts, bob, private, c, sid_shared, sid_private):
             "changes": changes}
 
 
-def pickups(opts, alice, bob, ca, sid_a, cb, sid_b):
-    """Figure 3: alice changes `--changed` nodes bob has not touched, commits, pushes; bob pulls."""
+def pickups(opts, alice, bob, ca, sid_a, cb, sid_b, pid_b):
+    """Figure 3: alice changes `--changed` nodes bob has not touched, commits, pushes; bob pulls.
+    Also the CPU bob's daemon spent from the pull's start until kg_sync reported it (its sync,
+    and the bench's kg_sync calls every 25 ms)."""
     git(alice, "pull", "-q", "--no-rebase", "origin", "main")
     cb.get("/api/sync?session_id=" + sid_b)  # the session's mark: what it has seen
     out, ranges = [], []
@@ -207,13 +224,13 @@ def pickups(opts, alice, bob, ca, sid_a, cb, sid_b):
         time.sleep(1.5)  # alice's daemon quiet, bob's beat idle: the pull meets a machine at rest
         want = {"insight-%05d" % i for i in ids}
         seen = set()
-        t0 = time.perf_counter()
+        c0, t0 = cpu_s(pid_b), time.perf_counter()
         git(bob, "pull", "-q", "--no-rebase", "origin", "main")
         t1 = time.perf_counter()
-        wait_for(lambda: seen.update(synced_ids(cb, sid_b) & want) or seen >= want, timeout=60, step=0.01,
+        wait_for(lambda: seen.update(synced_ids(cb, sid_b) & want) or seen >= want, timeout=60, step=0.025,
                  what="kg_sync to report the pull")
         t2 = time.perf_counter()
-        out.append((t1 - t0, t2 - t0))
+        out.append((t1 - t0, t2 - t0, cpu_s(pid_b) - c0))
         ranges.append((a_rev, git(bob, "rev-parse", "HEAD").strip()))
     return {"pickups": out, "range": ranges[-1], "touched": modified_tracked(bob)}
 
@@ -222,23 +239,25 @@ def kgd_diff(opts, bob, rng):
     """Figure 4: `python3 kgd.py diff A..B` in bob's clone, text and --json (median wall time)."""
     out = {}
     for extra in ([], ["--json"]):
-        xs = []
+        xs, cpu = [], []
         for _ in range(opts.diff_runs):
-            t = time.perf_counter()
-            p = subprocess.run([sys.executable, KGD, "diff", "%s..%s" % rng] + extra, cwd=bob, capture_output=True,
+            c, t = children_cpu_s(), time.perf_counter()
+            p = subprocess.run([sys.executable, opts.kgd, "diff", "%s..%s" % rng] + extra, cwd=bob, capture_output=True,
                                text=True, env=os.environ, timeout=300)
             xs.append(time.perf_counter() - t)
+            cpu.append(children_cpu_s() - c)  # kgd's and the git it ran
             if p.returncode:
                 raise RuntimeError("kgd diff exited %d: %s" % (p.returncode, p.stderr))
         out["json" if extra else "text"] = statistics.median(xs)
+        out[("json" if extra else "text") + "_cpu"] = statistics.median(cpu)
         if extra:
             d = json.loads(p.stdout)
             out["counts"] = {k: len(v) for k, v in d.items()}
         else:
             out["text_bytes"] = len(p.stdout)
-    t = time.perf_counter()
-    subprocess.run([sys.executable, KGD, "--version"], capture_output=True, env=os.environ, timeout=60)
-    out["startup"] = time.perf_counter() - t
+    c, t = children_cpu_s(), time.perf_counter()
+    subprocess.run([sys.executable, opts.kgd, "--version"], capture_output=True, env=os.environ, timeout=60)
+    out["startup"], out["startup_cpu"] = time.perf_counter() - t, children_cpu_s() - c
     return out
 
 
@@ -265,7 +284,7 @@ def run(opts, tmp):
     git(alice, "commit", "-q", "-m", "the app")
     git(alice, "push", "-q", "origin", "HEAD:main")
     flags = ["--max-tokens", "100000000"]
-    ka = Kgd(os.path.join(tmp, "alice", "root"), flags)
+    ka = Kgd(os.path.join(tmp, "alice", "root"), flags, repo=opts.tree)
     kb = None
     try:
         ca = Client(ka.port)
@@ -273,7 +292,7 @@ def run(opts, tmp):
         r = {"fold": alice_writes(opts, alice, ca, sid_a)}
         for path in (bob, private):
             git(path, "pull", "-q", "origin", "main")
-        kb = Kgd(os.path.join(tmp, "bob", "root"), flags)
+        kb = Kgd(os.path.join(tmp, "bob", "root"), flags, repo=opts.tree)
         cb = Client(kb.port)
         t = time.perf_counter()
         sid_b = cb.session(bob)
@@ -282,7 +301,7 @@ def run(opts, tmp):
         cb.post("/api/share", {"project_path": private, "off": True})  # the same graph, not shared
         r["puts"] = bob_puts(opts, bob, private, cb, sid_b, sid_p)
         ca = Client(ka.port)  # the daemon closes a keep-alive connection left idle (alice's, while bob put)
-        r["pull"] = pickups(opts, alice, bob, ca, sid_a, cb, sid_b)
+        r["pull"] = pickups(opts, alice, bob, ca, sid_a, cb, sid_b, kb.proc.pid)
         r["diff"] = kgd_diff(opts, bob, r["pull"]["range"])
         return r
     finally:
@@ -311,19 +330,24 @@ def report(opts, r):
                  "< %.0f ms" % TARGETS["status_ms"], verdict(st_dirty, TARGETS["status_ms"])))
     rows.append(("   git status, clean (porcelain)", "%.1f ms (%.1f ms)" % (st_clean, p["clean"]["status --porcelain"]),
                  "< %.0f ms" % TARGETS["status_ms"], verdict(st_clean, TARGETS["status_ms"])))
-    starts = [b for _, b in pl["pickups"]]
-    after = [b - a for a, b in pl["pickups"]]
+    starts = [b for _, b, _ in pl["pickups"]]
+    after = [b - a for a, b, _ in pl["pickups"]]
     rows.append(("3. git pull changing %d of %d nodes -> kg_sync reports them" % (opts.changed, opts.nodes),
                  "median %.0f ms, max %.0f ms" % (statistics.median(starts) * 1000, max(starts) * 1000),
                  "< %.0f ms" % (TARGETS["pickup_s"] * 1000), verdict(max(starts), TARGETS["pickup_s"])))
     rows.append(("   rounds; git pull itself / after it returned (medians)",
                  "%s; %.0f / %.0f ms" % (" ".join("%.0f" % (x * 1000) for x in starts),
-                                         statistics.median([a for a, _ in pl["pickups"]]) * 1000,
+                                         statistics.median([a for a, _, _ in pl["pickups"]]) * 1000,
                                          statistics.median(after) * 1000), "", ""))
+    rows.append(("   bob's daemon's CPU meanwhile (median)", "%.0f ms" % (
+        statistics.median([c for _, _, c in pl["pickups"]]) * 1000), "", ""))
     rows.append(("4. kgd diff A..B over %d changed nodes: text / --json" % d["counts"].get("changed", 0),
                  "%.0f ms / %.0f ms" % (d["text"] * 1000, d["json"] * 1000),
                  "< %.0f ms" % (TARGETS["diff_s"] * 1000), verdict(max(d["text"], d["json"]), TARGETS["diff_s"])))
-    rows.append(("   kgd --version alone (Python's start)", "%.0f ms" % (d["startup"] * 1000), "", ""))
+    rows.append(("   their CPU (kgd's and git's)", "%.0f ms / %.0f ms" % (d["text_cpu"] * 1000, d["json_cpu"] * 1000),
+                 "", ""))
+    rows.append(("   kgd --version alone (Python's start): wall, CPU", "%.0f ms, %.0f ms" % (
+        d["startup"] * 1000, d["startup_cpu"] * 1000), "", ""))
     for label, s in (("5. .kg/ after %d puts (%d commits)" % (opts.nodes, -(-opts.nodes // opts.commit_every)),
                       f["before"]), ("   .kg/ after kgd fold and its commit", f["after"])):
         rows.append((label, "%s bytes, %d files" % (format(s["bytes"], ","), s["files"]), "", ""))
@@ -331,8 +355,8 @@ def report(opts, r):
             format(s["data_bytes"], ","), s["data_files"], s["changes_files"]), "", ""))
     w = max(len(x[0]) for x in rows)
     w2 = max(len(x[1]) for x in rows)
-    print("kgd share bench: %d nodes (alice's puts), bob's %d puts per project, pulls of %d changes" % (
-        opts.nodes, opts.puts, opts.changed))
+    print("kgd share bench (%s): %d nodes (alice's puts), bob's %d puts per project, pulls of %d changes" % (
+        opts.tree, opts.nodes, opts.puts, opts.changed))
     for label, value, target, v in rows:
         print("%-*s  %-*s  %-9s %s" % (w, label, w2, value, target, v))
     print("notes: alice's %d puts took %.1f s with their commits; bob's first session loaded the %d nodes in %.0f ms;"
@@ -350,14 +374,18 @@ def main():
     ap.add_argument("--commit-every", type=int, dest="commit_every", help="alice commits every N puts (1000)")
     ap.add_argument("--puts", type=int, help="bob's puts to each project, alternated (1000)")
     ap.add_argument("--changed", type=int, help="nodes alice changes per pull (1000)")
-    ap.add_argument("--rounds", type=int, help="pulls (3)")
+    ap.add_argument("--rounds", type=int, help="pulls (5)")
+    ap.add_argument("--tree", default=REPO, help="the checkout whose kgd runs (both daemons, fold, diff): an "
+                    "older commit or a proposed fix, for before/after figures (default: this one)")
     ap.add_argument("--keep", action="store_true", help="keep the temporary folder (its path is printed)")
     opts = ap.parse_args()
     quick = {"nodes": 1000, "commit_every": 250, "puts": 100, "changed": 100, "rounds": 2}
-    full = {"nodes": 10000, "commit_every": 1000, "puts": 1000, "changed": 1000, "rounds": 3}
+    full = {"nodes": 10000, "commit_every": 1000, "puts": 1000, "changed": 1000, "rounds": 5}
     for k, v in (quick if opts.quick else full).items():
         if getattr(opts, k) is None:
             setattr(opts, k, v)
+    opts.tree = os.path.abspath(opts.tree)
+    opts.kgd = os.path.join(opts.tree, "kgd.py")
     opts.status_runs, opts.diff_runs = (3, 1) if opts.quick else (9, 3)
     if opts.puts + opts.rounds * opts.changed > opts.nodes:
         ap.error("--puts + --rounds * --changed must not exceed --nodes (each pull changes nodes nobody else did)")
