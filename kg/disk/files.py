@@ -14,6 +14,7 @@ import json
 import logging
 import os
 import re
+import stat
 import time
 
 from ..core.errors import Conflict, StorageError
@@ -65,6 +66,33 @@ def storage_error(exc, what):
     hint = " (the disk is full)" if getattr(exc, "errno", None) == errno.ENOSPC else ""
     return StorageError("Could not save %s: %s%s. Nothing was changed; free space or fix permissions "
                         "under the storage root and retry." % (what, reason, hint))
+
+
+TEMP_AGE = 3600.0  # seconds: a temp file this old belongs to no write still running
+
+
+def sweep_temp(folder, min_age=TEMP_AGE, now=None):
+    """Remove the temp files a write killed mid-way left in `folder` (`.tmp-*.part`, and its
+    `.prev` link), once they are older than min_age: no running write is that slow, and a file
+    so named is never anything else. Returns how many went; never raises."""
+    now = time.time() if now is None else now
+    gone = 0
+    try:
+        names = os.listdir(folder)
+    except OSError:
+        return 0
+    for name in names:
+        if not (name.startswith(".tmp-") and (name.endswith(".part") or name.endswith(".part.prev"))):
+            continue
+        path = os.path.join(folder, name)
+        try:
+            st = os.lstat(path)
+            if stat.S_ISREG(st.st_mode) and now - st.st_mtime >= min_age:
+                os.unlink(path)
+                gone += 1
+        except OSError:
+            pass
+    return gone
 
 
 def atomic_write(path, data, keep_prev=True, mode=None):

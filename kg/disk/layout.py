@@ -78,6 +78,16 @@ class Layout:
         if not os.access(self.root, os.W_OK):
             raise BadInput("storage root %s is not writable." % self.root)
 
+    def sweep_temp(self):
+        """Temp files that killed writes left under the root (the root, each project's folder,
+        the personal remote's working tree but its .git): removed once old (kg/disk/files.py)."""
+        from .files import sweep_temp
+        folders = [self.root] + [os.path.join(self.projects_dir, s) for s in self.project_slugs()]
+        for top, dirs, _ in os.walk(os.path.join(self.root, "sync")):
+            dirs[:] = [d for d in dirs if d != ".git"]
+            folders.append(top)
+        return sum(sweep_temp(f) for f in folders)
+
     def graph_file(self, slug):
         return os.path.join(self.projects_dir, slug, "graph.json")
 

@@ -102,6 +102,7 @@ class Store:
     def open(self, lock_info=""):
         self.layout.prepare_root()
         self.root_lock.acquire(lock_info)
+        self.layout.sweep_temp()  # what writes killed mid-way left: only this root's holder may
         self.registry.index_old_graphs()  # git runs here: before the lock, before any request
         with self.lock:
             self.registry.open()

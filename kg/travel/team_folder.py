@@ -24,6 +24,7 @@ import os
 import stat
 
 from ..core import kg_format, team_state
+from ..disk import files
 from ..disk.files import atomic_write
 
 KG_DIR = ".kg"
@@ -68,6 +69,12 @@ def layout_files(root):
         for name in [n for n in names if change_kind(n)][:MAX_CHANGE_FILES]:
             out[change_kind(name)].append(os.path.join(d, name))
     return out
+
+
+def sweep_temp(root):
+    """The temp files a killed write left in `.kg/` and `.kg/changes/` (old ones only: another
+    daemon of this checkout may be writing; git never sees them, .kg/.gitignore names them)."""
+    return files.sweep_temp(kg_dir(root)) + files.sweep_temp(changes_dir(root))
 
 
 def ensure_changes_dir(root):

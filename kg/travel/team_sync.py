@@ -73,6 +73,7 @@ class Shared:
         self.dir = kg_dir(self.root)
         self.paths = paths_of(self.root)  # the two base files
         self.files = team_folder.layout_files(self.root)  # every file read, by kind
+        team_folder.sweep_temp(self.root)  # what a write killed mid-way left, once old
         self.index_lock = os.path.join(git_dir(self.root), "index.lock")
         self.seen = {kind: None for kind in FILES}  # file states as kgd last read or wrote them
         self.tracked, self.tracked_index = None, False  # paths git tracks, and the index state they are of
