@@ -10,9 +10,9 @@ Rules owned here (bench/README.md says why):
   branch (a part a commit removed comes back). A commit's files are on disk from the end of its
   session. A file that does not parse judges nothing.
 - Knowledge is shown when a text the model receives has a node's line (the preload's `- ID...:`,
-  recall's `- [level] ID...:`, search's `- ID (...)`, a read's `## ID [...]` block); it is marked when
-  that line (or, for a read, its block) says `stale:`. An id alone (the crumbs, an edge) shows no
-  knowledge.
+  recall's `- [level] ID...:`, search's `- ID (...)`, a read's `## ID [...]` block; the reference's
+  `  ID: gist` and `\u25b8 ID (...)` blocks); it is marked when that line (or, for a read, its block)
+  says `stale:`. An id alone (the crumbs, an edge) shows no knowledge.
 - kgd's marks are computed by its own pass (`store.staleness.refresh()`), run before each session:
   the daemon runs it on its maintenance beat, seconds apart, and commits are minutes apart. With
   staleness off (policy `kgd-hooks-nostale`) the pass never runs: the store has no switch for it, so
@@ -25,7 +25,7 @@ import re
 import memory_history_git
 from memory_eval import KgdHooks
 
-_LINE = re.compile(r"^(?:- \[\w+\] |- |## )([^\s:\[\]()]+)")
+_LINE = re.compile(r"^(- \[\w+\] |- |## |\u25b8 |  )([^\s:\[\]()]+)")
 _SHOWN = ("preload", "recall", "file", "read", "search", "stop")
 
 
@@ -53,15 +53,16 @@ def shown(text, known):
     out, block = [], None
     for line in text.split("\n"):
         m = _LINE.match(line)
-        if m and line.startswith("## "):
+        nid = m.group(2) if m else None
+        if m and m.group(1) in ("## ", "\u25b8 "):  # a node read in full (kgd's, the reference's): a block
             block = None
-            if m.group(1) in known:
+            if nid in known:
                 block = len(out)
-                out.append([m.group(1), False])
+                out.append([nid, False])
             continue
-        if m and m.group(1) in known and (line.startswith("- ") and ":" in line):
+        if nid in known and (line[m.end():m.end() + 1] == ":" if m.group(1) == "  " else ":" in line):
             block = None
-            out.append([m.group(1), "stale:" in line])
+            out.append([nid, "stale:" in line])
             continue
         if block is not None and line.startswith("stale:"):
             out[block][1] = True

@@ -33,6 +33,10 @@ KNOWN = {"a-node", "b-node"}
     ("## a-node [project, active]\nf in x.py: s\nstale: f in x.py changed (the code changed ...)\n"
      "## b-node [project, active]\ng in y.py: t", [("a-node", True), ("b-node", False)]),
     ("Ids only (kg_read id=... gives one): a-node, b-node", []),
+    ("  a-node: f in x.py: s\n    \u2192 changed-with \u2192 b-node\n  a-node --changed-with--> b-node",
+     [("a-node", False)]),                                   # the reference's preload
+    ("\u25b8 b-node (project, active)\n  gist: g in y.py: t\n  edges:\n  b-node --rel--> a-node",
+     [("b-node", False)]),                                   # the reference's read and search
     ("- other-node: f in x.py: s", []),
     ("edge: a-node -changed-with-> b-node", []),
 ])
