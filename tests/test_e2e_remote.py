@@ -167,7 +167,8 @@ def test_same_repository_at_two_paths_is_one_graph_across_machines(fleet, tmp_pa
     assert set(a.project_nodes(on_a)) == {"arch", "bug"}
     assert set(b.project_nodes(on_b)) == {"arch", "bug"}
     root_commit = git(origin, "rev-list", "--max-parents=0", "HEAD")
-    assert (a.root / "sync" / "projects" / repo_id.identity_for(root_commit, str(origin), str(origin)) / kg_format.NODES_FILE).exists()
+    identity = repo_id.identity_for(root_commit, str(origin), str(origin))
+    assert (a.root / "sync" / "projects" / identity / kg_format.NODES_FILE).exists()
     # a second checkout on the same machine is the same graph too
     other = tmp_path / "home-a" / "scratch" / "app"
     git(tmp_path, "clone", "-q", str(origin), str(other))

@@ -136,7 +136,8 @@ def test_a_private_node_is_never_written_to_kg_and_says_so(tmp_path, repo):
         store.close()
 
 
-DB = b"import socket\n\n\ndef connect(url):\n    return socket.create_connection(url)\n\n\ndef close(s):\n    s.close()\n"
+DB = (b"import socket\n\n\ndef connect(url):\n    return socket.create_connection(url)\n\n\n"
+      b"def close(s):\n    s.close()\n")
 
 
 def _files(repo, commit, touches):
