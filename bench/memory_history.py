@@ -132,6 +132,7 @@ class HistoryRun(Run):
 
     def __init__(self, world, policy, max_tokens, args):
         Run.__init__(self, world, policy, max_tokens, args)
+        memory_stale.cache_parses()
         self.commit = {c["sha"]: c for c in world.doc["commits"]}
         self.cur = {}  # fid -> (gist, notes) as last written
         self.truth = memory_stale.Truth()
