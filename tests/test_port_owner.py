@@ -81,3 +81,21 @@ def test_the_root_of_a_real_daemon(make_daemon, tmp_path):
     found = port_owner.owner(d.port)
     assert found["pid"] == d.proc.pid
     assert port_owner.kgd_root(found["pid"]) == str(tmp_path / "theirs")
+
+
+def test_a_port_left_in_time_wait_by_the_daemon_is_free_and_a_listened_one_is_not():
+    """`kgd stop; kgd start`: the daemon closed its connections itself, so the port's last ones wait
+    in TIME_WAIT for a minute; the daemon binds with SO_REUSEADDR, and so must the check."""
+    port_free = port_owner.port_free
+    srv = socket.socket()
+    srv.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+    srv.bind(("127.0.0.1", 0))
+    srv.listen(1)
+    port = srv.getsockname()[1]
+    assert not port_free("127.0.0.1", port)  # listened on: taken
+    cli = socket.create_connection(("127.0.0.1", port))
+    conn, _ = srv.accept()
+    conn.close()  # the server side closes first: its end of the connection waits in TIME_WAIT
+    srv.close()
+    cli.close()
+    assert port_free("127.0.0.1", port)

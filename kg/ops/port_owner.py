@@ -26,6 +26,9 @@ def port_free(host, port):
     """True when this process could listen on host:port now."""
     s = socket.socket(socket.AF_INET6 if ":" in host else socket.AF_INET)
     try:
+        # as the daemon binds (kg/serve/http.py): a port whose last connections wait in TIME_WAIT
+        # (the daemon closed them, then stopped) is free; one that something listens on is not
+        s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
         s.bind((host, port))
         return True
     except OSError:
