@@ -114,7 +114,8 @@ def test_kgd_fold_folds_only_committed_change_files(repo):
     assert "no change to the team's memory" in kgd(repo, "diff").stdout
 
 
-def test_a_private_node_is_never_written_to_kg_and_says_so(tmp_path, repo):
+def test_a_private_node_is_never_written_to_kg_and_says_so(tmp_path, repo, caplog):
+    caplog.set_level("WARNING")
     store = team.install(Store(str(tmp_path / "root"), Settings(max_tokens=10 ** 6))).open()
     try:
         s = store.start_session(str(repo))
@@ -124,6 +125,9 @@ def test_a_private_node_is_never_written_to_kg_and_says_so(tmp_path, repo):
         store.team.share(str(repo))
         data = (repo / ".kg" / "nodes.jsonl").read_text()
         assert "public-one" in data and "mine" not in data and "manager" not in data
+        store.put_node(s, "project", "mine", "my manager still thinks so")  # a sync with it held back
+        store.fold_idle(force=True)
+        assert "credential" not in caplog.text  # held back for being private, not for a secret
         shown = store.read_nodes(s, ["mine"])["nodes"][0]
         assert shown["private"] is True
         from kg.api import render

@@ -47,8 +47,7 @@ from .team_folder import (
 
 log = logging.getLogger(__name__)
 
-RETRIES = 3  # reconciles in a row when the files keep changing under a sync
-SETTLE_S = 0.1
+RETRIES, SETTLE_S = 3, 0.1  # reconciles in a row when the files keep changing under a sync; a pause
 
 
 def held_back(g):
@@ -373,7 +372,8 @@ class Shared:
                 held = set(held) | set(memory) | set(parsed[kind]) | set(base) | set(dropped)
             results[kind] = reconcile(memory, parsed[kind], base, now, dropped, held, mem_stamps,
                                       disk_stamps[kind])
-            fresh = {k for k in frozen[kind] if k in live} - self._held_logged[kind]
+            secret = getattr(g, "flagged" if kind == "node" else "flagged_edges", ())  # not private ones
+            fresh = {k for k in frozen[kind] if k in live and k in secret} - self._held_logged[kind]
             if fresh:  # counted, not named: an id may itself be the secret
                 self._held_logged[kind] |= fresh
                 log.warning("%s: %d %s(s) holding a credential are never written there (kgd doctor lists them)",
