@@ -107,3 +107,13 @@ def test_doctor_names_a_symlinked_kg_file_as_a_link(make_daemon, root, tmp_path)
     assert ".kg/nodes.jsonl is a symbolic link; kgd reads only regular files under .kg/" in out, out
     assert "cp --remove-destination" in out
     assert "Too many levels" not in out and "fix or delete those lines" not in out, out
+
+
+def test_doctor_fails_a_port_served_by_another_roots_kgd(make_daemon, root, tmp_path):
+    """Every hook and agent of this user would reach the other root's memory: a problem (exit 1)."""
+    other = make_daemon(root=tmp_path / "other-root")
+    code, out, _, _ = run_kgd("doctor", "--root", root, "--port", other.port, "--skip-service", "--skip-client")
+    assert code == 1, out
+    line = next(ln for ln in out.splitlines() if "does not hold root" in ln)
+    assert line.startswith("FAIL  ") and str(tmp_path / "other-root") in line, out
+    other.stop()

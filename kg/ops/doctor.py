@@ -441,7 +441,8 @@ def doctor(args, cfg):
 
             who = owner(port)
             theirs = kgd_root(who["pid"]) if who else None
-            rep.warn("the kgd on port %d does not hold root %s: it serves another storage root%s" % (
+            # a problem, not a warning: every hook and agent of this user reaches that other memory
+            rep.fail("the kgd on port %d does not hold root %s: it serves another storage root%s" % (
                 port, cfg["root"], " (%s)" % theirs if theirs else ""),
                 "check --root / KG_STORAGE_ROOT, give this root its own port (--port N), or stop that daemon "
                 "(kgd stop --root %s)" % (theirs or "THAT_ROOT"))
