@@ -4,7 +4,7 @@ two JSON results. Output only: nothing here decides a figure."""
 import json
 import re
 
-COLUMNS = [("policy", "policy", "%-17s"), ("M", "max_tokens", "%6s"), ("seed", "seed", "%4s"),
+COLUMNS = [("policy", "policy", "%-9s"), ("M", "max_tokens", "%6s"), ("seed", "seed", "%4s"),
            ("needs", "needs", "%5d"), ("ctx%", "in_context", "%5.1f"), ("pre", "share_preload", "%5.1f"),
            ("rec", "share_recall", "%5.1f"), ("file", "share_file", "%5.1f"), ("id", "share_id", "%5.1f"),
            ("srch", "share_search", "%5.1f"), ("miss", "share_missed", "%5.1f"), ("lost", "lost", "%4d"),
