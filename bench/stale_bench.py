@@ -9,7 +9,10 @@ Rows, all measured in this one run (the machine is noisy: read ratios, not milli
   clone: seconds from the end of `git pull` until every mark is current, with the daemon's own
   maintenance loop (a beat every 0.5 s) starting the pass;
 - a full kg_read (store.read_graphs + the text render_read gives the model), with the marks of
-  that pull, against the same read with staleness off (no marks, no look-ups): the ratio.
+  that pull, against the same read with staleness off (no marks, no look-ups): ROUNDS rounds, on and
+  off in turn (the order swapped each round, so a drifting machine weighs on both alike), each
+  read timed in CPU seconds of this process (others' load on a shared machine stays out) and on
+  the wall clock; medians and their ratio, and the median of the rounds' own ratios.
 """
 
 import argparse
@@ -143,10 +146,9 @@ def timed(fn, reps):
     return statistics.median(xs)
 
 
-def paired(fn, on, off, reps, both=False):
+def paired(fn, on, off, reps):
     """Median seconds of fn with on() and with off() in force, the two alternating rep by rep (a
-    noisy machine drifts: alternating keeps the drift out of the ratio); both: also the fastest of
-    each (what the code costs when nothing else runs)."""
+    noisy machine drifts: alternating keeps the drift out of the ratio)."""
     a, b = [], []
     for _ in range(reps):
         for setup, xs in ((on, a), (off, b)):
@@ -155,9 +157,40 @@ def paired(fn, on, off, reps, both=False):
             fn()
             xs.append(time.perf_counter() - t)
     on()
-    if both:
-        return statistics.median(a), statistics.median(b), min(a), min(b)
     return statistics.median(a), statistics.median(b)
+
+
+def set_marks(store, marks):
+    """Put the pass's marks (by_graph, edges) in force, or none ({}, {}): staleness on or off."""
+    w = store.staleness
+    with store.lock:
+        if hasattr(w.marks, "swap"):
+            w.marks.swap(marks[0], marks[1], [d.graph for d in store.registry.durables()])
+        else:  # an older checkout (bench/README's before figures): the marks only
+            w.marks.by_graph = marks[0]
+
+
+def read_ratio(store, session, w, marked, text, rounds):
+    """A full kg_read with the marks and with staleness off, in turn, ROUNDS rounds."""
+    kept = (w.marks.by_graph, getattr(w.marks, "edges", {}))
+    cpu, wall = {True: [], False: []}, {True: [], False: []}
+    ratios = []
+    for r in range(rounds):
+        for on in ((True, False) if r % 2 == 0 else (False, True)):
+            set_marks(store, kept if on else ({}, {}))
+            c, t = time.process_time(), time.perf_counter()
+            full_read(store, session)
+            cpu[on].append(time.process_time() - c)
+            wall[on].append(time.perf_counter() - t)
+        ratios.append(cpu[True][-1] / cpu[False][-1])
+    set_marks(store, kept)
+    med = {k: (statistics.median(cpu[k]), statistics.median(wall[k])) for k in cpu}
+    print("full kg_read, %d rounds on/off in turn: CPU median %.1f ms with %d marks, %.1f ms with staleness off: "
+          "x%.3f (median of the rounds' ratios x%.3f); wall median %.1f / %.1f ms: x%.3f; text %d characters, "
+          "%d marked lines"
+          % (rounds, med[True][0] * 1000, marked, med[False][0] * 1000, med[True][0] / med[False][0],
+             statistics.median(ratios), med[True][1] * 1000, med[False][1] * 1000, med[True][1] / med[False][1],
+             len(text), text.count("[stale: ")))
 
 
 def put_cost(store, session, files, reps, rng):
@@ -182,6 +215,7 @@ def main():
     ap.add_argument("--nodes", type=int, default=10000)
     ap.add_argument("--changed", type=int, default=500)
     ap.add_argument("--reps", type=int, default=15)
+    ap.add_argument("--rounds", type=int, default=60)
     a = ap.parse_args()
     rng = random.Random(7)
     base = tempfile.mkdtemp(prefix="kgd-stale-bench-")
@@ -204,7 +238,6 @@ def main():
                                                                             w.last["nodes"], w.last["stale"]))
         warm = timed(w.refresh, 3)
         print("pass, warm, nothing changed (stat only): %.3f s" % warm)
-        off_before = timed(lambda: full_read(store, session), a.reps)
 
         loop = Loop(store, 3600, housekeeping=[w.tick]).start()  # the daemon's beat: 0.5 s
         try:
@@ -224,14 +257,7 @@ def main():
               % (a.changed, len(modified), len(renamed), len(deleted), pulled - t, done - pulled, got, want,
                  w.last["seconds"], w.last["git_calls"]))
         text = full_read(store, session)
-        kept = w.marks.by_graph
-        with_marks, off, fast_on, fast_off = paired(
-            lambda: full_read(store, session), lambda: setattr(w.marks, "by_graph", kept),
-            lambda: setattr(w.marks, "by_graph", {}), a.reps, both=True)
-        print("full kg_read: median %.1f ms with %d marks, %.1f ms with staleness off (%.1f ms before the pull): "
-              "x%.3f; fastest %.1f / %.1f ms: x%.3f; text %d characters, %d marked lines"
-              % (with_marks * 1000, got, off * 1000, off_before * 1000, with_marks / off, fast_on * 1000,
-                 fast_off * 1000, fast_on / fast_off, len(text), text.count("[stale: ")))
+        read_ratio(store, session, w, got, text, a.rounds)
         store.close()
     finally:
         shutil.rmtree(base, ignore_errors=True)

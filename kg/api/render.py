@@ -25,7 +25,9 @@ NODE_TEXT_LIMIT = 40000
 
 
 def _edge_line(e):
-    return "%s -[%s]-> %s" % (e["from"], e["rel"], e["to"])
+    """`from -[rel]-> to`, and the stale mark of an edge whose file end changed (contract 12)."""
+    line = "%s -[%s]-> %s" % (e["from"], e["rel"], e["to"])
+    return line + " [%s]" % e["stale"]["mark"] if e.get("stale") else line
 
 
 def _plural(n, word):
@@ -54,16 +56,14 @@ def _id_list(ids, budget):
 def _prepare(g, preloaded=()):
     """Newest first, with the lengths the mode estimate needs: the modes below only slice this.
     Gists are flattened only when shown. Nodes whose gist the session was already given by the
-    session-start preload (`preloaded` ids) are named, not repeated."""
+    session-start preload (`preloaded` ids) are named, not repeated. A stale node's id length
+    counts its tag (contract 12): one test per node in the pass that is made anyway."""
     recency = g.get("recency") or {}
     nodes = sorted((n for n in g["nodes"] if n["id"] not in preloaded), key=lambda n: -recency.get(n["id"], 0))
     pairs = [(n["id"], n["gist"]) for n in nodes]
     again = sorted(n["id"] + stale_tag(n) for n in g["nodes"] if n["id"] in preloaded)
-    id_lens = [len(i) + 4 for i, _ in pairs]
-    tags = {n["id"]: stale_tag(n) for n in nodes if "stale" in n}  # contract 12: few, looked up per line
-    if tags:
-        id_lens = [k + len(tags[i]) if i in tags else k for k, (i, _) in zip(id_lens, pairs)]
-    return pairs, id_lens, [len(x) for _, x in pairs], again, tags
+    id_lens = [len(n["id"]) + (7 + len(n["stale"]["mark"]) if "stale" in n else 4) for n in nodes]
+    return pairs, id_lens, [len(x) for _, x in pairs], again, nodes
 
 
 def stale_tag(n):
@@ -96,9 +96,8 @@ def _graph_lines(title, g, prepared, max_tokens, mode):
     if gist_len is not None and any(n > gist_len for n in prepared[2][:full]):
         lines.append("(gists shortened to %d characters to fit the context; kg_read id=... gives a whole node)"
                      % gist_len)
-    tags = prepared[4]
-    lines.extend("- %s%s: %s" % (nid, tags.get(nid, "") if tags else "", _flat(gist, gist_len))
-                 for nid, gist in nodes[:full])
+    lines.extend("- %s%s: %s" % (nid, " [%s]" % n["stale"]["mark"] if "stale" in n else "", _flat(gist, gist_len))
+                 for n, (nid, gist) in zip(prepared[4][:full], nodes[:full]))
     rest = nodes[full:]
     if rest:
         shown = _id_list([nid for nid, _ in rest], id_budget)

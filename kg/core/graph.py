@@ -15,6 +15,27 @@ from ..secrets import fields
 from . import model, team_state
 
 
+def version(item):
+    """Which put of a node or an edge a mark was judged at: every put raises `_v` and sets `_write_ts`."""
+    return item.get("_v"), item.get("_write_ts")
+
+
+class Joined(list):
+    """A full read's nodes or edges with the graph's read marks already joined in (see
+    Graph.read_marks): whoever would join them again can tell."""
+
+    __slots__ = ()
+
+
+def _join(items, pos, source, marks):
+    """Add each mark's fields to the item at its key's position, when the node or edge is still
+    at the version the mark was judged at: a look-up per mark, no pass over the items."""
+    for key, (ver, extra) in marks.items():
+        i = pos.get(key)
+        if i is not None and version(source[key]) == ver:
+            items[i].update(extra)
+
+
 class Changes:
     """The node ids and edge keys changed since the tracker's owner last took them (under the
     store's lock, like every change); `all` when the graph was recounted from scratch."""
@@ -57,6 +78,10 @@ class Graph:
         self.flagged_edges = {}  # edge key -> (field, Hit), likewise
         self._scanned = {}  # node id -> the texts last scanned for credentials
         self.trackers = ()  # Changes to tell of every change (see track())
+        # {"nodes": {id: (version, fields)}, "edges": {key: (version, fields)}} joined into reads (the
+        # stale marks of contract 12, set by kg/memory/file_states.py Marks.swap under the store's lock)
+        self.read_marks = None
+        self._view = None  # [sorted visible active ids, sorted shown edge keys, their positions]: see _order
 
     def track(self):
         """A Changes told of every change from now on (it starts `all`: nothing seen yet)."""
@@ -138,7 +163,7 @@ class Graph:
             t.nodes.add(node_id)
         self._scan(node_id, node)
         self.search_cache.pop(node_id, None)
-        self.corpus = self.recall_index = None
+        self.corpus = self.recall_index = self._view = None
         old_state = self._node_state.pop(node_id, None)
         if old_state is not None:
             self.by_state[old_state].discard(node_id)
@@ -164,7 +189,7 @@ class Graph:
         self._node_state.clear()
         self.counted_edges = set()
         self.search_cache.clear()
-        self.corpus = self.recall_index = None
+        self.corpus = self.recall_index = self._view = None
         self.tokens = 0
         self.by_state = {model.ACTIVE: set(), model.ARCHIVED: set(), model.ORPHANED: set()}
         self.adj = {}
@@ -207,7 +232,7 @@ class Graph:
         self.edges[key] = edge
         for t in self.trackers:
             t.edges.add(key)
-        self.recall_index = None  # recall also matches edge ends
+        self.recall_index = self._view = None  # recall also matches edge ends
         self._scan_edge(key, edge)
         self.adj.setdefault(edge["from"], set()).add(key)
         self.adj.setdefault(edge["to"], set()).add(key)
@@ -221,7 +246,7 @@ class Graph:
         for t in self.trackers:
             t.edges.add(key)
         self.flagged_edges.pop(key, None)
-        self.recall_index = None
+        self.recall_index = self._view = None
         if key in self.counted_edges:
             self.counted_edges.discard(key)
             self.tokens -= model.EDGE_TOKENS
@@ -237,23 +262,53 @@ class Graph:
         return [self.edges[k] for k in sorted(self.adj.get(node_id, ())) if k in self.edges]
 
     def node_in_full(self, node_id):
-        """A read by id's view of one node: NODE + its level + every edge touching it."""
+        """A read by id's view of one node: NODE + its level + every edge touching it (edges with
+        their read marks)."""
         item = model.public_node(self.nodes[node_id])
         item["level"] = self.level
-        item["edges"] = [model.public_edge(e) for e in self.edges_of(node_id)
-                         if self.edge_shown(model.edge_key(e["from"], e["to"], e["rel"]), e)]
+        marks = (self.read_marks or {}).get("edges") or {}
+        edges = []
+        for e in self.edges_of(node_id):
+            key = model.edge_key(e["from"], e["to"], e["rel"])
+            if self.edge_shown(key, e):
+                pub = model.public_edge(e)
+                m = marks.get(key)
+                if m is not None and version(e) == m[0]:
+                    pub.update(m[1])
+                edges.append(pub)
+        item["edges"] = edges
         return item
+
+    def _order(self):
+        """The sorted ids and edge keys a full read lists, kept until the next change (refresh,
+        recount, an edge put or deleted): most reads find the graph as the last one left it."""
+        v = self._view
+        if v is None:
+            ids = sorted(self.visible(model.ACTIVE))
+            keys = [k for k in sorted(self.counted_edges) if self.edge_shown(k, self.edges[k])]
+            v = self._view = [ids, keys, None]
+        return v
 
     def active_view(self):
         """A full kg_read's view of the graph: its active nodes, their recency, the archived
         ids, the edges counted in the estimate and the estimate; nodes and edges holding a
-        credential left out, and `withheld` (named ids, count) saying so."""
-        nodes = sorted((self.nodes[nid] for nid in self.visible(model.ACTIVE)), key=lambda n: n["id"])
-        return {"nodes": [model.public_node(n) for n in nodes],
-                "recency": {n["id"]: model.recency(n) for n in nodes},
-                "archived": sorted(self.visible(model.ARCHIVED)),
-                "edges": [model.public_edge(self.edges[k]) for k in sorted(self.counted_edges)
-                          if self.edge_shown(k, self.edges[k])],
+        credential left out, and `withheld` (named ids, count) saying so. The read marks are
+        joined in (a look-up per mark in the positions kept with the order: a read pays for the
+        few marks only)."""
+        nodes, edges = self.nodes, self.edges
+        order = self._order()
+        ids, keys = order[0], order[1]
+        items = [model.public_node(nodes[i]) for i in ids]
+        shown = [model.public_edge(edges[k]) for k in keys]
+        marks = self.read_marks
+        if marks is not None:
+            if order[2] is None:
+                order[2] = (dict(zip(ids, range(len(ids)))), dict(zip(keys, range(len(keys)))))
+            items, shown = Joined(items), Joined(shown)
+            _join(items, order[2][0], nodes, marks.get("nodes") or {})
+            _join(shown, order[2][1], edges, marks.get("edges") or {})
+        return {"nodes": items, "recency": {i: model.recency(nodes[i]) for i in ids},
+                "archived": sorted(self.visible(model.ARCHIVED)), "edges": shown,
                 "tokens": self.tokens, "withheld": self.withheld()}
 
     def visible_edges(self):

@@ -7,9 +7,13 @@ Rules owned here:
   `PATH#NAME` / `PATH:START-END`), or size and time for a file over staleness.HASH_MAX or past the
   put's RECORD_BYTES; the commit only in a git working tree. HEAD is read from `.git`'s files, never by
   running git: a put does not wait for git. Only regular files are read (never a FIFO or a device).
+- A put of an edge records the same of its ends that are files (an end that is a node of the graph
+  is not a file), in the edge's `_files`; the edge is judged as a node is.
 - Relative touches are under the project root; the user graph judges absolute touches only.
-- Nothing here runs on a read's or a hook's path but `Marks.annotate` and `Marks.of` (dict look-ups
-  under the store's lock): the current states are computed by kg/memory/stale_marks.py's pass.
+- Nothing here runs on a read's or a hook's path but `Marks.annotate`, `Marks.of` and `Marks.of_edge`
+  (dict look-ups under the store's lock): the current states are computed by
+  kg/memory/stale_marks.py's pass, which hands each graph its read marks (joined into a full read's
+  view by kg/core/graph.py as it is built: a read pays for the few marks only).
 """
 
 import collections
@@ -17,7 +21,7 @@ import os
 import re
 import stat
 
-from ..core import staleness
+from ..core import graph, staleness
 
 RECORD_BYTES = 16 * 1024 * 1024  # bytes a put hashes at most; past it, files are recorded by size and time
 _HEX = re.compile(r"^[0-9a-f]{40}([0-9a-f]{24})?$")
@@ -207,6 +211,19 @@ def stamp(g, node):
     return node
 
 
+def stamp_edge(g, edge):
+    """Record the states of an edge's ends that are files (not nodes of g), as a node's touches:
+    a put of the edge makes it current (contract 12: file-path edge ends are judged the same way)."""
+    ends = [e for e in (edge.get("from"), edge.get("to")) if isinstance(e, str) and e not in g.nodes]
+    user = g.level == "user"
+    files = record(None if user else g.project_path, ends, user_level=user) if ends else None
+    if files:
+        edge["_files"] = files
+    else:
+        edge.pop("_files", None)
+    return edge
+
+
 # ---- the marks the pass computed, read by the request paths
 
 Mark = collections.namedtuple("Mark", "version since text changes public")
@@ -220,21 +237,33 @@ def make_mark(version_, since, changes):
     return m._replace(public=public(m))
 
 
-def version(node):
-    """Which put of a node a mark was judged at: every put raises `_v` and sets `_write_ts`."""
-    return node.get("_v"), node.get("_write_ts")
+def version(item):
+    """Which put of a node (or edge) a mark was judged at: every put raises `_v` and sets `_write_ts`."""
+    return graph.version(item)
 
 
 class Marks:
-    """graph key -> {node id: Mark}, swapped in whole by the pass (kg/memory/stale_marks.py); a mark
-    holds only while the node is at the version it was judged at: a put clears it at once."""
+    """graph key -> {node id: Mark} (`by_graph`) and -> {edge key: Mark} (`edges`), swapped in whole
+    by the pass (kg/memory/stale_marks.py) through `swap`, which also hands each graph its read
+    marks (Graph.read_marks: a full read joins them as it builds its view). A mark holds only while
+    the node or edge is at the version it was judged at: a put clears it at once."""
 
     def __init__(self):
         self.by_graph = {}
+        self.edges = {}
 
     @staticmethod
     def key(g):
         return g.level, g.project_path
+
+    def swap(self, by_graph, edges, graphs):
+        """The pass's new marks, and each loaded graph's read marks (lock held)."""
+        self.by_graph, self.edges = by_graph, edges
+        for g in graphs:
+            nodes, ends = by_graph.get(self.key(g)), edges.get(self.key(g))
+            g.read_marks = None if not nodes and not ends else {
+                "nodes": {nid: (m.version, {"stale": m.public}) for nid, m in (nodes or {}).items()},
+                "edges": {k: (m.version, {"stale": m.public}) for k, m in (ends or {}).items()}}
 
     def valid(self, g):
         """{id: Mark} of g's nodes whose mark still holds (lock held)."""
@@ -254,20 +283,33 @@ class Marks:
         node = g.nodes.get(nid) if m is not None else None
         return m if node is not None and version(node) == m.version else None
 
+    def valid_edges(self, g):
+        """{edge key: Mark} of g's edges whose mark still holds (lock held)."""
+        marks = self.edges.get(self.key(g)) or {}
+        return {k: m for k, m in marks.items() if k in g.edges and version(g.edges[k]) == m.version}
+
+    def of_edge(self, g, key):
+        """The Mark of one edge of g (by its key) while it holds, or None (lock held)."""
+        m = self.edges.get(self.key(g), {}).get(key)
+        edge = g.edges.get(key) if m is not None else None
+        return m if edge is not None and version(edge) == m.version else None
+
     def annotate(self, g, items, level=None):
         """Give the public node dicts of g in `items` that are stale their "stale" (what changed):
         copies, in place in the list (a dict may be the change log's own); lock held. level: only
-        the items of that level (a kg_sync's list holds both)."""
+        the items of that level (a kg_sync's list holds both). A full read's view has them joined
+        already (a graph.Joined list): nothing to do."""
         marks = self.by_graph.get(self.key(g))
-        if not marks or not items:
+        if not marks or not items or isinstance(items, graph.Joined):
             return items
-        nodes = g.nodes
+        nodes, get = g.nodes, marks.get
         for i, item in enumerate(items):
-            m = marks.get(item["id"])
-            if m is not None and (level is None or item.get("level") == level):
-                node = nodes.get(item["id"])
-                if node is not None and version(node) == m.version:
-                    items[i] = dict(item, stale=m.public)
+            m = get(item["id"])
+            if m is None or (level is not None and item.get("level") != level):
+                continue
+            node = nodes.get(item["id"])
+            if node is not None and version(node) == m.version:
+                items[i] = dict(item, stale=m.public)
         return items
 
 

@@ -30,6 +30,7 @@ LOG_MAX = 2000     # commits looked back for "N commits ago"
 GIT_CALLS = 40     # git calls per pass at most
 GIT_TIMEOUT = 10.0
 GIT_NICE = 10
+EDGE = "edge"     # an edge's entry in a pass is (EDGE, its key): node ids are strings
 
 
 class _File:
@@ -48,7 +49,7 @@ class Watcher:
         self.marks = file_states.Marks()
         self.enabled = True
         self.problems = {}      # root -> why some marks say less than they could
-        self.last = None        # {"seconds", "at", "nodes", "stale", "git_calls"} of the last pass
+        self.last = None        # {"seconds", "at", "nodes", "stale", "stale_edges", "git_calls"} of the last pass
         self._files = {}        # absolute path -> _File
         self._logs = {}         # root -> (head, {commit: position}, {path: [positions]})
         self._diffs = {}        # (root, commit) -> (checkout key, generation, renames, numstat)
@@ -104,19 +105,25 @@ class Watcher:
                 g = d.graph
                 entries = [(nid, file_states.version(n), n["_files"]) for nid, n in g.nodes.items()
                            if isinstance(n.get("_files"), dict)]
+                entries += [((EDGE, k), file_states.version(e), e["_files"]) for k, e in g.edges.items()
+                            if isinstance(e.get("_files"), dict)]  # file-path edge ends, judged alike
                 jobs.append((file_states.Marks.key(g), g.project_path if g.level == "project" else None,
                              g.level == "user", entries))
-        old = self.marks.by_graph
-        new, nodes, stale = {}, 0, 0
+        old_nodes, old_edges = self.marks.by_graph, self.marks.edges
+        new, new_edges, nodes, stale = {}, {}, 0, 0
         for key, root, user, entries in jobs:
-            new[key] = self._judge_graph(root, user, entries, old.get(key) or {})
-            nodes += len(entries)
+            old = dict(old_nodes.get(key) or {})
+            old.update(((EDGE, k), m) for k, m in (old_edges.get(key) or {}).items())
+            found = self._judge_graph(root, user, entries, old)
+            new[key] = {nid: m for nid, m in found.items() if type(nid) is not tuple}
+            new_edges[key] = {nid[1]: m for nid, m in found.items() if type(nid) is tuple}
+            nodes += sum(1 for e in entries if type(e[0]) is not tuple)
             stale += len(new[key])
         with store.lock:
-            self.marks.by_graph = new
+            self.marks.swap(new, new_edges, [d.graph for d in store.registry.durables()])
         self._seq, self._at = seq, time.monotonic()
         self.last = {"seconds": round(self._at - started, 3), "at": self.clock(), "nodes": nodes, "stale": stale,
-                     "git_calls": self._calls}
+                     "stale_edges": sum(len(m) for m in new_edges.values()), "git_calls": self._calls}
 
     def _judge_graph(self, root, user, entries, old):
         gdir = None if user else file_states.git_dir(root)

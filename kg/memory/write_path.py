@@ -11,6 +11,10 @@ Rules owned here:
   back to what is on disk and the caller gets the StorageError.
 - A change that is no news for a session's context (personal state from another machine, task
   progress) reaches the listeners without entering the change log (`told`): kg_sync skips it.
+- A tool's put of an edge (a counted write of an "edge" record) records the states of its ends
+  that are files before it is journalled, as a node's put does for its touches (contract 12,
+  kg/memory/file_states.py): the put makes the edge current. Edges taken from elsewhere (a
+  teammate's, another machine's) are not counted writes and keep what they came with.
 - Once the store is closing no record is written.
 """
 
@@ -19,6 +23,7 @@ import logging
 
 from ..core import compaction, model
 from ..core.errors import KgError, StorageError
+from . import file_states
 
 log = logging.getLogger(__name__)
 
@@ -68,6 +73,8 @@ class WritePath:
         count the session's write, log the (kind, payload) pairs `events(result)` gives."""
         with self.changing(w, durable, compact) as g:
             for rec in records:
+                if counted and rec.get("op") == "edge":
+                    file_states.stamp_edge(g, rec["edge"])  # a put verifies its file ends (contract 12)
                 self.record(w, durable, rec)
             result = apply(g)
             if counted and w.session:
