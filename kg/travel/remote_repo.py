@@ -23,8 +23,12 @@ Rules owned here:
   at the first round and again after any git call failed.
 - A merge left half-done by a crash is finished at the next round, and a stale index.lock (this
   daemon holds the storage root, so no other git runs here) is removed when the worker starts.
-- A clean stop flushes: export, commit, and push what the remote lacks, no fetch, all within a
-  few seconds (FLUSH_BUDGET); offline, or when the remote moved, nothing more is tried and the
+- A clean stop flushes: export, commit, and push what the remote lacks, all within a few seconds
+  (FLUSH_BUDGET, every git call's timeout cut to what is left of it). A push refused because
+  another machine pushed since is retried after a fetch and a merge in ROOT/sync/ only: what the
+  merge brought is not taken into memory at stop (the store is closing, and reading every graph
+  it touches is work no timeout bounds); the next start's first pass reconciles those files with
+  memory as it does any folder that moved. Offline, or out of time, nothing more is tried and the
   next start's first round pushes it.
 """
 
@@ -53,6 +57,7 @@ STATUS_NAME = "sync-status.json"  # written by the daemon: the last round's outc
 FOLDER_NAME = "sync"
 MAX_URL = 4096
 FLUSH_BUDGET = 5.0  # seconds a clean stop gives the push of what waits
+MIN_CALL = 0.2  # seconds: a flush starts no git call with less time left than this
 
 
 def config_path(root):
@@ -151,13 +156,20 @@ class SyncRepo:
         self.rounds = 0
         self.cancelled = False
         self._proc = None
+        self.deadline = None  # time.monotonic() by which a flush's git calls must end (None: no limit)
 
     def git(self, *args, check=True, timeout=None):
         if self.cancelled:
             raise git_runner.GitError("cancelled", "the daemon is stopping")
         foreground.give_way()  # git starts while no request is being served
+        timeout = timeout or self.timeout
+        if self.deadline is not None:
+            left = self.deadline - time.monotonic()
+            if left <= MIN_CALL:
+                raise git_runner.GitError("timeout", "no time left for git %s within the stop's budget" % args[0])
+            timeout = min(timeout, left)
         try:
-            return git_runner.run(list(args), self.folder, timeout or self.timeout, check=check, started=self._started,
+            return git_runner.run(list(args), self.folder, timeout, check=check, started=self._started,
                               nice=NICE)
         except git_runner.GitError:
             self._sound = False  # the repository may be what failed: ensure() checks it again
@@ -333,28 +345,40 @@ class SyncRepo:
 
     def flush(self, export=None, budget=FLUSH_BUDGET):
         """At a clean stop (the worker has ended): commit what changed and push what is committed,
-        within `budget` seconds in all. True when something was pushed, False when the remote
-        already held it; raises git_runner.GitError (offline, refused, out of time)."""
+        within `budget` seconds in all. A push refused because the remote moved (another machine
+        pushed since our last round) is retried after a fetch and a merge, as a round does, but
+        nothing is handed to the pickup (see the rules above). True when something was pushed,
+        False when the remote already held it; raises git_runner.GitError (offline, refused, out
+        of time)."""
         self.cancelled = False  # the worker's round was cancelled; this is the stop's own step
-        deadline = time.monotonic() + budget
-        saved, self.timeout = self.timeout, budget  # no one local call may take longer than the whole
+        self.deadline = time.monotonic() + budget
         try:
             self.ensure()
             if export:
                 export()
             self.commit()
             ours, theirs = self.head(), self._ref(REMOTE_REF)
-            if ours is None or ours == theirs:
-                return False
-            if theirs is not None and self.git("merge-base", "--is-ancestor", ours, theirs, check=False)[0] == 0:
-                return False  # the remote moved past ours: nothing of ours waits
-            left = deadline - time.monotonic()
-            if left <= 0.2:
-                raise git_runner.GitError("timeout", "no time left to push within %gs" % budget)
-            self.git("push", "--quiet", "--porcelain", "origin", "HEAD:refs/heads/" + BRANCH, timeout=left)
-            return True
+            tries = 0
+            while True:
+                if ours is None or ours == theirs:
+                    return False
+                if theirs is not None and self.git("merge-base", "--is-ancestor", ours, theirs, check=False)[0] == 0:
+                    return False  # the remote moved past ours: nothing of ours waits
+                try:
+                    self.push()
+                    return True
+                except git_runner.GitError as exc:
+                    tries += 1
+                    if exc.kind != "rejected" or tries >= PUSH_TRIES:
+                        raise
+                ours, theirs = self.fetch()
+                if theirs is not None and theirs != ours:
+                    got, conflicted = self.merge(ours, theirs)
+                    log.info("remote sync: the remote moved; merged %d file(s)%s at stop, taken into memory at the "
+                             "next start", len(got), " (a conflict, resolved on reading)" if conflicted else "")
+                    ours = self.head()
         finally:
-            self.timeout = saved
+            self.deadline = None
 
     def round(self, export=None, pickup=None):
         """One full round; returns {"changed": [...], "conflicted": bool, "pushed": bool}. Raises
