@@ -32,6 +32,7 @@ from .write_path import WritePath
 log = logging.getLogger(__name__)
 
 CHANGE_LOG_MAX = 200000
+KG_MAX_WAIT = 5.0  # seconds an agent that never pauses waits at most for its writes to reach .kg/
 
 
 class Settings:
@@ -68,6 +69,7 @@ class Store:
         self.team = None  # the team's .kg/ folder: installed by the wiring (kg/travel/team.py install)
         self.closing = []  # fn() each, first thing at close, outside the lock (the team folder's export)
         self.staleness = Watcher(self)  # stale marks (contract 12), kept current by its pass off the request path
+        self._kg_since = {}  # durable id -> when writes began waiting for its .kg/ (agents that never pause)
 
     # ------------------------------------------------------------ views
 
@@ -243,11 +245,15 @@ class Store:
             quiet = force or now - self.writes.last_write >= self.settings.fold_delay
             durables = [d for d in self.registry.durables() if d.dirty]
         for d in durables:
-            if quiet and d.shared is not None:
-                d.shared.sync(self, blocking=False)  # .kg/ is written when writes pause
+            if d.shared is not None:  # .kg/ is written when writes pause, and every KG_MAX_WAIT while they go on
+                since = self._kg_since.setdefault(id(d), now)
+                if quiet or now - since >= KG_MAX_WAIT:
+                    self._kg_since[id(d)] = now
+                    d.shared.sync(self, blocking=False)
             with self.lock:
                 if d.dirty and (quiet or d.journal.records >= self.settings.fold_records):
                     d.fold()
+                    self._kg_since.pop(id(d), None)
 
     def maintenance(self, now=None):
         """One maintenance pass: compaction (with deletion) for every loaded graph, one graph
