@@ -1454,7 +1454,8 @@ function renderHud() {
    line under the counts (a full path would wrap in the 300 px card); the path is in its title. */
 function sharingLine(G) {
   var s = G && G.sharing;
-  if (s && s.shared) return 'shared in the repository \u00b7 ' + plural(+s.nodes || 0, 'node');
+  if (!s) return '';  // not loaded yet: say nothing rather than the opposite of the truth
+  if (s.shared) return 'shared in the repository \u00b7 ' + plural(+s.nodes || 0, 'node');
   return s && s.off ? 'personal \u00b7 sharing turned off here' : 'personal \u00b7 not in the repository';
 }
 function sharingTitle(G) {
