@@ -30,11 +30,21 @@ _LEVEL = {"type": "string", "enum": list(model.LEVELS),
 _SESSION = {"type": "string", "description": "the id kg_read gave you"}
 _STATE = {"type": "string", "enum": [model.ACTIVE, model.ARCHIVED, model.ORPHANED]}
 
+# contract 12: present only when code a node touches (or an edge's file end) changed since its put
+_STALE = {"type": "object", "required": ["mark", "since", "files"],
+          "properties": {"mark": _STR, "since": {"type": "number"}, "more": {"type": "integer"},
+                         "files": {"type": "array", "items": {
+                             "type": "object", "required": ["touch", "change"], "properties": {
+                                 "touch": _STR, "change": {"type": "string",
+                                                           "enum": ["changed", "deleted", "renamed", "vanished"]},
+                                 "to": _STR, "commits": {"type": "integer"}, "lines_changed": {"type": "integer"},
+                                 "lines": {"type": "integer"}}}}}}
 NODE = {"type": "object", "required": ["id", "gist", "notes", "touches", "state"],
         "properties": {"id": _STR, "gist": _STR, "notes": _STRS, "touches": _STRS, "state": _STATE,
-                       "private": {"type": "boolean"}}}
+                       "private": {"type": "boolean"}, "unpublished": {"type": "boolean"},
+                       "by": _STR, "changed": {"type": ["number", "null"]}, "stale": _STALE}}
 EDGE = {"type": "object", "required": ["from", "to", "rel", "notes"],
-        "properties": {"from": _STR, "to": _STR, "rel": _STR, "notes": _STRS}}
+        "properties": {"from": _STR, "to": _STR, "rel": _STR, "notes": _STRS, "stale": _STALE}}
 
 
 def _with(base, **extra):
@@ -108,7 +118,8 @@ TOOLS = [
         "title": "Save an insight",
         "description": (
             "Save one distilled insight as a node: a short stable id (kebab-case, e.g. 'auth-tokens-expire-hourly'), "
-            "a one-line gist, optional notes (details, reasons, gotchas) and touches (files or areas it concerns). "
+            "a one-line gist, optional notes (details, reasons, gotchas) and touches (files it concerns; PATH#NAME "
+            "when it is about one function or class). "
             "Put what a future session would want to know: decisions, pitfalls, conventions, how things fit. "
             "An existing id is updated: given fields replace, omitted ones stay. level=user for lessons that hold "
             "across projects, project for this codebase. Never a secret (token, password, key): a put holding "
