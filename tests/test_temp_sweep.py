@@ -1,6 +1,7 @@
 """Temp files a killed write leaves (kg/disk/files.py atomic_write's `.tmp-*.part`) are removed
-once old: under the storage root when the store opens, and in a shared project's `.kg/` when
-kgd first reads it. A young one is left (a write may be running), and nothing else is touched."""
+under the storage root when the store opens (it holds the root's lock: no other write runs there),
+and in a shared project's `.kg/` once old, when kgd first reads it (a young one is left: another
+root's daemon may be writing in that checkout). Nothing else is touched."""
 
 import os
 import subprocess
@@ -64,7 +65,7 @@ def test_the_store_sweeps_its_root_and_a_shared_projects_kg(tmp_path):
             _touch(str(root / "sync" / "projects" / "x" / ".tmp-333333333333.part"), 2 * files.TEMP_AGE),
             _touch(os.path.join(team_folder.kg_dir(str(proj)), ".tmp-444444444444.part"), 2 * files.TEMP_AGE),
             _touch(os.path.join(team_folder.changes_dir(str(proj)), ".tmp-555555555555.part"), 2 * files.TEMP_AGE)]
-    young = _touch(str(root / ".tmp-666666666666.part"), 5)
+    young = _touch(str(proj / ".kg" / ".tmp-666666666666.part"), 5)  # in a checkout: another root's may write
     store = team.install(Store(str(root), Settings())).open()
     try:
         s = store.start_session(str(proj))

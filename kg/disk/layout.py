@@ -80,13 +80,14 @@ class Layout:
 
     def sweep_temp(self):
         """Temp files that killed writes left under the root (the root, each project's folder,
-        the personal remote's working tree but its .git): removed once old (kg/disk/files.py)."""
+        the personal remote's working tree but its .git), whatever their age: called by the
+        root lock's holder, the one process that writes here (kg/disk/files.py)."""
         from .files import sweep_temp
         folders = [self.root] + [os.path.join(self.projects_dir, s) for s in self.project_slugs()]
         for top, dirs, _ in os.walk(os.path.join(self.root, "sync")):
             dirs[:] = [d for d in dirs if d != ".git"]
             folders.append(top)
-        return sum(sweep_temp(f) for f in folders)
+        return sum(sweep_temp(f, min_age=0) for f in folders)
 
     def graph_file(self, slug):
         return os.path.join(self.projects_dir, slug, "graph.json")
