@@ -623,6 +623,9 @@ def parse_args(argv):
     p.add_argument("--commits", type=int, default=1000, help="--world history: the last N non-merge commits")
     p.add_argument("--touches", default="part", choices=("part", "file"),
                    help="--world history: knowledge touches PATH#NAME (default) or PATH")
+    p.add_argument("--git-project", action="store_true",
+                   help="--world history: the project is a git repository, each replayed commit committed "
+                        "(kgd's marks then say how many commits ago; slower)")
     p.add_argument("--max-tokens", default="2500,5000,10000", help="comma list")
     p.add_argument("--policy", default=",".join(POLICIES), help="comma list of " + ", ".join(POLICIES))
     p.add_argument("--no-hooks", action="store_true", help="leave out kgd-hooks")

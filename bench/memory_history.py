@@ -27,6 +27,7 @@ Rules owned here (bench/README.md says why and what the model leaves out):
 import os
 import random
 import re
+import subprocess
 import sys
 
 import memory_stale
@@ -146,6 +147,21 @@ class HistoryRun(Run):
         for path, text in self.world.doc["tree"].items():
             self._write(project, path, text)
             self.truth.land(path, text)
+        if getattr(self.args, "git_project", False):
+            os.rmdir(os.path.join(project, ".git"))
+            self._git("init", "-q")
+            self._git("add", "-A", ".")
+            self._git("commit", "-q", "--allow-empty", "-m", "the tree before the window", when=0)
+
+    def _git(self, *args, when=None):
+        """git in the project (--git-project): the replay's own commits, dated by the simulated clock."""
+        env = dict(os.environ, GIT_AUTHOR_NAME="replay", GIT_AUTHOR_EMAIL="replay@example.invalid",
+                   GIT_COMMITTER_NAME="replay", GIT_COMMITTER_EMAIL="replay@example.invalid",
+                   GIT_CONFIG_NOSYSTEM="1", GIT_CONFIG_GLOBAL=os.devnull)
+        if when is not None:
+            env["GIT_AUTHOR_DATE"] = env["GIT_COMMITTER_DATE"] = "@%d +0000" % (1500000000 + int(when))
+        subprocess.run(["git", "-C", self.project] + list(args), check=True, stdout=subprocess.DEVNULL,
+                       stderr=subprocess.DEVNULL, env=env)
 
     def _write(self, project, path, text):
         p = os.path.join(project, path)
@@ -183,6 +199,9 @@ class HistoryRun(Run):
         for f in c["files"]:
             self._write(self.project, f["path"], f["text"])
             self.truth.land(f["path"], f["text"])
+        if getattr(self.args, "git_project", False) and c["files"]:
+            self._git("add", "--", *[f["path"] for f in c["files"]])
+            self._git("commit", "-q", "--allow-empty", "-m", c["subject"] or sess.sha, when=self.now)
         self.write_knowledge(mem, sess, c)
         self.tick()
         for src, text in mem.stop():

@@ -105,12 +105,13 @@ def _repo(tmp_path):
     return str(repo / ".git")
 
 
-def test_kgd_marks_every_stale_line_it_shows(tmp_path):
+@pytest.mark.parametrize("git_project", [[], ["--git-project"]])
+def test_kgd_marks_every_stale_line_it_shows(tmp_path, git_project):
     gitdir = _repo(tmp_path)
     out = io.StringIO()
     path = str(tmp_path / "h.json")
     assert memory_eval.main(["--world", "history", "--repo", gitdir, "--max-tokens", "5000", "--policy",
-                             "kgd-hooks,kgd-hooks-nostale,lru", "--json", path], out=out) == 0
+                             "kgd-hooks,kgd-hooks-nostale,lru", "--json", path] + git_project, out=out) == 0
     with open(path) as f:
         runs = {r["policy"]: r["stale"] for r in json.load(f)["runs"]}
     assert "stale unmarked" in out.getvalue()
