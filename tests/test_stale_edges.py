@@ -5,9 +5,10 @@ edge makes it current. Also: a full read's view carries the marks joined as it i
 
 import subprocess
 
+import jsonschema
 import pytest
 
-from kg.api import render
+from kg.api import render, tools
 from kg.core import graph
 from kg.memory.store import Store
 
@@ -142,3 +143,23 @@ def test_the_view_joins_marks_as_built_and_annotate_leaves_it(repo, store):
     assert g.read_marks is None
     with store.lock:
         assert type(g.active_view()["nodes"]) is list
+
+
+def test_structured_results_with_marks_fit_the_tools_output_schemas(repo, store):
+    schemas = {t["name"]: t["outputSchema"] for t in tools.list_tools(structured=True)}
+    s = store.start_session(str(repo))
+    store.put_node(s, "project", "auth", "how refresh works", touches=["src/auth.py#refresh"])
+    store.put_edge(s, "project", "auth", "src/db.py", "uses")
+    (repo / "src" / "auth.py").write_text("def refresh(t):\n    return t + 3\n")
+    (repo / "src" / "db.py").write_text("x = 5\n")
+    store.staleness.refresh()
+    args = {"session_id": s.id}
+    for name, extra in (("kg_read", {}), ("kg_read", {"id": "auth"}), ("kg_search", {"query": "refresh"}),
+                        ("kg_sync", {})):
+        out = tools.call(store, name, dict(args, **extra), structured=True)
+        assert not out.get("isError"), out
+        jsonschema.validate(out["structuredContent"], schemas[name])
+    full = tools.call(store, "kg_read", args, structured=True)["structuredContent"]["project"]
+    assert full["nodes"][0]["stale"]["mark"] == "stale: refresh in src/auth.py changed, not committed"
+    assert full["edges"][0]["stale"]["files"] == [{"touch": "src/db.py", "change": "changed", "commits": 0,
+                                                   "lines_changed": 1, "lines": 1}]
