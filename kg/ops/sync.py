@@ -9,7 +9,8 @@ Rules owned here:
   and its history stay; `--remote` turns it on again).
 - Exit 1 when the round failed (the reason in one line); the daemon keeps retrying on its own.
 - The status line says how many changes wait to be pushed (the last sync may be recent while a
-  commit made since waits for the next round), and when they go.
+  commit made since waits for the next round), and when they go ("in about 30s": the round
+  that pushes them, not the interval's).
 """
 
 import json
@@ -67,12 +68,16 @@ def _in(seconds):
 
 
 def _waiting(st):
-    """"; 3 changes wait to be pushed (next round in 25s)", or "" when nothing waits."""
+    """"; 3 changes wait to be pushed (in about 25s)", or "" when nothing waits. The daemon's
+    next_round_in is, while changes wait, when the round that pushes them begins (the debounce and
+    the push gap, not the interval); while rounds fail, it is the next try."""
     n = st.get("waiting") or 0
     if not n:
         return ""
     if "next_round_in" in st:
-        when = "next round in %s" % _in(st["next_round_in"]) if st["next_round_in"] else "pushing now"
+        when = "pushing now"
+        if round(st["next_round_in"] or 0) >= 1:
+            when = "%sin about %s" % ("next try " if st.get("failing") else "", _in(st["next_round_in"]))
     else:
         when = "pushed when kgd starts" if st.get("enabled", True) else "kgd sync --remote turns it on"
     return "; %s %s to be pushed (%s)" % (plural(n, "change"), "waits" if n == 1 else "wait", when)

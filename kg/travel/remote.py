@@ -13,9 +13,12 @@ Rules owned here:
 - The last round's outcome is kept in ROOT/sync-status.json, so `kgd status` and `kgd doctor`
   can say when the last sync was even while the daemon is down, and how many changes wait to be
   pushed (`waiting`).
-- A clean stop pushes what waits (kg/travel/remote_repo.py flush: commit, push, no fetch, a few
-  seconds at most); when it cannot (offline, the remote moved), the status keeps what waits and
-  the next start's first round pushes it. A stop with nothing waiting runs no git.
+- A clean stop pushes what waits (kg/travel/remote_repo.py flush: commit, push, and when another
+  machine pushed since, fetch, merge and push again, a few seconds at most); when it cannot
+  (offline, out of time), the status keeps what waits and the next start's first round pushes it.
+  A stop with nothing waiting runs no git.
+- `next_round_in` in the status is when the next round begins, and while changes wait, the round
+  that pushes them (the schedule's push_due): never the interval when a push comes sooner.
 """
 
 import logging
@@ -209,7 +212,10 @@ class RemoteSync:
         if self.config_error:
             out["config_error"] = self.config_error
         if worker is not None:
-            out["next_round_in"] = round(max(0.0, worker.schedule.next_round - self.clock()), 1)
+            now = self.clock()
+            with worker.cond:  # never held during a round: only while the worker reads its schedule
+                at = worker.schedule.round_due(now)
+            out["next_round_in"] = round(max(0.0, at - now), 1)  # the push's round when changes wait
         return out
 
 

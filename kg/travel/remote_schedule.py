@@ -11,7 +11,8 @@ Rules owned here:
   waits base * 2^(failures-1) seconds, capped at `backoff_cap`; a success resets it. An
   asked-for round never waits for the backoff.
 - What waits: the number of changes made since the last successful round began (`waiting`);
-  `kgd status` says it, so that "last sync 14s ago" never hides a commit not yet pushed.
+  `kgd status` says it, and when the round that pushes them begins (push_due: the debounce, then
+  push_gap, not the interval), so that "last sync 14s ago" never hides a commit not yet pushed.
 - Status: the remote, the last successful round, the last error. A failure is logged once per
   state change (a new kind or message, or a first failure after success); the same failure
   again is only counted; the first success after failures is logged once.
@@ -97,6 +98,26 @@ class Schedule:
         if not self.failures:
             return self.interval
         return min(self.backoff_cap, self.backoff_base * (2 ** min(self.failures - 1, 30)))
+
+    def push_due(self):
+        """When the round that pushes what waits begins if no further change comes (None when
+        nothing waits): what local_commit will ask for once the commit due has landed, or the
+        round already set (a commit made, a restart with changes left, rounds failing)."""
+        if not self.waiting:
+            return None
+        due = self.commit_due()
+        if due is None or self.failures:
+            return self.next_round
+        soon = due if self.last_round is None else max(due, self.last_round + self.push_gap)
+        return min(self.next_round, soon)
+
+    def round_due(self, now):
+        """When the next round begins, as `kgd status` says it: now when one was asked for, else
+        the earlier of the interval's round and the one that pushes what waits."""
+        if self.asked:
+            return now
+        push = self.push_due()
+        return self.next_round if push is None else min(self.next_round, push)
 
     def commit_due(self):
         if self.first_change is None:
