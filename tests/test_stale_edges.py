@@ -163,3 +163,24 @@ def test_structured_results_with_marks_fit_the_tools_output_schemas(repo, store)
     assert full["nodes"][0]["stale"]["mark"] == "stale: refresh in src/auth.py changed, not committed"
     assert full["edges"][0]["stale"]["files"] == [{"touch": "src/db.py", "change": "changed", "commits": 0,
                                                    "lines_changed": 1, "lines": 1}]
+
+
+def test_a_sync_list_of_edges_gets_the_marks_of_its_level(repo, store):
+    s = store.start_session(str(repo))
+    store.put_node(s, "project", "db", "the db module")
+    store.put_edge(s, "project", "db", "src/db.py", "lives-in")
+    store.put_edge(s, "project", "db", "src/auth.py", "near")
+    (repo / "src" / "db.py").write_text("x = 7\n")
+    store.staleness.refresh()
+    g = store.project_graph(s.project_path)
+    items = [{"from": "db", "to": "src/db.py", "rel": "lives-in", "notes": [], "level": "project"},
+             {"from": "db", "to": "src/db.py", "rel": "lives-in", "notes": [], "level": "user"},
+             {"from": "db", "to": "src/auth.py", "rel": "near", "notes": [], "level": "project"}]
+    shared = items[0]
+    with store.lock:
+        got = store.staleness.marks.annotate_edges(g, list(items), level="project")
+    assert [("stale" in e) for e in got] == [True, False, False]
+    assert got[0]["stale"]["mark"] == "stale: src/db.py changed, 1 of 1 lines, not committed"
+    assert "stale" not in shared  # a copy: the change log's own dict is left alone
+    assert "[stale: src/db.py changed, 1 of 1 lines, not committed]" in render.render_sync(
+        {"session_id": s.id, "nodes": [], "edges": got, "deleted_nodes": [], "deleted_edges": []})

@@ -21,7 +21,7 @@ import os
 import re
 import stat
 
-from ..core import graph, staleness
+from ..core import graph, model, staleness
 
 RECORD_BYTES = 16 * 1024 * 1024  # bytes a put hashes at most; past it, files are recorded by size and time
 _HEX = re.compile(r"^[0-9a-f]{40}([0-9a-f]{24})?$")
@@ -309,6 +309,20 @@ class Marks:
                 continue
             node = nodes.get(item["id"])
             if node is not None and version(node) == m.version:
+                items[i] = dict(item, stale=m.public)
+        return items
+
+    def annotate_edges(self, g, items, level=None):
+        """annotate for public edge dicts (a kg_sync's edges): copies carrying "stale" (lock held)."""
+        marks = self.edges.get(self.key(g))
+        if not marks or not items:
+            return items
+        for i, item in enumerate(items):
+            if level is not None and item.get("level") != level:
+                continue
+            key = model.edge_key(item["from"], item["to"], item["rel"])
+            m, edge = marks.get(key), g.edges.get(key)
+            if m is not None and edge is not None and version(edge) == m.version:
                 items[i] = dict(item, stale=m.public)
         return items
 
