@@ -253,7 +253,7 @@ def test_a_clean_stop_pushes_what_waits_and_status_says_it_waits(fleet, remote):
     a.setup()
     a.put("fresh", "written just before the stop")
     code, out, err, _ = a.kgd("status")
-    assert code == 0 and "1 change waits to be pushed (next round in" in out, out
+    assert code == 0 and "1 change waits to be pushed (in about " in out, out
     assert not remote_holds(remote, "fresh")
     t0 = time.monotonic()
     code, out, err, _ = a.kgd("stop")

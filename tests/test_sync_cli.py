@@ -71,10 +71,10 @@ def test_status_lines_say_what_waits_to_be_pushed():
     ok = {"remote": "/r", "enabled": True, "last_ok": now - 14, "last_error": None}
     assert describe(dict(ok, waiting=0, next_round_in=20), now) == ["remote:   /r, last sync 14s ago"]
     assert describe(dict(ok, waiting=1, next_round_in=16.4), now) == [
-        "remote:   /r, last sync 14s ago; 1 change waits to be pushed (next round in 16s)"]
+        "remote:   /r, last sync 14s ago; 1 change waits to be pushed (in about 16s)"]
     assert describe(dict(ok, waiting=3, next_round_in=0), now)[0].endswith(
         "; 3 changes wait to be pushed (pushing now)")
-    assert describe(dict(ok, waiting=2, next_round_in=290), now)[0].endswith("(next round in 4m)")
+    assert describe(dict(ok, waiting=2, next_round_in=290), now)[0].endswith("(in about 4m)")
     assert describe(dict(ok, waiting=2), now)[0].endswith("; 2 changes wait to be pushed (pushed when kgd starts)")
     assert "kgd sync --remote turns it on" in describe(dict(ok, waiting=2, enabled=False), now)[0]
 
