@@ -184,3 +184,22 @@ def test_a_sync_list_of_edges_gets_the_marks_of_its_level(repo, store):
     assert "stale" not in shared  # a copy: the change log's own dict is left alone
     assert "[stale: src/db.py changed, 1 of 1 lines, not committed]" in render.render_sync(
         {"session_id": s.id, "nodes": [], "edges": got, "deleted_nodes": [], "deleted_edges": []})
+
+
+def test_rest_and_kg_sync_carry_an_edges_mark(repo, store):
+    """The wiring: REST's graph view (kg/api/rest.py) and a real kg_sync (Store.sync) give a stale
+    edge its "stale", as they do a node."""
+    from kg.api import rest
+
+    s, other = store.start_session(str(repo)), store.start_session(str(repo))
+    store.put_node(s, "project", "db", "the db module")
+    store.sync(other)
+    store.put_edge(s, "project", "db", "src/db.py", "lives-in")
+    (repo / "src" / "db.py").write_text("x = 7\n")
+    store.staleness.refresh()
+    with store.lock:
+        shown = rest._full_graph(store, store.project_graph(s.project_path))
+    (edge,) = shown["edges"]
+    assert edge["stale"]["mark"] == "stale: src/db.py changed, 1 of 1 lines, not committed"
+    (synced,) = store.sync(other)["edges"]
+    assert synced["stale"]["mark"] == edge["stale"]["mark"]

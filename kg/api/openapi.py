@@ -54,6 +54,9 @@ _NODE["properties"]["stale"] = {  # contract section 12: present only when a tou
         "type": "object", "required": ["touch", "change"], "properties": {
             "touch": _S, "change": {"type": "string", "enum": ["changed", "deleted", "renamed", "vanished"]},
             "to": _S, "commits": _INT, "lines_changed": _INT, "lines": _INT}}}}}
+_EDGE["properties"]["stale"] = _NODE["properties"]["stale"]  # a file-path end whose file changed
+_NODE["properties"]["uncommitted"] = {"type": "boolean", "description": "changed in this clone's .kg/, not in "
+                                      "HEAD yet (contract 9): git add .kg && git commit publishes it"}
 
 OPENAPI = {
     "openapi": "3.1.0",

@@ -112,7 +112,13 @@ def _full_graph(store, g, pend=None):
         if n["id"] in fresh:
             item["uncommitted"] = True
         nodes.append(item)
-    edges = [_flag(model.public_edge(e), g.flagged_edges.get(k)) for k, e in g.edges.items()]
+    edge_marks = store.staleness.marks.valid_edges(g)  # a file-path end whose file changed (contract 12)
+    edges = []
+    for k, e in g.edges.items():
+        item = _flag(model.public_edge(e), g.flagged_edges.get(k))
+        if k in edge_marks:
+            item["stale"] = edge_marks[k].public
+        edges.append(item)
     return {"nodes": nodes, "edges": edges, "tokens": g.tokens, "max_tokens": store.settings.max_tokens}
 
 

@@ -455,6 +455,7 @@ class Store:
             diff = self.log.diff(sources, session.id, session.sync_mark)
             for d in sources:
                 self.staleness.marks.annotate(d.graph, diff["nodes"], level=d.level)
+                self.staleness.marks.annotate_edges(d.graph, diff["edges"], level=d.level)
             session.sync_mark = self.log.seq
             self._sessions.dirty = True
             out = {"session_id": session.id}
