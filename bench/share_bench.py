@@ -6,6 +6,7 @@ untracked `.kg/changes/CLONE-N.*.jsonl`).
 
     python3 bench/share_bench.py            # 10,000 puts, a pull changing 1,000 of 10,000 nodes
     python3 bench/share_bench.py --quick    # a smaller team's graph, under a minute
+    python3 bench/share_bench.py --tree DIR # the same with another checkout's kgd (before / after a fix)
 
 One run, real everything: a bare remote, two clones (alice, bob), one real daemon per person
 (`kgd --port 0`, own storage root), agents writing over HTTP (MCP), people using real git:
@@ -22,6 +23,9 @@ One run, real everything: a bare remote, two clones (alice, bob), one real daemo
    one of them (the daemon's beat looks every 0.5 s), `--rounds` times: figure 3.
 5. `kgd diff A..B` over that pull (as a person or CI runs it: `python3 kgd.py diff A..B`, no
    daemon), text and --json: figure 4.
+Beside the wall times of 3 and 4, the CPU spent (bob's daemon's, kgd diff's): on a loaded
+machine the wall time is the CPU times how many others want the cores, and the CPU is the part
+a change to kgd moves.
 """
 
 import argparse
