@@ -56,6 +56,11 @@ class Person:
         self.clock.t += 5
         self.store.fold_idle()
 
+    def edge_marks(self):
+        self.store.staleness.refresh()
+        got = self.store.read_graphs(self.session)["project"]["edges"]
+        return {"%s->%s:%s" % (e["from"], e["to"], e["rel"]): e["stale"]["mark"] for e in got if "stale" in e}
+
     def marks(self):
         self.store.staleness.refresh()
         got = self.store.read_graphs(self.session)["project"]["nodes"]
@@ -76,6 +81,7 @@ def test_two_clones_sharing_kg_agree_on_what_is_stale(tmp_path):
     alice.session = alice.store.start_session(alice.repo)
     alice.store.put_node(alice.session, "project", "pool", "the pool blocks", touches=["pool.py#acquire"])
     alice.store.put_node(alice.session, "project", "cache", "the cache is lazy", touches=["cache.py"])
+    alice.store.put_edge(alice.session, "project", "cache", "pool.py", "wraps")  # a file-path end
     alice.store.team.share(alice.repo)
     alice.export()
     line = open(os.path.join(alice.repo, ".kg", "nodes.jsonl")).read()
@@ -89,6 +95,8 @@ def test_two_clones_sharing_kg_agree_on_what_is_stale(tmp_path):
     assert bob.store.project_graph(os.path.realpath(bob.repo)).nodes["pool"]["_files"]["files"]
     want = {"pool": "stale: acquire in pool.py changed, 1 commit ago"}
     assert bob.marks() == want == alice.marks()
+    edge = "stale: pool.py changed, 1 of 2 lines, 1 commit ago"
+    assert bob.edge_marks() == {"cache->pool.py:wraps": edge} == alice.edge_marks()  # its state travelled too
     # bob checks it and confirms it as it is: current for both once alice pulls
     bob.store.put_node(bob.session, "project", "pool", None)
     assert bob.marks() == {}

@@ -4,7 +4,7 @@ Rules owned here (format 1):
 - `.kg/nodes.jsonl`: one line per node or node tombstone, sorted by id in code-point order.
   Node line: {"id","gist","notes","touches","created","changed","files"?}; tombstone: {"id","deleted"}.
 - `.kg/edges.jsonl`: one line per edge or edge tombstone, sorted by the key "FROM->TO:REL".
-  Edge line: {"from","to","rel","notes","changed"}; tombstone: {"from","to","rel","deleted"}.
+  Edge line: {"from","to","rel","notes","changed","files"?}; tombstone: {"from","to","rel","deleted"}.
 - Lines are canonical JSON (sorted keys, no spaces, UTF-8 not escaped), LF, final newline; times
   are Unix seconds rounded to milliseconds. Same records, same bytes: one put is a one-line diff.
 - A record's stamp is a short hash of its canonical line (what reconcile compares).
@@ -163,7 +163,7 @@ def node_record(node, author=None, clone=None):
 
 def edge_record(edge, clone=None):
     rec = {"from": edge["from"], "to": edge["to"], "rel": edge["rel"], "notes": list(edge.get("notes", [])),
-           "changed": ts(edge.get("_write_ts") or 0)}
+           "changed": ts(edge.get("_write_ts") or 0), **staleness.files_field(edge)}  # file ends' states
     return _versioned(rec, edge, clone=clone)
 
 
@@ -185,7 +185,7 @@ def node_fields(rec):
 def edge_fields(rec):
     out = {"from": rec["from"], "to": rec["to"], "rel": rec["rel"], "notes": list(rec["notes"]),
            "_write_ts": rec["changed"]}
-    out.update(memory_version(rec))
+    out.update(memory_version(rec), **staleness.memory_files(rec))
     return out
 
 
@@ -248,7 +248,7 @@ def check_record(obj, kind):
         return out
     if kind == "node" and "by" in obj:
         out["by"] = _author(obj)
-    out.update(staleness.check_files(obj) if kind == "node" else {})  # ill-formed: dropped, the node kept
+    out.update(staleness.check_files(obj))  # touched files' (an edge: its file ends') states; ill-formed: dropped
     if kind == "node":
         out["gist"] = model.check_text(obj.get("gist"), "gist", model.MAX_GIST)
         out["touches"] = model.check_touches(obj.get("touches", [])) or []
