@@ -17,14 +17,19 @@ from . import kg_format, staleness
 from .text import clip
 
 
-def view(files, now=None):
+def view(files, now=None, parsed=None):
     """{kind: {key: record}} of one state: `files` maps kind ("node" / "edge") -> [bytes], one
-    entry per file of that kind. Returns (view, problems)."""
+    entry per file of that kind. Returns (view, problems). `parsed`: a dict shared by the two
+    states of one diff, so a file the same on both sides (the base file, the changes files both
+    commits hold) is parsed once."""
     out, problems = {}, []
+    parsed = {} if parsed is None else parsed
     for kind in ("node", "edge"):
         versions = {}
         for data in files.get(kind, ()):
-            records, found = kg_format.parse(data, kind, now)
+            if (kind, data) not in parsed:
+                parsed[(kind, data)] = kg_format.parse(data, kind, now)
+            records, found = parsed[(kind, data)]
             problems.extend(found)
             for key, rec in records.items():
                 versions.setdefault(key, []).append(rec)

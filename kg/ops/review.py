@@ -106,7 +106,8 @@ def diff(args, cfg):
         a, b = ("HEAD" if code == 0 else None), None
         after = files_here(root)
         title = "kgd diff: what %s/.kg/ would publish (the working tree against HEAD)" % root
-    (vb, _), (va, problems) = kg_diff.view(_by_kind(before), now), kg_diff.view(_by_kind(after), now)
+    parsed = {}  # a file both states hold is parsed once
+    (vb, _), (va, problems) = kg_diff.view(_by_kind(before), now, parsed), kg_diff.view(_by_kind(after), now, parsed)
     d = kg_diff.diff(vb, va)
     in_diff = {n["id"] for n in d["added"]} | {c["id"] for c in d["changed"]}
     changed = review_stale.changed_paths(root, a, b) if a else None
