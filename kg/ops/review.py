@@ -112,7 +112,7 @@ def diff(args, cfg):
     in_diff = {n["id"] for n in d["added"]} | {c["id"] for c in d["changed"]}
     changed = review_stale.changed_paths(root, a, b) if a else None
     marks = review_stale.stale(root, va.get("node", {}), in_diff, changed, b)
-    d = kg_diff.diff(vb, va, marks)
+    d["stale"] = sorted(set(marks) - set(d["withheld"]))  # as kg_diff.diff(vb, va, marks) gives it
     if args.json:
         print(json.dumps(d, ensure_ascii=False, sort_keys=True))
     else:
