@@ -350,3 +350,21 @@ def test_full_read_names_preloaded_nodes_without_repeating_their_gists():
     assert "gists not repeated: a" in text
     assert "## Project graph: 2 active" in text  # still counted
     assert render.render_read(result, 5000).count("gist of a") == 1
+
+
+def test_sync_says_who_a_pull_came_from_and_lists_what_left_with_the_branch_on_one_line():
+    one = sync_result(from_repository={"nodes": 8, "by": {"alice": 8}})
+    assert "From the repository (a pull or checkout): 8 nodes by alice." in render.render_sync(
+        dict(one, nodes=[{"id": "n", "gist": "g", "state": "active", "level": "project"}]))
+    two = sync_result(from_repository={"nodes": 2, "by": {"bob": 1, "carol": 1}},
+                      nodes=[{"id": "n", "gist": "g", "state": "active", "level": "project"}])
+    assert "From the repository (a pull or checkout): 2 nodes (bob 1, carol 1)." in render.render_sync(two)
+    left = sync_result(left_nodes=[{"id": "f%d" % i, "level": "project"} for i in range(25)])
+    text = render.render_sync(left)
+    lines = [ln for ln in text.splitlines() if ln.startswith("left with the branch")]
+    assert len(lines) == 2 and lines[0].endswith("project): " + ", ".join("f%d" % i for i in range(20)))
+    cut = render.render_sync(sync_result(left_nodes=[{"id": "x" * 150 + str(i), "level": "project"}
+                                                     for i in range(3000)]))
+    assert len(cut) <= render.READ_LIMIT and "nodes that left with the branch" in cut.splitlines()[-1]
+    shown = sum(ln.count(", ") + 1 for ln in cut.splitlines() if ln.startswith("left with"))
+    assert "%d nodes that left with the branch" % (3000 - shown) in cut

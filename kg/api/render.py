@@ -316,6 +316,15 @@ def render_search(result, query, limit=SEARCH_LIMIT, project_path=None, asked=No
     return "\n".join(out)
 
 
+def _left_lines(left_nodes, per_line=20):
+    """The nodes a checkout took out of the view, a line per level and up to per_line ids."""
+    out = []
+    for level in ("user", "project"):
+        ids = [d["id"] for d in left_nodes if d["level"] == level]
+        out.extend({"level": level, "ids": ids[i:i + per_line]} for i in range(0, len(ids), per_line))
+    return out
+
+
 def render_sync(r, limit=READ_LIMIT):
     left_nodes = r.get("left_nodes") or []
     if not (r["nodes"] or r["edges"] or r["deleted_nodes"] or r["deleted_edges"] or left_nodes):
@@ -323,9 +332,10 @@ def render_sync(r, limit=READ_LIMIT):
     out = ["Changes from other sessions:"]
     pulled = r.get("from_repository")
     if pulled:
-        by = ", ".join("%s %d" % (clip(name, 40), n) for name, n in list(pulled["by"].items())[:5])
-        out.append("From the repository (a pull or checkout): %s%s." % (_plural(pulled["nodes"], "node"),
-                                                                          " by " + by if by else ""))
+        authors = list(pulled["by"].items())
+        by = (" by %s" % clip(authors[0][0], 40) if len(authors) == 1 else  # "8 nodes by alice"
+              " (%s)" % ", ".join("%s %d" % (clip(name, 40), n) for name, n in authors[:5]) if authors else "")
+        out.append("From the repository (a pull or checkout): %s%s." % (_plural(pulled["nodes"], "node"), by))
     if r.get("full_resync"):
         out.append("The change log did not reach back to your last sync (daemon restarted): "
                    "this is the whole current graph.")
@@ -336,15 +346,16 @@ def render_sync(r, limit=READ_LIMIT):
                                                  clip(n["gist"], 300))),
         ("edges", r["edges"], lambda e: "edge (%s): %s" % (e["level"], _edge_line(e))),
         ("deleted nodes", r["deleted_nodes"], lambda d: "deleted node %s (%s)" % (d["id"], d["level"])),
-        ("nodes that left with the branch", left_nodes,
-         lambda d: "left with the branch (the checkout changed; not deleted): %s (%s)" % (d["id"], d["level"])),
+        ("nodes that left with the branch", _left_lines(left_nodes),
+         lambda d: "left with the branch (the checkout changed; not deleted; %s): %s" % (d["level"],
+                                                                                        ", ".join(d["ids"]))),
         ("deleted edges", r["deleted_edges"], lambda d: "deleted edge (%s): %s" % (d["level"], _edge_line(d)))]
     left = []
     for name, items, fmt in groups:
         for i, item in enumerate(items):
             line = fmt(item)
             if left or used + len(line) + 1 > limit - 300:
-                left.append("%d %s" % (len(items) - i, name))
+                left.append("%d %s" % (sum(len(x["ids"]) if "ids" in x else 1 for x in items[i:]), name))
                 break
             out.append(line)
             used += len(line) + 1
