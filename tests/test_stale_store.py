@@ -269,3 +269,26 @@ def test_split_touch_and_record_agree_on_parts(repo):
     rec = file_states.record(str(repo), ["src/auth.py#refresh"])
     data = (repo / "src/auth.py").read_bytes()
     assert rec["files"]["src/auth.py#refresh"] == staleness.state_of(data, "src/auth.py", ("name", "refresh"))
+
+
+def test_a_failing_git_call_is_not_hidden_by_a_later_one_that_works(repo, store, monkeypatch):
+    """kgd doctor reads why marks say less (store.staleness.problems): a `git diff` that fails
+    stays reported though the pass's `git log` then works."""
+    s = store.start_session(str(repo))
+    put(store, s, "auth", ["src/auth.py"])
+    git(repo, "commit", "-qam", "x", "--allow-empty")
+    write(repo, "src/auth.py", "changed\n")
+    real = git_runner.run
+
+    def diff_fails(args, cwd, **kw):
+        if args[0] == "diff":
+            return 128, "", "fatal: bad object"
+        return real(args, cwd, **kw)
+    monkeypatch.setattr(git_runner, "run", diff_fails)
+    store.staleness.refresh()
+    assert marks(store, s)  # still marked, by the file's own state
+    assert "git diff: " in store.staleness.problems[s.project_path]
+    monkeypatch.setattr(git_runner, "run", real)
+    write(repo, "src/auth.py", "changed again\n")
+    store.staleness.refresh()
+    assert s.project_path not in store.staleness.problems  # a pass where every call worked clears it

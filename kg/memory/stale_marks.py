@@ -58,6 +58,7 @@ class Watcher:
         self._seq = None
         self._at = 0.0
         self._pass_lock = threading.Lock()
+        self._failed = set()
         self._thread = None
         self._calls = 0
 
@@ -96,7 +97,7 @@ class Watcher:
 
     def _refresh(self):
         started = time.monotonic()
-        self._calls = 0
+        self._calls, self._failed = 0, set()  # roots where a git call of this pass failed
         store = self.store
         with store.lock:
             seq = store.log.seq
@@ -238,11 +239,14 @@ class Watcher:
             code, outp, err = git_runner.run(args, root, timeout=GIT_TIMEOUT, check=False, nice=GIT_NICE)
         except git_runner.GitError as exc:
             self.problems[root] = "marks name no renames or commits: %s" % exc.message
+            self._failed.add(root)
             return None
         if code != 0:
             self.problems[root] = "git %s: %s" % (args[0], git_runner.summary(err))
+            self._failed.add(root)
             return None
-        self.problems.pop(root, None)
+        if root not in self._failed:  # a later call that worked does not hide an earlier one's failure
+            self.problems.pop(root, None)
         return outp
 
     def _diff(self, root, commit, ckey):
