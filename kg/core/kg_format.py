@@ -313,7 +313,8 @@ def merge_versions(records, now=None):
     """One record from several versions of one node (or one edge), by the rule in the module
     docstring (`now`: the moment the files were read; None leaves times as they are). The result
     does not depend on the order of `records`."""
-    records = list({canonical(r): r for r in records}.values())  # identical lines count once
+    lines = {canonical(r): r for r in records}  # identical lines count once
+    records, line_of = list(lines.values()), {id(r): line for line, r in lines.items()}
     if len(records) == 1:
         return records[0]
     records = _not_seen(records)
@@ -321,7 +322,7 @@ def merge_versions(records, now=None):
         return records[0]
 
     def order(rec):
-        return (_when(rec, now), canonical(rec))
+        return (_when(rec, now), line_of[id(rec)])
 
     tombs = [r for r in records if is_tombstone(r)]
     deleted = max((_clamp(r["deleted"], now) for r in tombs), default=None)
@@ -360,9 +361,8 @@ def _not_seen(records):
     vectors are taken by decreasing sum (a coverer's sum is larger) and each is compared with at
     most MAX_FRONT of the uncovered ones found before it: a hostile file of many vectors costs
     that much, and what is past it counts as concurrent."""
-    vecs = {}
-    for r in records:
-        vecs.setdefault(canonical(vector(r)), vector(r))
+    keys = [tuple(sorted(vector(r).items())) for r in records]  # a vector's entries, in order
+    vecs = {k: dict(k) for k in keys}
     if len(vecs) == 1:
         return records
     front, kept = [], set()
@@ -370,7 +370,7 @@ def _not_seen(records):
         if not any(covers(m, vec) for m in front[:MAX_FRONT]):
             front.append(vec)
             kept.add(key)
-    return [r for r in records if canonical(vector(r)) in kept]
+    return [r for r, k in zip(records, keys) if k in kept]
 
 
 def _seen_all(rec, top, vv):
