@@ -240,3 +240,42 @@ def test_check_files_from_an_untrusted_line(files, ok):
 def test_files_field_of_a_node_without_states():
     assert st.files_field({}) == {} and st.files_field({"_files": {"files": {}}}) == {}
     assert st.memory_files({}) == {}
+
+
+OVERLOADED = '''import typing
+
+
+class Param:
+    @typing.overload
+    def get(self, call: True) -> int: ...
+
+    @typing.overload
+    def get(self, call: False) -> str: ...
+
+    def get(self, call=True):
+        return 1 if call else "1"
+
+
+if typing.TYPE_CHECKING:
+    def hidden():
+        pass
+else:
+    def shown():
+        return 2
+'''
+
+
+@pytest.mark.parametrize("name, span", [
+    ("Param.get", (4, 11)),   # the overload stubs and the real body: one part, first to last
+    ("get", (4, 11)),
+    ("hidden", (15, 16)),     # under an if
+    ("shown", (18, 19)),      # under its else
+])
+def test_an_overloaded_name_is_one_part_from_its_first_definition_to_its_last(name, span):
+    assert st.part_span(OVERLOADED.split("\n"), "p.py", name) == span
+
+
+def test_a_change_to_an_overloaded_functions_body_changes_its_part():
+    before = st.state_of(OVERLOADED.encode(), "p.py", ("name", "Param.get"))
+    after = st.state_of(OVERLOADED.replace('"1"', '"one"').encode(), "p.py", ("name", "Param.get"))
+    assert before["id"] != after["id"]

@@ -22,6 +22,7 @@ Rules owned here:
 
 import ast
 import collections
+import functools
 import hashlib
 import math
 import re
@@ -82,35 +83,49 @@ def _lines(data):
 
 # ---- parts of a file
 
+@functools.lru_cache(maxsize=16)
+def _parsed(text):
+    """The module's tree, remembered for the last few sources: a file's part touches (several nodes,
+    each put and each pass) parse it once."""
+    try:
+        return ast.parse(text)
+    except (SyntaxError, ValueError, RecursionError, MemoryError):
+        return None
+
+
 def _python_span(text, name):
     """(first, last) 1-based lines of the def or class NAME (Class.method qualified) in Python
-    source, decorators included; None when not found; "syntax" when the text does not parse."""
-    try:
-        tree = ast.parse(text)
-    except (SyntaxError, ValueError, RecursionError, MemoryError):
+    source, decorators included; None when not found; "syntax" when the text does not parse. A
+    name defined more than once in one body (`typing.overload` stubs, then the real one) is one
+    part, from its first definition to the end of its last: a change to the body is seen."""
+    tree = _parsed(text)
+    if tree is None:
         return "syntax"
     kinds = (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)
     parts = name.split(".")
-    found = None
+    body = None
     if len(parts) > 1:
         body = tree.body
-        for p in parts:
+        for p in parts[:-1]:
             found = next((n for n in body if isinstance(n, kinds) and n.name == p), None)
-            if found is None:
+            body = found.body if found is not None else None
+            if body is None:
                 break
-            body = found.body
     else:
         queue = collections.deque([tree])
-        while queue and found is None:
-            for child in ast.iter_child_nodes(queue.popleft()):
-                if isinstance(child, kinds) and child.name == name:
-                    found = child
-                    break
-                queue.append(child)
-    if found is None or getattr(found, "end_lineno", None) is None:
+        while queue and body is None:
+            node = queue.popleft()
+            for field in ("body", "orelse", "finalbody"):  # a def under an `if` or a `try` too
+                children = getattr(node, field, None)
+                if body is None and isinstance(children, list) and \
+                        any(isinstance(c, kinds) and c.name == name for c in children):
+                    body = children
+            queue.extend(ast.iter_child_nodes(node))
+    same = [n for n in body or () if isinstance(n, kinds) and n.name == parts[-1]]
+    if not same or any(getattr(n, "end_lineno", None) is None for n in same):
         return None
-    first = min([found.lineno] + [d.lineno for d in found.decorator_list])
-    return first, found.end_lineno
+    first = min(min([n.lineno] + [d.lineno for d in n.decorator_list]) for n in same)
+    return first, max(n.end_lineno for n in same)
 
 
 def _extent(lines, k):
