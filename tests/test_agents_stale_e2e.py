@@ -67,8 +67,8 @@ FILLERS = 30
 MAX_TOKENS = 400  # with FILLERS newer unconnected nodes, the first two put are archived
 RECALL_HEAD = "kg memory that may be relevant to %s:" % FILE
 # contract section 12's one short request (kg/agents/loop.py's STALE_ASK), as the model must read it
-STALE_ASK = ("The code changed since the nodes marked stale were written: check them against it, then "
-             "kg_put_node each again (unchanged content confirms it) or fix it.")
+STALE_ASK = ("Marked stale: check them against the code, then kg_put_node each again (the same content "
+             "confirms it) or fix it.")
 # run -> (prompt: words no node has, so no prompt recall; the model's last answer)
 RUNS = {"A": ("Hello there, start working.", "Memory checked."), "B": ("Hello again.", "Nothing to do."),
         "C": ("Good morning, carry on.", "Checked again.")}

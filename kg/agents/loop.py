@@ -57,8 +57,8 @@ FILE_TOOLS = {"Read": "file_path", "Edit": "file_path", "Write": "file_path", "M
               "NotebookEdit": "notebook_path"}
 EDIT_TOOLS = frozenset(("Edit", "Write", "MultiEdit", "NotebookEdit", "apply_patch"))
 SOURCES = ("startup", "resume", "clear", "compact", "fork")
-STALE_ASK = ("The code changed since the nodes marked stale were written: check them against it, then "
-             "kg_put_node each again (unchanged content confirms it) or fix it.")
+STALE_ASK = ("Marked stale: check them against the code, then kg_put_node each again (the same content "
+             "confirms it) or fix it.")
 
 
 def handler(store, env=None):
