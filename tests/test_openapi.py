@@ -9,11 +9,15 @@ response schema. The validator below covers the JSON Schema subset the document 
 
 import json
 import re
+import subprocess
+import time
 from urllib.parse import quote, urlencode
 
 import pytest
 
 from kg.api import rest
+
+from helpers import git_env
 
 METHODS = ("get", "put", "post", "delete", "patch", "head", "options")
 
@@ -393,3 +397,33 @@ def test_documented_error_statuses(served, doc, project):
             assert st == 415 and "415" in op["responses"], (method, path, st, data)
             checked += 1
     assert checked >= 15
+
+
+@pytest.mark.e2e
+def test_a_shared_projects_graph_and_listing_answer_as_documented(served, doc, tmp_path):
+    """`sharing` with this clone's knowledge not yet committed (contract 9) and the projects'
+    stale and uncommitted counts: what a shared project's views hold fits the schema too."""
+    proj = tmp_path / "shared-proj"
+    proj.mkdir()
+    env = git_env(tmp_path)
+    subprocess.run(["git", "init", "-q", str(proj)], env=env, check=True)
+    pp = str(proj)
+    assert served.request("PUT", "/api/nodes/project/first?project_path=" + quote(pp), {"gist": "shared"})[0] == 200
+    assert served.request("POST", "/api/share", {"project_path": pp})[0] == 200
+    for args in (["add", ".kg"], ["commit", "-qm", "kg"]):
+        subprocess.run(["git", *args], cwd=pp, env=env, check=True, capture_output=True)
+    assert served.request("PUT", "/api/nodes/project/second?project_path=" + quote(pp), {"gist": "not yet"})[0] == 200
+    graph = projects = None
+    for _ in range(100):  # the beat writes .kg/ once writes pause and learns what HEAD holds
+        graph = json.loads(served.request("GET", "/api/graph?project_path=" + quote(pp))[2])
+        listing = json.loads(served.request("GET", "/api/projects")[2])
+        projects = [p for p in listing["projects"] if p["project_path"] == pp]
+        if graph["project"]["sharing"].get("uncommitted", {}).get("nodes") and projects[0].get("uncommitted"):
+            break
+        time.sleep(0.1)
+    assert graph["project"]["sharing"]["shared"] is True and graph["project"]["sharing"]["uncommitted"]["nodes"] == 1
+    validate(graph, doc["paths"]["/api/graph"]["get"]["responses"]["200"]["content"]["application/json"]["schema"],
+             doc)
+    validate(listing, doc["paths"]["/api/projects"]["get"]["responses"]["200"]["content"]["application/json"]
+             ["schema"], doc)
+    assert projects[0]["shared"] is True and projects[0]["uncommitted"]["nodes"] == 1

@@ -57,6 +57,11 @@ _NODE["properties"]["stale"] = {  # contract section 12: present only when a tou
 _EDGE["properties"]["stale"] = _NODE["properties"]["stale"]  # a file-path end whose file changed
 _NODE["properties"]["uncommitted"] = {"type": "boolean", "description": "changed in this clone's .kg/, not in "
                                       "HEAD yet (contract 9): git add .kg && git commit publishes it"}
+_PENDING = {"type": "object", "required": ["nodes", "deleted", "edges"], "description": "this clone's knowledge "
+            "not yet committed (contract 9)", "properties": {"nodes": _INT, "deleted": _INT, "edges": _INT}}
+_SHARING = {"type": "object", "required": ["shared"], "description": "a project graph's sharing (contract 9)",
+            "properties": {"shared": {"type": "boolean"}, "off": {"type": "boolean"}, "kg_dir": _S, "nodes": _INT,
+                           "edges": _INT, "problems": _STRS, "error": {}, "uncommitted": _PENDING}}
 
 OPENAPI = {
     "openapi": "3.1.0",
@@ -76,7 +81,7 @@ OPENAPI = {
                 "nodes": {"type": "array", "items": {"allOf": [_ref("Node"), {"type": "object", "properties": {
                     "created_ts": {"type": ["number", "null"]}, "updated_ts": {"type": "number"}}}]}},
                 "edges": {"type": "array", "items": _ref("Edge")},
-                "tokens": {"type": "integer"}, "max_tokens": {"type": "integer"}}},
+                "tokens": {"type": "integer"}, "max_tokens": {"type": "integer"}, "sharing": _SHARING}},
             "PutNodeResult": {"type": "object", "required": ["level", "created", "node"], "properties": {
                 "level": _S, "created": {"type": "boolean"}, "node": _ref("Node")}},
             "PutEdgeResult": {"type": "object", "required": ["level", "created", "edge"], "properties": {
@@ -177,7 +182,10 @@ OPENAPI = {
             "summary": "project graphs on disk", "operationId": "projects",
             "responses": {"200": _ok({"type": "object", "required": ["projects"], "properties": {"projects": {
                 "type": "array", "items": {"type": "object", "required": [
-                    "slug", "project_path", "nodes", "edges", "active", "archived", "orphaned"]}}}})}}},
+                    "slug", "project_path", "nodes", "edges", "active", "archived", "orphaned"], "properties": {
+                    "stale": dict(_INT, description="nodes marked stale (contract 12)"),
+                    "stale_problem": dict(_S, description="why some marks say less than they could"),
+                    "shared": {"type": "boolean"}, "uncommitted": _PENDING}}}}})}}},
         "/api/share": {"post": {
             "summary": "share a project's graph in its repository's .kg/ (or stop: off)", "operationId": "share",
             "requestBody": {"required": True, "content": _json({
