@@ -94,6 +94,29 @@ def test_file_recall_marks_and_asks_once(world):
     assert "cache-get-is-lazy" in fresh and hooks.STALE_ASK not in fresh and "stale" not in fresh
 
 
+def test_the_request_to_confirm_is_made_once_a_context(world):
+    (world.repo / "src" / "cache.py").write_text("def get():\n    return 3\n")
+    world.change_pool()  # both nodes stale, about two files
+    world.start()
+    world.store.forget_shown(world.store.bind_client("claude-1", str(world.repo))[0])
+    first, second = world.read("src/pool.py"), world.read("src/cache.py")
+    assert "pool-acquire-blocks (stale:" in first and first.count(hooks.STALE_ASK) == 1
+    assert "cache-get-is-lazy (stale: src/cache.py changed" in second and hooks.STALE_ASK not in second
+    world.handle(world.payload("SessionStart", source="clear"))  # a new context asks again
+    world.store.forget_shown(world.store.bind_client("claude-1", str(world.repo))[0])
+    assert world.read("src/cache.py").count(hooks.STALE_ASK) == 1
+
+
+def test_a_line_whose_gist_names_the_part_is_not_told_it_again(world):
+    s = world.writer
+    world.store.put_node(s, "project", "acquire-note", "acquire in src/pool.py: blocks until a slot frees",
+                         touches=["src/pool.py#acquire"])
+    world.change_pool()
+    text = world.start()
+    assert "- acquire-note [stale: changed, 1 commit ago]: acquire in src/pool.py: blocks" in text
+    assert "- pool-acquire-blocks [stale: acquire in src/pool.py changed, 1 commit ago]" in text
+
+
 def test_a_node_that_went_stale_after_it_was_shown_is_shown_again(world):
     world.start()  # the preload shows both nodes
     assert world.read("src/pool.py") == ""  # already in context: nothing again

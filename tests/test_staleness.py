@@ -201,6 +201,25 @@ def test_mark(changes, text):
     assert st.mark(changes) == text
 
 
+@pytest.mark.parametrize("changes, said, text", [
+    # the line's gist names the part or file verbatim: the mark gives only the news
+    ([_c(part=("name", "Option.flag"), commits=2)], "Option.flag in src/x.py: parses --flag",
+     "stale: changed, 2 commits ago"),
+    ([_c(changed=14, total=400)], "src/x.py holds the pool", "stale: changed, 14 of 400 lines"),
+    ([_c(part=("name", "f"), kind="vanished")], "f in src/x.py: the entry", "stale: removed"),
+    ([_c(kind="deleted")], "src/x.py is the entry", "stale: deleted"),
+    # a gist that names it only in part, or not at all, keeps the name
+    ([_c(part=("name", "f"), commits=1)], "f retries once", "stale: f in src/x.py changed, 1 commit ago"),
+    ([_c(part=("name", "f"))], "", "stale: f in src/x.py changed"),
+    ([_c(part=("name", "f"))], None, "stale: f in src/x.py changed"),
+    # a rename names where it went; two changes say which one leads
+    ([_c(kind="renamed", to="src/y.py")], "src/x.py holds it", "stale: src/x.py renamed to src/y.py"),
+    ([_c(), _c(path="src/z.py", touch="src/z.py")], "src/x.py and src/z.py", "stale: src/x.py changed (+1 more)"),
+])
+def test_mark_said_on_a_line_that_names_it(changes, said, text):
+    assert st.mark(changes, said) == text
+
+
 def test_mark_stays_short():
     long = "d/" * 200 + "x.py"
     text = st.mark([_c(path=long, touch=long, kind="renamed", to=long, changed=1, total=2, commits=3)] * 9)

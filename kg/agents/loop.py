@@ -24,9 +24,10 @@ Rules owned here:
   For agents that read files through their shell, the files a shell command reads or a patch
   edits (kg/agents/shell_files.py) are the targets.
 - Stop: kg/agents/nudges.py.
-- Stale knowledge (contract section 12): recall and the preload carry each node's mark; file recall
-  that shows a stale node adds STALE_ASK once; a node that became stale after this session was
-  shown it counts as not yet shown. The marks are the store's (`store.staleness`, computed off this
+- Stale knowledge (contract section 12): recall and the preload carry each node's mark (without
+  repeating the part or file its gist already names); the first file recall of a context (a
+  session, or since its compact or clear) that shows a stale node adds STALE_ASK, later ones only
+  the marks; a node that became stale after this session was shown it counts as not yet shown. The marks are the store's (`store.staleness`, computed off this
   path): the hooks only look them up.
 - Prompt text is never kept; per-session counters are small and bounded, targets are hashed.
 - Recall indexes: one per graph in `recall_index` (the store resets it to None on any change),
@@ -39,7 +40,7 @@ import logging
 import os
 import threading
 
-from ..core import model
+from ..core import model, staleness
 from ..core.errors import KgError
 from . import dialects, nudges, preload, recall, shell_files, value
 from .nudges import CLIENTS_PER_TARGET, SESSION_TARGETS, STOP_TOOLS  # noqa: F401 (the loop's numbers, in one place)
@@ -218,6 +219,7 @@ def _session_start(mem, call, targets, env):
         return _context("SessionStart", text)
     if source != "resume":
         mem.store.forget_shown(session)
+        h.pop("stale_asked", None)  # a new context: the request to confirm is made again, once
     orders = value.lift(mem.store, session, lambda g: preload.value_order(g, mem.stale(g)), preload.gist_cost,
                         preload.level_room(session), mem.now())
     with mem.store.lock:
@@ -274,8 +276,9 @@ def _lines(mem, session, hits, max_nodes, max_chars, stale_out=None):
         node = graphs[h.level].nodes.get(h.id)
         if node is not None:
             state, m = model.node_state(node), marks[h.level].get(h.id)
-            if m is not None:
-                state = m.text if state == model.ACTIVE else "%s, %s" % (state, m.text)
+            if m is not None:  # the gist on the same line names what changed: not said twice
+                text = staleness.mark(m.changes, node.get("gist"))
+                state = text if state == model.ACTIVE else "%s, %s" % (state, text)
             items.append((h.level, node, state, h, m is not None))
     lines, used = recall.fit_lines([(lv, n, st) for lv, n, st, _, _ in items], max_nodes, max_chars)
     if stale_out is not None:
@@ -384,13 +387,15 @@ def _about_target(mem, session, payload, target, targets, env, max_nodes=FILE_NO
         head = "kg memory that may be relevant to %s:" % recall.clip(name, 200)
         stale = []
         marks = {g.level: mem.stale(g) for g in mem.graphs(session)} if kind == "file" else {}
-        ask = len(STALE_ASK) + 1 if any(c.id in marks.get(c.level, ()) for c in fresh) else 0
+        asked = session.hook.get("stale_asked")
+        ask = len(STALE_ASK) + 1 if not asked and any(c.id in marks.get(c.level, ()) for c in fresh) else 0
         lines, used = _lines(mem, session, fresh, max_nodes, max_chars - len(head) - 1 - ask, stale)
         if lines:
             parts.append(head)
             parts.extend(lines)
             if stale and ask:
                 parts.append(STALE_ASK)
+                session.hook["stale_asked"] = True
     nudge = nudges.nudge(mem, session, payload, kind, value, bool(covered), targets, env)
     if nudge:
         parts.append(nudge)

@@ -289,22 +289,26 @@ def _what(c):
     return "lines %d-%d of %s" % (c.part[1], c.part[2], c.path)
 
 
-def mark(changes):
+def mark(changes, said=None):
     """The few words: `stale: src/x.py changed, 14 of 400 lines, 4 commits ago` / `stale: src/x.py
     deleted` / `stale: refresh in src/auth.py changed, 2 commits ago`; a change no commit made since
-    (commits 0) is `not committed`. "" when nothing changed."""
+    (commits 0) is `not committed`. "" when nothing changed. said: the text the mark's line already
+    holds (a gist): one change whose part or file it names verbatim is not named again (`stale:
+    changed, 2 commits ago`), so a listing of gists pays for the news, not for a repeat."""
     if not changes:
         return ""
     c = changes[0]
     what = clip_left(_what(c), 64)
+    if said and len(changes) == 1 and c.kind != "renamed" and _what(c) in said:
+        what = ""
     if c.kind == "renamed":
         words = "%s renamed to %s" % (what, clip_left(c.to, 48))
     elif c.kind == "deleted":
-        words = "%s deleted" % what
+        words = ("%s deleted" % what).lstrip()
     elif c.kind == "vanished":
-        words = "%s removed" % what
+        words = ("%s removed" % what).lstrip()
     else:
-        words = "%s changed" % what
+        words = ("%s changed" % what).lstrip()
         if c.changed is not None and c.total:
             words += ", %d of %d lines" % (min(c.changed, c.total), c.total)
     if c.commits:
