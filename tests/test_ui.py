@@ -166,6 +166,7 @@ class Chromium:
 
     def screenshot(self, path):
         data = self.send("Page.captureScreenshot", {"format": "png"})["data"]
+        Path(path).parent.mkdir(parents=True, exist_ok=True)  # a clean checkout has no artifacts/ yet
         Path(path).write_bytes(base64.b64decode(data))
 
     def close(self):
