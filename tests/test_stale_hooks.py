@@ -115,6 +115,11 @@ def test_a_line_whose_gist_names_the_part_is_not_told_it_again(world):
     text = world.start()
     assert "- acquire-note [stale: changed, 1 commit ago]: acquire in src/pool.py: blocks" in text
     assert "- pool-acquire-blocks [stale: acquire in src/pool.py changed, 1 commit ago]" in text
+    found = render.render_search(world.store.search("acquire", s), "acquire", project_path=s.project_path)
+    assert "acquire-note (project) [stale: changed, 1 commit ago]: acquire in src/pool.py" in found
+    one = world.store.read_nodes(s, ["acquire-note"])["nodes"][0]
+    assert one["stale"]["mark"] == "stale: changed, 1 commit ago"  # REST and structuredContent
+    assert one["stale"]["files"][0]["touch"] == "src/pool.py#acquire"  # what changed, still named
 
 
 def test_a_node_that_went_stale_after_it_was_shown_is_shown_again(world):

@@ -24,11 +24,11 @@ Rules owned here:
   For agents that read files through their shell, the files a shell command reads or a patch
   edits (kg/agents/shell_files.py) are the targets.
 - Stop: kg/agents/nudges.py.
-- Stale knowledge (contract section 12): recall and the preload carry each node's mark (without
-  repeating the part or file its gist already names); the first file recall of a context (a
-  session, or since its compact or clear) that shows a stale node adds STALE_ASK, later ones only
-  the marks; a node that became stale after this session was shown it counts as not yet shown. The marks are the store's (`store.staleness`, computed off this
-  path): the hooks only look them up.
+- Stale knowledge (contract section 12): recall and the preload carry each node's mark; the first
+  file recall of a context (a session, or since its compact or clear) that shows a stale node adds
+  STALE_ASK, later ones only the marks; a node that became stale after this session was shown it
+  counts as not yet shown. The marks are the store's (`store.staleness`, computed off this path):
+  the hooks only look them up.
 - Prompt text is never kept; per-session counters are small and bounded, targets are hashed.
 - Recall indexes: one per graph in `recall_index` (the store resets it to None on any change),
   rebuilt from `recall_prev` (only changed nodes redone); a big graph's first index is built on
@@ -40,7 +40,7 @@ import logging
 import os
 import threading
 
-from ..core import model, staleness
+from ..core import model
 from ..core.errors import KgError
 from . import dialects, nudges, preload, recall, shell_files, value
 from .nudges import CLIENTS_PER_TARGET, SESSION_TARGETS, STOP_TOOLS  # noqa: F401 (the loop's numbers, in one place)
@@ -276,9 +276,8 @@ def _lines(mem, session, hits, max_nodes, max_chars, stale_out=None):
         node = graphs[h.level].nodes.get(h.id)
         if node is not None:
             state, m = model.node_state(node), marks[h.level].get(h.id)
-            if m is not None:  # the gist on the same line names what changed: not said twice
-                text = staleness.mark(m.changes, node.get("gist"))
-                state = text if state == model.ACTIVE else "%s, %s" % (state, text)
+            if m is not None:
+                state = m.text if state == model.ACTIVE else "%s, %s" % (state, m.text)
             items.append((h.level, node, state, h, m is not None))
     lines, used = recall.fit_lines([(lv, n, st) for lv, n, st, _, _ in items], max_nodes, max_chars)
     if stale_out is not None:

@@ -14,7 +14,7 @@ Rules owned here:
 - The continuity note of a resume kgd knows: the session id and the nodes changed since.
 """
 
-from ..core import model, staleness
+from ..core import model
 from . import recall, value
 
 PRELOAD_LIMIT = 10000
@@ -158,8 +158,8 @@ class _Preload:
 
     def gist_line(self, level, nid):
         m = self.stale[level].get(nid)
-        gist = recall.clip(self.graphs[level].nodes[nid].get("gist", ""), PRELOAD_GIST)
-        return "- %s%s: %s" % (nid, " [%s]" % staleness.mark(m.changes, gist) if m is not None else "", gist)
+        return "- %s%s: %s" % (nid, " [%s]" % m.text if m is not None else "",
+                               recall.clip(self.graphs[level].nodes[nid].get("gist", ""), PRELOAD_GIST))
 
     def take_gists(self):
         num, den = CRUMB_SHARE

@@ -231,8 +231,9 @@ Mark = collections.namedtuple("Mark", "version since text changes public")
 the "stale" a NODE carries (made once by the pass: a read only looks it up; never mutated)."""
 
 
-def make_mark(version_, since, changes):
-    text = staleness.mark(changes)
+def make_mark(version_, since, changes, said=None):
+    """said: the node's gist at that version (the few words do not repeat what it names)."""
+    text = staleness.mark(changes, said)
     m = Mark(version_, since, text, tuple(changes), None)
     return m._replace(public=public(m))
 

@@ -108,14 +108,15 @@ class Watcher:
                            if isinstance(n.get("_files"), dict)]
                 entries += [((EDGE, k), file_states.version(e), e["_files"]) for k, e in g.edges.items()
                             if isinstance(e.get("_files"), dict)]  # file-path edge ends, judged alike
+                gists = {e[0]: g.nodes[e[0]].get("gist") for e in entries if type(e[0]) is not tuple}
                 jobs.append((file_states.Marks.key(g), g.project_path if g.level == "project" else None,
-                             g.level == "user", entries))
+                             g.level == "user", entries, gists))
         old_nodes, old_edges = self.marks.by_graph, self.marks.edges
         new, new_edges, nodes, stale = {}, {}, 0, 0
-        for key, root, user, entries in jobs:
+        for key, root, user, entries, gists in jobs:
             old = dict(old_nodes.get(key) or {})
             old.update(((EDGE, k), m) for k, m in (old_edges.get(key) or {}).items())
-            found = self._judge_graph(root, user, entries, old)
+            found = self._judge_graph(root, user, entries, old, gists)
             new[key] = {nid: m for nid, m in found.items() if type(nid) is not tuple}
             new_edges[key] = {nid[1]: m for nid, m in found.items() if type(nid) is tuple}
             nodes += sum(1 for e in entries if type(e[0]) is not tuple)
@@ -126,7 +127,9 @@ class Watcher:
         self.last = {"seconds": round(self._at - started, 3), "at": self.clock(), "nodes": nodes, "stale": stale,
                      "stale_edges": sum(len(m) for m in new_edges.values()), "git_calls": self._calls}
 
-    def _judge_graph(self, root, user, entries, old):
+    def _judge_graph(self, root, user, entries, old, gists=None):
+        """{id or (EDGE, key): Mark} of the entries found stale. gists: id -> the gist of the version
+        judged (a mark does not repeat what its gist names: staleness.mark)."""
         gdir = None if user else file_states.git_dir(root)
         ckey = file_states.checkout_key(gdir) if gdir else None
         if root:
@@ -148,7 +151,7 @@ class Watcher:
                 continue
             prev = old.get(nid)
             since = prev.since if prev is not None and prev.version == wts else now
-            marks[nid] = file_states.make_mark(wts, since, changes)
+            marks[nid] = file_states.make_mark(wts, since, changes, (gists or {}).get(nid))
         return marks
 
     def _sweep(self, root, user, entries):
