@@ -268,17 +268,17 @@ def _prompt(mem, call, targets, env):
 
 def _lines(mem, session, hits, max_nodes, max_chars, stale_out=None):
     """Rendered lines for hits within the budget (lock held): (lines, hits used). A stale node's
-    state says its mark; stale_out (a list) gets the hits used that are stale."""
+    state says its mark; stale_out (a list) gets the hits used that are stale. An archived or
+    orphaned node's state is not said: being shown makes it active (mem.read), so the word would be
+    out of date as the model reads it, and it costs every recalled line."""
     graphs = {g.level: g for g in mem.graphs(session)}
     marks = {lv: mem.stale(g) for lv, g in graphs.items()}
     items = []
     for h in hits:
         node = graphs[h.level].nodes.get(h.id)
         if node is not None:
-            state, m = model.node_state(node), marks[h.level].get(h.id)
-            if m is not None:
-                state = m.text if state == model.ACTIVE else "%s, %s" % (state, m.text)
-            items.append((h.level, node, state, h, m is not None))
+            m = marks[h.level].get(h.id)
+            items.append((h.level, node, m.text if m is not None else model.ACTIVE, h, m is not None))
     lines, used = recall.fit_lines([(lv, n, st) for lv, n, st, _, _ in items], max_nodes, max_chars)
     if stale_out is not None:
         stale_out.extend(items[k][3] for k in range(len(used)) if items[k][4])
