@@ -633,7 +633,8 @@ def test_resume_lists_only_what_changed_after_the_last_hook(env):
     assert "late (project)" in text and "early" not in text
 
 
-# ---- file recall's order: part touches, the prompt's nodes, the part being edited, the newest
+# ---- file recall's order: part touches, what the edited part links to, the prompt's nodes, the part
+# being edited, the newest
 
 def _ids(text):
     return re.findall(r"^- \[\w+\] ([\w.-]+)", text, re.M)
@@ -664,6 +665,23 @@ def test_the_prompt_and_the_edited_part_lead_file_recall(env):
     edited = _ids(ctx(env.tool("Edit", {"file_path": path, "old_string": "return 2", "new_string": "return 2"}),
                       "PostToolUse"))
     assert edited[0] == "pool-release"  # the part the edit is in, before newer knowledge
+
+
+def test_after_an_edit_what_is_linked_to_the_edited_part_comes_first(env):
+    src = "def parse(x):\n    return x\n\n\ndef render(x):\n    return x\n\n\ndef other():\n    return 0\n"
+    (env.proj / "kg" / "store.py").write_text(src)
+    path = str(env.proj / "kg" / "store.py")
+    env.put("project", "parse-strict", "parse rejects tabs", touches=["kg/store.py#parse"])
+    env.put("project", "render-escapes", "render escapes what parse let through", touches=["kg/store.py#render"])
+    env.store.put_edge(env.writer, "project", "render-escapes", "parse-strict", "changed-with")
+    for i in range(5):
+        env.advance(60)
+        env.put("project", "other-%d" % i, "other detail %d" % i, touches=["kg/store.py#other"])
+    assert _ids(ctx(env.tool("Read", {"file_path": path}), "PostToolUse")) == ["other-4", "other-3", "other-2"]
+    edited = _ids(ctx(env.tool("Edit", {"file_path": path, "old_string": "def parse(x):\n    return x",
+                                        "new_string": "def parse(x):\n    return x.strip()"}), "PostToolUse"))
+    # linked to the edited part's knowledge, then that knowledge itself, then the newest
+    assert edited == ["render-escapes", "parse-strict", "other-1"]
 
 
 def test_prompt_recall_is_worded_as_memory_that_may_be_relevant(env):

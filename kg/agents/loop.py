@@ -18,8 +18,9 @@ Rules owned here:
 - Recall text says what it is, memory that may be relevant (contract section 13), never an
   instruction the model could take for the user's task.
 - PostToolUse: nodes about the files or url just used (FILE_NODES, FILE_CHARS in all): the file's
-  own nodes first, those the last prompt pointed to (below recall's bar too), then those about the
-  part an Edit changed (`PATH#NAME`), then the most recently written; and a nudge
+  own nodes first; after an Edit, those linked by an edge to the knowledge about the part it changed
+  (`PATH#NAME`); those the last prompt pointed to (below recall's bar too); that part's own; then
+  the most recently written; and a nudge
   to save what keeps being re-derived (kg/agents/nudges.py). Targets over TARGET_MAX chars are ignored.
   For agents that read files through their shell, the files a shell command reads or a patch
   edits (kg/agents/shell_files.py) are the targets.
@@ -373,7 +374,9 @@ def _about_target(mem, session, payload, target, targets, env, max_nodes=FILE_NO
     indexes = mem.indexes(session)
     root = session.project_path
     if kind == "file":
-        covered = recall.file_hits(indexes, value, root, limit=1000, key=_file_key(mem, session, focus))
+        covered = recall.file_hits(indexes, value, root, limit=1000)
+        key = _file_key(mem, session, focus, covered)
+        covered.sort(key=lambda h: (-h.matched, key(h), h.level != "project", h.id))  # file_hits' order, by key
     elif kind == "url":
         covered = recall.url_hits(indexes, value, limit=1000)
     else:
@@ -401,24 +404,39 @@ def _about_target(mem, session, payload, target, targets, env, max_nodes=FILE_NO
     return parts, used
 
 
-def _file_key(mem, session, focus):
-    """File recall's order after the file's own nodes (lock held): knowledge about the part being
-    edited and the parts around it (a touch `PATH#NAME` in the same class or function) first, then
-    the most recently written."""
-    graphs = {g.level: g.nodes for g in mem.graphs(session)}
+def _file_key(mem, session, focus, hits):
+    """File recall's order after the file's own nodes (lock held): after an Edit, the knowledge
+    linked by an edge to the knowledge about the part it changed (what was learnt together, e.g. a
+    change that went with it, comes up while the work is there); then the nodes the last prompt
+    pointed to; then the part being edited (a touch `PATH#NAME`); then the most recently written."""
+    graphs = {g.level: g for g in mem.graphs(session)}
     near_rank = {k: i for i, k in enumerate(session.hook.get("near") or ()) if isinstance(k, str)}
 
-    def near(node):
+    def about_focus(node):
         for t in node.get("touches", ()):
             name = t.rpartition("#")[2] if isinstance(t, str) and "#" in t else None
-            if name and (name in focus):
-                return 0
-        return 1
+            if name and name in focus:
+                return True
+        return False
+
+    focused, linked = set(), set()
+    if focus:
+        for h in hits:
+            g = graphs.get(h.level)
+            node = g.nodes.get(h.id) if g is not None else None
+            if node is None or not about_focus(node):
+                continue
+            focused.add((h.level, h.id))
+            for e in g.edges_of(h.id):
+                other = e["to"] if e["from"] == h.id else e["from"]
+                if other != h.id and other in g.nodes:
+                    linked.add((h.level, other))
 
     def key(hit):
-        node = graphs[hit.level].get(hit.id) or {}
+        node = graphs[hit.level].nodes.get(hit.id) or {}
         w = node.get("_write_ts")
-        return (near_rank.get(model.node_key(hit.level, hit.id), NEAR_MAX), near(node) if focus else 1,
+        k = (hit.level, hit.id)
+        return (k not in linked, near_rank.get(model.node_key(hit.level, hit.id), NEAR_MAX), k not in focused,
                 -w if isinstance(w, (int, float)) else 0)
     return key
 
