@@ -468,6 +468,8 @@ class Run:
         lost = not any(mem.exists(nid) for nid in nids)
         k = len(nids) + 1
         nid = "%s-%s-again-%d" % (fact.topic, fact.ident.replace("_", "-"), k)
+        if self.fact_of.get(nid, fact.fid) != fact.fid:  # two facts, one slug (`Argument` and `argument`)
+            nid = "%s-%s-again-%d" % (fact.node_id, fact.fid, k)
         if lost:
             self.stats["recreated_after_loss"] += 1
         else:
