@@ -52,6 +52,8 @@ LATER = AFTER.replace("conn.shutdown()", "conn.shutdown(wait=True)")  # run C: c
 LATER_MARK = "stale: src/db.py changed, 1 of 9 lines, 1 commit ago"
 WHOLE_MARK = "stale: src/db.py changed, 2 of 9 lines, 1 commit ago"
 PART_MARK = "stale: connect in src/db.py changed, 1 commit ago"
+# a gist that already names src/db.py is not told it again (kg/core/staleness.py mark(changes, said))
+SAID_MARK, SAID_LATER = "stale: changed, 2 of 9 lines, 1 commit ago", "stale: changed, 1 of 9 lines, 1 commit ago"
 # id -> (gist, touch, mark once connect changed); put in this order, the archived ones first
 ARCHIVED = {
     "db-connect-opens-raw-socket": ("connect opens one raw socket per call; there is no pool",
@@ -60,7 +62,7 @@ ARCHIVED = {
 }
 ACTIVE = {
     "db-connect-takes-a-url": ("connect takes a url and returns an open socket", FILE + "#connect", PART_MARK),
-    "db-imports-time-for-close": ("src/db.py imports time only for the sleep in close", FILE, WHOLE_MARK),
+    "db-imports-time-for-close": ("src/db.py imports time only for the sleep in close", FILE, SAID_MARK),
 }
 NODES = dict(ARCHIVED, **ACTIVE)
 FILLERS = 30
@@ -72,7 +74,7 @@ STALE_ASK = ("Marked stale: check them against the code, then kg_put_node each a
 # run -> (prompt: words no node has, so no prompt recall; the model's last answer)
 RUNS = {"A": ("Hello there, start working.", "Memory checked."), "B": ("Hello again.", "Nothing to do."),
         "C": ("Good morning, carry on.", "Checked again.")}
-# a node the model was shown marked: `- ID [stale: ...]` (preload) or `- [project] ID (archived, stale: ...)`
+# a node the model was shown marked: `- ID [stale: ...]` (preload) or `- [project] ID (stale: ...)` (recall)
 MARKED = re.compile(r"^- (?:\[project\] )?([a-z0-9][a-z0-9-]*) [\[(](?:[a-z]+, )?stale: ", re.M)
 SESSION = re.compile(r"Session: ([A-Za-z0-9_-]+)")
 
@@ -83,8 +85,14 @@ def preload_line(nid, marked=True):
 
 
 def recall_line(nid):
+    """Shown by recall, an archived node is active: its line says only its mark."""
     gist, _, mark = NODES[nid]
-    return "- [project] %s (archived, %s): %s" % (nid, mark, gist)
+    return "- [project] %s (%s): %s" % (nid, mark, gist)
+
+
+def later_mark(nid):
+    """Its mark after run C's commit (close changed): whole-file nodes only."""
+    return SAID_LATER if NODES[nid][2] == SAID_MARK else LATER_MARK
 
 
 # ---- the world: a real repository, a real daemon
@@ -161,7 +169,7 @@ def change_close(daemon, project, env):
     marks the whole-file nodes (and not the `#connect` ones)."""
     (project / FILE).write_text(LATER)
     git(project, env, "commit", "-qam", "close waits")
-    want = {nid: (LATER_MARK if touch == FILE else None) for nid, (_, touch, _) in NODES.items()}
+    want = {nid: (later_mark(nid) if touch == FILE else None) for nid, (_, touch, _) in NODES.items()}
     got = wait_for(daemon, project, want)
     assert got == want, "REST after the second commit: %s" % got
 
@@ -423,7 +431,7 @@ def test_the_model_confirms_what_it_saw_marked_and_a_re_put_clears_the_marks(sta
     assert SESSION.search(first), "no preload in run B: " + tail(first)
     for nid in NODES:
         assert preload_line(nid, marked=False) in first, "%s is not preloaded unmarked:\n%s" % (nid, db_lines(first))
-    for mark in (WHOLE_MARK, PART_MARK):
+    for mark in (WHOLE_MARK, PART_MARK, SAID_MARK):
         assert mark not in first
     assert "[stale:" not in first
 
@@ -442,7 +450,7 @@ def test_a_node_gone_stale_after_the_preload_showed_it_comes_back_on_the_read(st
     block = recall_block(after)
     assert block and block.endswith(STALE_ASK), "no file recall with the request after the read:\n%s" % db_lines(after)
     for nid in NODES:
-        line = "- [project] %s (%s): %s" % (nid, LATER_MARK, NODES[nid][0])
+        line = "- [project] %s (%s): %s" % (nid, later_mark(nid), NODES[nid][0])
         if nid in whole_file_ids():
             assert line in block, "%s is not recalled with its new mark: %s" % (nid, block)
         else:
