@@ -58,8 +58,7 @@ def _about_target(rule):
             return _about(mem, session, payload, target, targets, env, max_nodes, max_chars, focus)
         indexes, root = mem.indexes(session), session.project_path
         covered = recall.file_hits(indexes, value, root, limit=1000)
-        key = loop._file_key(mem, session, focus, covered)
-        covered.sort(key=lambda h: (-h.matched, key(h), h.level != "project", h.id))
+        recall.order_file_hits(covered, loop._file_key(mem, session, focus, covered))
         shown = mem.shown_keys(session)
         fresh = [c for c in covered if "%s:%s" % (c.level, c.id) not in shown]
         spent = session.hook.get("_variant_chars", 0)

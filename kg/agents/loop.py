@@ -375,8 +375,7 @@ def _about_target(mem, session, payload, target, targets, env, max_nodes=FILE_NO
     root = session.project_path
     if kind == "file":
         covered = recall.file_hits(indexes, value, root, limit=1000)
-        key = _file_key(mem, session, focus, covered)
-        covered.sort(key=lambda h: (-h.matched, key(h), h.level != "project", h.id))  # file_hits' order, by key
+        recall.order_file_hits(covered, _file_key(mem, session, focus, covered))  # the key needs the hits
     elif kind == "url":
         covered = recall.url_hits(indexes, value, limit=1000)
     else:

@@ -436,8 +436,14 @@ def file_hits(indexes, path, root=None, exclude=(), limit=3, key=None):
             seen.add(k)
             # matched: 1 when a touch names the file, 0 when only an edge end does
             out.append(Hit(len(tparts), level, nid, 1 if (tparts, nid) in own else 0))
-    out.sort(key=lambda h: (-h.matched, key(h) if key else -h.score, h.level != "project", h.id))
-    return out[:limit]
+    return order_file_hits(out, key)[:limit]
+
+
+def order_file_hits(hits, key=None):
+    """File recall's order, in place: those whose touches name the file first, then by key(hit)
+    when given (else the more specific path first), the project before the user level, then id."""
+    hits.sort(key=lambda h: (-h.matched, key(h) if key else -h.score, h.level != "project", h.id))
+    return hits
 
 
 def _suffix_match(parts, tparts, root):
