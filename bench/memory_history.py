@@ -34,7 +34,7 @@ import memory_stale
 from memory_eval import DAY, Baseline, KgdHooks, Run
 from memory_world import WARM_S, Fact, Need
 
-from kg.agents import loop, preload, recall
+from kg.agents import loop, preload, recall, recall_lines
 
 MECHANICAL = 40
 LINKS = 3
@@ -310,7 +310,7 @@ class HistoryBaseline(Baseline):
         order = self.order(about, self.sess, self.world, self.run)
         head = "kg memory that may be relevant to %s:" % path
         by_id = {n["id"]: n for n in about}
-        lines, used = recall.fit_lines([("project", by_id[i], "active") for i in order], loop.FILE_NODES,
+        lines, used = recall_lines.fit_lines([("project", by_id[i], "active") for i in order], loop.FILE_NODES,
                                        loop.FILE_CHARS - len(head) - 1)
         for _, n, _ in used:
             self.shown.add(n["id"])

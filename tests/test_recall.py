@@ -4,7 +4,8 @@ file and url matching, budgets and their truncation order. Pure: no store."""
 import pytest
 
 from kg.agents import recall
-from kg.agents.recall import Index, file_hits, fit_lines, prompt_hits, url_hits, user_text, words
+from kg.agents.recall import Index, file_hits, prompt_hits, url_hits, user_text, words
+from kg.agents.recall_lines import fit_lines
 
 from helpers import node
 

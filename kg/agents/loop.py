@@ -43,7 +43,7 @@ import threading
 
 from ..core import model
 from ..core.errors import KgError
-from . import dialects, nudges, preload, recall, shell_files, value
+from . import dialects, nudges, preload, recall, recall_lines, shell_files, value
 from .nudges import CLIENTS_PER_TARGET, SESSION_TARGETS, STOP_TOOLS  # noqa: F401 (the loop's numbers, in one place)
 from .nudges import Targets as _Targets  # noqa: F401
 
@@ -280,7 +280,7 @@ def _lines(mem, session, hits, max_nodes, max_chars, stale_out=None):
         if node is not None:
             m = marks[h.level].get(h.id)
             items.append((h.level, node, m.text if m is not None else model.ACTIVE, h, m is not None))
-    lines, used = recall.fit_lines([(lv, n, st) for lv, n, st, _, _ in items], max_nodes, max_chars)
+    lines, used = recall_lines.fit_lines([(lv, n, st) for lv, n, st, _, _ in items], max_nodes, max_chars)
     if stale_out is not None:
         stale_out.extend(items[k][3] for k in range(len(used)) if items[k][4])
     return lines, [items[k][3] for k in range(len(used))]
