@@ -335,7 +335,7 @@ def test_non_string_fields_coerced():
 def random_records(rnd, n=80):
     recs = []
     for _ in range(n):
-        op = rnd.choice(["node", "node", "edge", "edge", "del_node", "del_edge", "progress"])
+        op = rnd.choice(["node", "node", "edge", "edge", "del_node", "del_edge", "progress", "compacted"])
         nid = rnd.choice(IDS)
         if op == "node":
             recs.append({"op": "node", "node": mk_node(nid, gist="x" * rnd.randrange(50),
@@ -347,6 +347,11 @@ def random_records(rnd, n=80):
             recs.append({"op": "del_node", "id": nid})
         elif op == "del_edge":
             recs.append({"op": "del_edge", "key": edge_key(nid, rnd.choice(IDS + FILES), rnd.choice(["r1", "r2"]))})
+        elif op == "compacted":  # one pass: states of some nodes (maybe absent), deletes
+            states = {i: rnd.choice([[False, None], [True, None], [True, float(rnd.randrange(1, 9))]])
+                      for i in rnd.sample(IDS, 2)}
+            recs.append({"op": "compacted", "states": states, "del_nodes": rnd.sample(IDS, rnd.randrange(2)),
+                         "del_edges": [edge_key(nid, rnd.choice(IDS + FILES), "r1")] * rnd.randrange(2)})
         else:
             recs.append({"op": "progress", "task_id": rnd.choice(["t1", "t2"]),
                          "state": rnd.choice([None, {"step": rnd.randrange(5)}])})
@@ -394,6 +399,10 @@ def test_apply_record_replay_is_idempotent(seed):
     ([{"op": "progress", "task_id": "t", "state": {"x": 1}}, {"op": "progress", "task_id": "t", "state": None}],
      [], [], {}),
     ([{"op": "unknown-future-op", "x": 1}], [], [], None),     # an unknown record is ignored
+    ([{"op": "node", "node": mk_node("a")}, {"op": "node", "node": mk_node("b")}, {"op": "node", "node": mk_node("c")},
+      {"op": "edge", "edge": mk_edge("a", "b")}, {"op": "edge", "edge": mk_edge("c", "src/x.py")},
+      {"op": "compacted", "states": {"a": [True, None], "zz": [True, None]}, "del_nodes": ["b"],
+       "del_edges": ["c->src/x.py:rel"]}], ["a", "c"], [], None),  # a pass: a state, a delete, an edge gone
 ])
 def test_apply_record_table(recs, nodes, edges, progress):
     g = Graph("user")
@@ -401,3 +410,19 @@ def test_apply_record_table(recs, nodes, edges, progress):
     assert sorted(g.nodes) == nodes
     assert sorted(g.edges) == edges
     assert g.meta.get("progress") == progress
+
+
+@pytest.mark.parametrize("state, expect", [
+    ([False, None], ACTIVE), ([True, None], ARCHIVED), ([True, 7.0], ORPHANED), ([False, 7.0], ORPHANED),
+])
+def test_compacted_record_sets_the_state_keys_alone(state, expect):
+    """A compaction pass is journalled as one record of state keys (kg/memory/write_path.py): on
+    replay each node gets exactly the state the pass gave it, its content untouched."""
+    g = Graph("project", "/p", "p")
+    for start in (ACTIVE, ARCHIVED, ORPHANED):
+        apply_record(g, {"op": "node", "node": mk_node("a", gist="kept", notes=["n"], state=start)})
+        apply_record(g, {"op": "compacted", "states": {"a": list(state)}, "del_nodes": [], "del_edges": []})
+        check_figures(g)
+        n = g.nodes["a"]
+        assert model.node_state(n) == expect and (n["gist"], n["notes"]) == ("kept", ["n"])
+        assert n.get("_orphaned_ts") == state[1] and ("_archived" in n) == (expect != ACTIVE)

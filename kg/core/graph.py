@@ -451,6 +451,22 @@ def apply_record(g, rec):
         if rec.get("tomb") is not None and edge is not None:
             team_state.note_deleted(g, None, [edge], rec["tomb"])
         return edge
+    elif op == "compacted":  # one compaction pass: only the state keys changed, so only they are logged
+        for nid, (archived, orphaned_ts) in rec.get("states", {}).items():
+            node = g.nodes.get(nid)
+            if node is None:
+                continue
+            if orphaned_ts is not None:
+                model.set_orphaned(node, orphaned_ts)
+            elif archived:
+                model.set_archived(node)
+            else:
+                model.set_active(node)
+            g.refresh(nid)
+        for nid in rec.get("del_nodes", ()):
+            g.delete_node(nid)
+        for key in rec.get("del_edges", ()):
+            g.delete_edge(key)
     elif op == "shared":
         team_state.apply(g, rec)
     elif op == "progress":

@@ -63,9 +63,9 @@ def reconcile(memory, disk, base, now, dropped=None, frozen=(), memory_stamps=No
                 new_base[key] = sm
             continue
         if m_changed and not d_changed:
-            _take(key, m, mem_out, disk_out, new_base, now, memory_side=True)
+            _take(key, m, sm, mem_out, disk_out, new_base, now, memory_side=True)
         elif d_changed and not m_changed:
-            _take(key, d, mem_out, disk_out, new_base, now, memory_side=False, held=_live(m))
+            _take(key, d, sd, mem_out, disk_out, new_base, now, memory_side=False, held=_live(m))
         else:
             _both(key, m, d, mem_out, disk_out, new_base, now)
     for key in frozen:
@@ -78,18 +78,18 @@ def reconcile(memory, disk, base, now, dropped=None, frozen=(), memory_stamps=No
     return Result(mem_out, disk_out, new_base, dropped)
 
 
-def _take(key, rec, mem_out, disk_out, new_base, now, memory_side, held=False):
-    """One side changed: the other side follows it."""
+def _take(key, rec, st, mem_out, disk_out, new_base, now, memory_side, held=False):
+    """One side changed: the other side follows it (`st`: the stamp of rec when live)."""
     if memory_side:
         if _live(rec):
             disk_out[key] = rec
-            new_base[key] = stamp(rec)
+            new_base[key] = st
         else:  # deleted here: a tombstone at the time of the delete (now if unknown)
             disk_out[key] = rec if rec is not None else _tomb(key, now)
     else:
         if _live(rec):
             mem_out[key] = rec
-            new_base[key] = stamp(rec)
+            new_base[key] = st
         elif held:
             mem_out[key] = None
 

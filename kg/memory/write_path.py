@@ -189,12 +189,16 @@ class WritePath:
         pass is undone: compaction is redone by a later pass, the write that triggered it stands."""
         g = durable.graph
         n_tickets = len(w.tickets)
-        try:
-            for nid in sorted(result.changed_ids):
-                node = g.nodes.get(nid)
-                self.record(w, durable, {"op": "del_node", "id": nid} if node is None else {"op": "node", "node": node})
-            for key in result.deleted_edges:
-                self.record(w, durable, {"op": "del_edge", "key": key})
+        states, gone = {}, []
+        for nid in sorted(result.changed_ids):
+            node = g.nodes.get(nid)
+            if node is None:
+                gone.append(nid)
+            else:
+                states[nid] = [bool(node.get("_archived")), node.get("_orphaned_ts")]
+        rec = {"op": "compacted", "states": states, "del_nodes": gone, "del_edges": list(result.deleted_edges)}
+        try:  # one record, the state keys alone: a pass over a large graph stays cheap under the lock
+            self.record(w, durable, rec)
         except StorageError as exc:
             log.warning("compaction of the %s graph not saved (%s); it will be retried", g.level, exc.message)
             del w.tickets[n_tickets:]
