@@ -216,6 +216,8 @@ def test_a_full_disk_during_a_remote_round_is_one_clear_log_line(tmpfs, tmp_path
         st, body = d.json("POST", "/api/remote", {"wait": 30})
         assert st == 200 and body["completed"] and body["failing"], body
         os.unlink(filler)
+        # the daemon's stderr is read by a thread: the round's line may land just after its answer
+        wait_for(lambda: "No space left on device" in "".join(d.stderr_lines), timeout=10.0)
         log = "".join(d.stderr_lines)
         assert "No space left on device" in log, log[-2000:]
         assert "Traceback" not in log, log[-2000:]
