@@ -684,6 +684,25 @@ def test_after_an_edit_what_is_linked_to_the_edited_part_comes_first(env):
     assert edited == ["render-escapes", "parse-strict", "other-1"]
 
 
+def test_file_recall_puts_first_the_parts_the_prompt_names(env):
+    """The prompt names the part it is about to change (`render`): the knowledge whose touch is
+    that part comes before newer knowledge of the same file, though the prompt's words are too few
+    to clear prompt recall's bar for it (measured on real history: bench/README.md)."""
+    src = "def parse(x):\n    return x\n\n\ndef render_page(x):\n    return x\n\n\ndef other():\n    return 0\n"
+    (env.proj / "kg" / "view.py").write_text(src)
+    path = str(env.proj / "kg" / "view.py")
+    env.put("project", "page-escapes", "escapes what it is given", touches=["kg/view.py#View.render_page"])
+    for i in range(4):
+        env.advance(60)
+        env.put("project", "other-%d" % i, "other detail %d" % i, touches=["kg/view.py#other"])
+    env.prompt("the header of a page is off by one")  # "page": the last component's word (weight 2)
+    assert _ids(ctx(env.tool("Read", {"file_path": path}), "PostToolUse")) == ["page-escapes", "other-3", "other-2"]
+    env.prompt("now something else entirely")  # a new prompt's names replace the last one's
+    env.put("project", "other-4", "other detail 4", touches=["kg/view.py#other"])
+    text = ctx(env.tool("Read", {"file_path": path}), "PostToolUse")
+    assert _ids(text)[:1] == ["other-4"]
+
+
 def test_prompt_recall_is_worded_as_memory_that_may_be_relevant(env):
     env.put("project", "ws-backoff", "websocket reconnect uses exponential backoff")
     text = ctx(env.prompt("why does the websocket reconnect so slowly"), "UserPromptSubmit")

@@ -4,7 +4,7 @@ file and url matching, budgets and their truncation order. Pure: no store."""
 import pytest
 
 from kg.agents import recall
-from kg.agents.recall import Index, file_hits, prompt_hits, url_hits, user_text, words
+from kg.agents.recall import Index, file_hits, named_hits, prompt_hits, url_hits, user_text, words
 from kg.agents.recall_lines import fit_lines
 
 from helpers import node
@@ -270,3 +270,28 @@ def test_prompt_hits_near_lists_nodes_below_the_bar_best_first():
     assert [h.id for h in prompt_hits([("project", ix)], one_word, near=True)] == ["option-init"]
     both = [h.id for h in prompt_hits([("project", ix)], "option flag help", near=True)]
     assert both[:2] == ["option-init", "option-help"] and "other" not in both
+
+
+@pytest.mark.parametrize("touches, text, score", [
+    (["src/env.py#Environment.get_template"], "cache templates in get_template", 2.0),  # "get" is filler
+    (["src/env.py#Environment.get_template"], "the Environment loader", 1.0),           # the class: once
+    (["src/env.py#Environment.get_template"], "an environment for templates", 3.0),
+    (["src/env.py#render"], "render twice", 2.0),
+    (["src/env.py"], "render env", None),                 # a whole file names no part
+    (["src/env.py:10-20"], "env lines", None),
+    (["src/env.py#render", "src/page.py#Page.render"], "render", 2.0),  # a word counts once a node
+])
+def test_named_hits_table(touches, text, score):
+    ix = Index({"n": node("n", "gist", touches=touches)}, {})
+    got = named_hits([("project", ix)], text)
+    assert (got[0].score if got else None) == score
+
+
+def test_named_hits_follow_a_changed_touch_and_order_by_score():
+    nodes = {"a": node("a", "g", touches=["x.py#Page.render"]), "b": node("b", "g", touches=["x.py#page_render"])}
+    ix = Index(nodes, {})
+    assert [(h.id, h.score) for h in named_hits([("project", ix)], "page render")] == [("b", 4.0), ("a", 3.0)]
+    nodes = dict(nodes, a=node("a", "g", touches=["x.py#parse"]))  # a put replaces the node's dict
+    ix = Index(nodes, {}, prev=ix)
+    assert [h.id for h in named_hits([("project", ix)], "page render")] == ["b"]
+    assert [h.id for h in named_hits([("project", ix)], "parse")] == ["a"]

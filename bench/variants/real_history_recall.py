@@ -47,7 +47,7 @@ def _use_key(mem, session, focus, hits):
 def _pointed(mem, session, focus, hits):
     """(level, id) of the hits the work points to: linked to the edited part, the part, the prompt's."""
     key = _file_key(mem, session, focus, hits)
-    return {(h.level, h.id) for h in hits if key(h)[:3] != (True, loop.NEAR_MAX, True)}
+    return {(h.level, h.id) for h in hits if tuple(key(h)[:4]) != (True, 0, loop.NEAR_MAX, True)}
 
 
 def _about_target(rule):

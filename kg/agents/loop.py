@@ -257,6 +257,8 @@ def _prompt(mem, call, targets, env):
         # which nodes the prompt is about (ids, never its words): they lead this session's file recall
         near = recall.prompt_hits(indexes, text, limit=NEAR_MAX, near=True)
         session.hook["near"] = [model.node_key(h.level, h.id) for h in near]
+        named = recall.named_hits(indexes, text, limit=NEAR_MAX)  # the parts it names: what will be edited
+        session.hook["named"] = [[model.node_key(h.level, h.id), h.score] for h in named]
         lines, used = _lines(mem, session, hits, PROMPT_NODES, PROMPT_CHARS - 120)
         mem.shown(session, used)
     mem.save(session)
@@ -406,10 +408,13 @@ def _about_target(mem, session, payload, target, targets, env, max_nodes=FILE_NO
 def _file_key(mem, session, focus, hits):
     """File recall's order after the file's own nodes (lock held): after an Edit, the knowledge
     linked by an edge to the knowledge about the part it changed (what was learnt together, e.g. a
-    change that went with it, comes up while the work is there); then the nodes the last prompt
-    pointed to; then the part being edited (a touch `PATH#NAME`); then the most recently written."""
+    change that went with it, comes up while the work is there); then the parts the last prompt
+    names (a touch `PATH#NAME` whose NAME it holds), most named first; then the nodes it pointed to;
+    then the part being edited; then the most recently written."""
     graphs = {g.level: g for g in mem.graphs(session)}
     near_rank = {k: i for i, k in enumerate(session.hook.get("near") or ()) if isinstance(k, str)}
+    named = {k[0]: k[1] for k in session.hook.get("named") or ()
+             if isinstance(k, list) and len(k) == 2 and isinstance(k[0], str) and isinstance(k[1], (int, float))}
 
     def about_focus(node):
         for t in node.get("touches", ()):
@@ -434,8 +439,8 @@ def _file_key(mem, session, focus, hits):
     def key(hit):
         node = graphs[hit.level].nodes.get(hit.id) or {}
         w = node.get("_write_ts")
-        k = (hit.level, hit.id)
-        return (k not in linked, near_rank.get(model.node_key(hit.level, hit.id), NEAR_MAX), k not in focused,
+        k, nkey = (hit.level, hit.id), model.node_key(hit.level, hit.id)
+        return (k not in linked, -named.get(nkey, 0), near_rank.get(nkey, NEAR_MAX), k not in focused,
                 -w if isinstance(w, (int, float)) else 0)
     return key
 

@@ -18,6 +18,8 @@ Rules owned here:
   the same relative path, or one path a suffix of the other on whole components. A part touch
   (`PATH#NAME`, `PATH:START-END`: contract section 12) names PATH. File recall shows the nodes
   whose touches name the file before those only linked to it, then as the caller orders them.
+- Parts a prompt names (`named_hits`): the words of a part touch's NAME that the prompt holds, its
+  last component's twice (`Environment.get_template`: "templat" 2, "environment" 1); no bar.
 - The lines that show the hits, within a budget, are kg/agents/recall_lines.py's.
 """
 
@@ -27,6 +29,7 @@ import re
 
 from ..core.model import node_key
 from ..core.text import clip  # noqa: F401 (the hooks clip with recall.clip)
+from .recall_paths import add_target, drop_target, file_of, norm_url, path_parts, relative_path  # noqa: F401 (recall.X)
 
 STOPWORDS = frozenset("""
 a about above after again against all almost also am an and any are aren as at be because been
@@ -160,7 +163,7 @@ class Index:
     one after a read (the store's reset after recency or a promotion) cheaper still. The store
     never edits a node's text in place: a put makes a new dict."""
 
-    __slots__ = ("n", "post", "files", "urls", "efiles", "eurls", "ids", "sig", "snap", "esnap")
+    __slots__ = ("n", "post", "files", "urls", "efiles", "eurls", "ids", "sig", "snap", "esnap", "parts")
 
     def __init__(self, nodes, edges, prev=None):
         snap, esnap = dict(nodes), dict(edges)
@@ -168,9 +171,11 @@ class Index:
         if prev is not None:  # taken over: the old index is left empty
             (self.post, self.sig, self.ids, self.files, self.urls, self.efiles, self.eurls, old, eold) = (
                 prev.post, prev.sig, prev.ids, prev.files, prev.urls, prev.efiles, prev.eurls, prev.snap, prev.esnap)
+            self.parts, prev.parts = prev.parts, {}
             prev.post, prev.sig, prev.ids, prev.files, prev.urls, prev.snap = {}, {}, {}, {}, {}, {}
         else:
             self.post, self.sig, self.ids, self.files, self.urls, self.efiles, self.eurls = {}, {}, {}, {}, {}, {}, {}
+            self.parts = {}
             old, eold = None, None
         self.snap, self.esnap = snap, esnap
         # A put replaces the node's dict, a read changes it in place (never its text): when every
@@ -208,7 +213,9 @@ class Index:
         self.sig[nid] = _Sig(node.get("gist", ""), node.get("notes", ()), touches, weights)
         self.ids.setdefault(nid.lower(), nid)
         for t in touches:
-            _add_target(self.files, self.urls, t, nid)
+            add_target(self.files, self.urls, t, nid)
+        for w, wt in _part_weights(touches).items():
+            self.parts.setdefault(w, {})[nid] = wt
 
     def _edges(self, nodes, edges):
         efiles, eurls = {}, {}
@@ -216,9 +223,9 @@ class Index:
             frm, to = e.get("from"), e.get("to")
             if frm in nodes:
                 if to not in nodes:
-                    _add_target(efiles, eurls, to, frm)
+                    add_target(efiles, eurls, to, frm)
             elif to in nodes:
-                _add_target(efiles, eurls, frm, to)
+                add_target(efiles, eurls, frm, to)
         self.efiles, self.eurls = efiles, eurls
 
     def _drop(self, nid):
@@ -232,7 +239,11 @@ class Index:
         if self.ids.get(nid.lower()) == nid:
             del self.ids[nid.lower()]
         for t in s.touches:
-            _drop_target(self.files, self.urls, t, nid)
+            drop_target(self.files, self.urls, t, nid)
+        for w in _part_weights(s.touches):
+            p = self.parts.get(w)
+            if p is not None and p.pop(nid, None) is not None and not p:
+                del self.parts[w]
 
     def df(self, word):
         p = self.post.get(word)
@@ -245,80 +256,30 @@ class Index:
         return set(self.urls.get(key, ())) | set(self.eurls.get(key, ()))
 
 
-_PARTS = {}
-_PART = re.compile(r"(?:#[A-Za-z_$][\w$.]*|:\d+(?:-\d+)?)$")
+def _part_weights(touches):
+    """word -> weight of the parts a node's touches name (`PATH#NAME`): NAME's last component 2."""
+    out = {}
+    for t in touches:
+        if isinstance(t, str) and "#" in t:
+            head, _, last = t.rpartition("#")[2].rpartition(".")
+            for wt, text in ((1, head), (2, last)):
+                for w in _words_of(text):
+                    out[w] = max(out.get(w, 0), wt)
+    return out
 
 
-def file_of(target):
-    """The file a touch names: `PATH#NAME` (a function, class or method) and `PATH:START-END` (lines)
-    name PATH; anything else is itself."""
-    m = _PART.search(target)
-    return target[:m.start()] if m and m.start() else target
-
-
-def _target_key(target):
-    """("url", normalised) or ("file", components), memoised: the same paths come back."""
-    got = _PARTS.get(target)
-    if got is None:
-        if len(_PARTS) >= _MEMO_MAX:
-            _PARTS.clear()
-        got = _PARTS[target] = ("url", norm_url(target)) if "://" in target else ("file", path_parts(file_of(target)))
-    return got
-
-
-def _add_target(files, urls, target, nid):
-    if not isinstance(target, str) or not target:
-        return
-    kind, key = _target_key(target)
-    if kind == "url":
-        urls.setdefault(key, set()).add(nid)
-    elif key:
-        files.setdefault(key[-1], set()).add((key, nid))
-
-
-def _drop_target(files, urls, target, nid):
-    if not isinstance(target, str) or not target:
-        return
-    kind, key = _target_key(target)
-    if kind == "url":
-        ids = urls.get(key)
-        if ids is not None:
-            ids.discard(nid)
-            if not ids:
-                del urls[key]
-    elif key:
-        entries = files.get(key[-1])
-        if entries is not None:
-            entries.discard((key, nid))
-            if not entries:
-                del files[key[-1]]
-
-
-def norm_url(url):
-    u = url.strip().lower()
-    u = u.split("#", 1)[0]
-    for p in ("https://", "http://"):
-        if u.startswith(p):
-            u = u[len(p):]
-            break
-    if u.startswith("www."):
-        u = u[4:]
-    return u.rstrip("/")
-
-
-def path_parts(path):
-    """A path as a tuple of components, without '.', empty parts or a trailing slash."""
-    return tuple(p for p in path.replace("\\", "/").split("/") if p and p != ".")
-
-
-def relative_path(path, root):
-    """path made relative to the project root when it lies inside it, else as given."""
-    if not root:
-        return path
-    parts, rparts = path_parts(path), path_parts(root)
-    if path.startswith("/") and root.startswith("/") and parts[:len(rparts)] == rparts and len(parts) > len(rparts):
-        return "/".join(parts[len(rparts):])
-    return path
+def named_hits(indexes, text, limit=40):
+    """The nodes about parts the text names, most named first: [Hit] (no bar: an order's hint)."""
+    qwords = _words_of(text[:PROMPT_SCAN])
+    out = []
+    for level, ix in indexes:
+        score = collections.Counter()
+        for w in qwords:
+            for nid, wt in ix.parts.get(w, {}).items():
+                score[nid] += wt
+        out.extend(Hit(float(s), level, nid, 0) for nid, s in score.items())
+    out.sort(key=lambda h: (-h.score, h.level != "project", h.id))
+    return out[:limit]
 
 
 # ---- queries over several indexes (user first)
