@@ -186,3 +186,43 @@ def test_kg_hooks_are_wired(tmp_path):
         assert out["hookSpecificOutput"]["additionalContext"].startswith("Session: ")
     finally:
         a.stop()
+
+
+def test_kgd_serve_makes_full_collections_rare_and_keeps_young_ones():
+    """kg/serve/app.py tune_collector (called by `kgd serve`): full passes walk the whole long-lived
+    heap, and were half of a big .kg/ load's time under the lock; the young generations stay."""
+    import gc
+
+    before = gc.get_threshold()
+    try:
+        app.tune_collector()
+        young, middle, full = gc.get_threshold()
+        assert (young, middle) == before[:2] and full == app.GC_FULL_AFTER >= 100 * 10
+    finally:
+        gc.set_threshold(*before)
+
+
+def test_kgd_serve_tunes_the_collector_once_started(monkeypatch):
+    """run() is `kgd serve`: it tunes the collector after start-up (not App, which tests run in-process)."""
+    calls = []
+    monkeypatch.setattr(app, "tune_collector", lambda: calls.append("tuned"))
+    monkeypatch.setattr(app, "release_startup_memory", lambda: calls.append("released"))
+
+    class Started:
+        url = "http://127.0.0.1:1/"
+
+        def __init__(self, cfg):
+            pass
+
+        def start(self):
+            pass
+
+        def running(self):
+            return False
+
+        def stop(self):
+            calls.append("stopped")
+    monkeypatch.setattr(app, "App", Started)
+    monkeypatch.setattr(app.signal, "signal", lambda *a: None)
+    assert app.run({"log_level": "WARNING", "root": "/nonexistent"}) == 0
+    assert calls == ["released", "tuned", "stopped"]

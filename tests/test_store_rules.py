@@ -226,3 +226,35 @@ def test_a_symlink_leading_out_of_the_root_does_not_count(env, tmp_path):
         with pytest.raises(NotFound):
             st.put_edge(s, "project", "n", end, "rel")
     assert st.put_edge(s, "project", "n", "Inside", "rel")["created"]
+
+
+# ---------------------------------------------------------------- a compaction pass: one journal record
+
+def test_a_compaction_pass_is_one_journal_record_that_replays_to_the_same_states(env):
+    """kg/memory/write_path.py journals a pass as one record of the state keys it changed (a pass
+    over a big graph, e.g. a teammate's .kg/ loaded, once took a record per node under the lock);
+    replayed on the graph file, as after a crash before the fold, it gives every node its state."""
+    from kg.core.graph import apply_record, graph_from_obj
+    from kg.disk.journal import Journal
+    from kg.disk.layout import journal_path
+
+    st = env.open(max_tokens=300)
+    s = st.start_session(None)
+    path = st.registry.layout.user_file
+    for i in range(40):
+        st.put_node(s, "user", "n%02d" % i, "gist number %d about something" % i)
+    st.registry.user.fold()  # the graph file holds them, the journal is empty
+    with open(path) as fh:
+        base = json.load(fh)
+    assert Journal.replay(journal_path(path)) == []
+    env.advance(8 * DAY)  # past grace: the next write's pass archives most of them
+    st.put_node(s, "user", "trigger", "one more")
+    recs = Journal.replay(journal_path(path))
+    passes = [r for r in recs if r.get("op") == "compacted"]
+    assert len(passes) == 1 and not [r for r in recs if r.get("op") == "node" and r["node"]["id"] != "trigger"]
+    states = {nid: model.node_state(n) for nid, n in st.user.nodes.items()}
+    assert sorted(set(states.values())) != [model.ACTIVE]  # the pass did archive
+    g = graph_from_obj(base, "user")
+    for r in recs:
+        apply_record(g, r)
+    assert {nid: model.node_state(n) for nid, n in g.nodes.items()} == states
