@@ -280,6 +280,7 @@ def test_prompt_hits_near_lists_nodes_below_the_bar_best_first():
     (["src/env.py"], "render env", None),                 # a whole file names no part
     (["src/env.py:10-20"], "env lines", None),
     (["src/env.py#render", "src/page.py#Page.render"], "render", 2.0),  # a word counts once a node
+    (["https://example.com/docs#render"], "render docs", None),          # a url's fragment is no part
 ])
 def test_named_hits_table(touches, text, score):
     ix = Index({"n": node("n", "gist", touches=touches)}, {})

@@ -28,6 +28,7 @@ import math
 import re
 
 from ..core.model import node_key
+from ..core.staleness import split_touch
 from ..core.text import clip  # noqa: F401 (the hooks clip with recall.clip)
 from .recall_paths import add_target, drop_target, file_of, norm_url, path_parts, relative_path  # noqa: F401 (recall.X)
 
@@ -260,8 +261,9 @@ def _part_weights(touches):
     """word -> weight of the parts a node's touches name (`PATH#NAME`): NAME's last component 2."""
     out = {}
     for t in touches:
-        if isinstance(t, str) and "#" in t:
-            head, _, last = t.rpartition("#")[2].rpartition(".")
+        _, part = split_touch(t)  # contract section 12's grammar, in one place
+        if part is not None and part[0] == "name":
+            head, _, last = part[1].rpartition(".")
             for wt, text in ((1, head), (2, last)):
                 for w in _words_of(text):
                     out[w] = max(out.get(w, 0), wt)
