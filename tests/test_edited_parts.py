@@ -3,7 +3,7 @@
 
 import pytest
 
-from kg.agents.shell_files import edited_parts, part_at
+from kg.agents.shell_files import edit_site, edited_parts, part_at
 
 PY = """import os
 
@@ -64,3 +64,14 @@ def test_edited_parts_finds_the_new_text_else_the_old(tmp_path):
     assert edited_parts(str(f), ["", "nowhere"]) == []
     assert edited_parts(str(tmp_path / "missing.py"), ["x"]) == []
     assert edited_parts(str(tmp_path), ["x"]) == []  # a folder names no part
+
+
+def test_edit_site_gives_the_parts_and_every_part_span_in_one_read(tmp_path):
+    from kg.core import staleness
+
+    f = tmp_path / "core.py"
+    f.write_text(PY)
+    names, spans = edit_site(str(f), ["return 1", None])
+    assert names == ["top"] and spans == staleness.part_spans(PY, str(f)) and "Option.__init__" in spans
+    assert edit_site(str(f), ["nowhere"]) == ([], {})
+    assert edit_site(str(tmp_path / "missing.py"), ["x"]) == ([], {})

@@ -195,7 +195,10 @@ def test_preload_lists_archived_ids_as_crumbs(env):
     assert set(env.session().shown) == {"project:live"}   # crumbs are not gists shown: recall may show them
 
 
-def test_crumbs_keep_their_share_when_gists_overflow(env):
+def test_gists_take_the_whole_room_and_crumbs_only_what_they_leave(env):
+    """A gist line is knowledge in context, a crumb only a way to it: when the active nodes
+    overflow the room, gists fill it to within one line, and crumbs (the next most valuable
+    active nodes first) get only the sliver left."""
     for i in range(300):
         env.put("project", "p%03d" % i, "project knowledge number %d " % i + "y" * 150)
         env.advance(1)
@@ -203,12 +206,16 @@ def test_crumbs_keep_their_share_when_gists_overflow(env):
         env.archive("project", "p%03d" % i)
     text = ctx(env.start(), "SessionStart")
     assert len(text) <= preload.PRELOAD_LIMIT
-    gists = [x[2:6] for x in text.splitlines() if x.startswith("- p")]
-    (crumbs,) = _crumbs(text)
-    assert gists[0] == "p299" and len(crumbs) >= 25
-    assert crumbs[0] == "p%03d" % (299 - len(gists))     # the next most valuable active node
-    assert not set(gists) & set(crumbs)
-    assert sum(len(c) + 2 for c in crumbs) <= 10000 * preload.CRUMB_SHARE[0] // preload.CRUMB_SHARE[1] + 200
+    lines = [x for x in text.splitlines() if x.startswith("- p")]
+    gists = [x[2:6] for x in lines]
+    assert gists[0] == "p299" and gists == ["p%03d" % (299 - k) for k in range(len(gists))]
+    room = preload.PRELOAD_LIMIT - sum(len(x) + 1 for x in preload._usage(env.session().id)) - 480
+    assert sum(len(x) + 1 for x in lines) > room - 2 * max(len(x) + 1 for x in lines)
+    crumbs = _crumbs(text)
+    if crumbs:
+        assert crumbs[0][0] == "p%03d" % (299 - len(gists))     # the next most valuable active node
+        assert not set(gists) & set(crumbs[0])
+        assert sum(len(c) + 2 for c in crumbs[0]) <= 2 * max(len(x) + 1 for x in lines)
 
 
 def test_empty_memory_still_gives_session_and_guide(env):
@@ -708,3 +715,31 @@ def test_prompt_recall_is_worded_as_memory_that_may_be_relevant(env):
     text = ctx(env.prompt("why does the websocket reconnect so slowly"), "UserPromptSubmit")
     assert text.startswith("kg memory that may be relevant to this prompt (1 node):")
     assert "ws-backoff" in text
+
+
+def test_after_an_edit_the_parts_nearest_the_edited_one_come_next(env):
+    """The next edit of a task is mostly close to the last (measured on real history:
+    bench/README.md): after an Edit, the part edited, then the nearest parts of the file (by
+    lines, either side), come before newer knowledge of parts far away."""
+    names = ["far_top", "above", "edited", "below", "far_end"]
+    src = "\n\n".join("def %s(x):\n%s    return x\n" % (n, "    x += 1\n" * (40 if n.startswith("far") else 2))
+                      for n in names)
+    (env.proj / "kg" / "view.py").write_text(src)
+    path = str(env.proj / "kg" / "view.py")
+    for n in ["below", "above", "edited", "far_top", "far_end"]:  # the far parts' knowledge is the newest
+        env.put("project", "k-" + n.replace("_", "-"), "about %s" % n, touches=["kg/view.py#%s" % n])
+        env.advance(60)
+    env.put("project", "k-file", "the whole file", touches=["kg/view.py"])
+    assert _ids(ctx(env.tool("Read", {"file_path": path}), "PostToolUse")) == ["k-file", "k-far-end", "k-far-top"]
+    env.advance(60)
+    env.put("project", "k-far-end-2", "more about far_end", touches=["kg/view.py#far_end"])
+    edited = _ids(ctx(env.tool("Edit", {"file_path": path, "old_string": "def edited(x):",
+                                        "new_string": "def edited(x):"}), "PostToolUse"))
+    assert edited == ["k-edited", "k-above", "k-below"]
+    # a Read is not an Edit: no part is near, the newest first
+    env.advance(60)
+    for n in ["a", "b", "c"]:
+        env.put("project", "k-far-top-%s" % n, "again far_top %s" % n, touches=["kg/view.py#far_top"])
+        env.advance(1)
+    env.put("project", "k-below-2", "again below", touches=["kg/view.py#below"])
+    assert _ids(ctx(env.tool("Read", {"file_path": path}), "PostToolUse"))[:2] == ["k-below-2", "k-far-top-c"]

@@ -108,6 +108,31 @@ def test_keyword_parts(text, path, name, span):
     assert st.part_span(text.split("\n"), path, name) == span
 
 
+@pytest.mark.parametrize("text, path", [(PY.decode(), "a.py"), (JS, "a.js"), (JS, "a.go"), (RB, "a.rb"),
+                                         ("def broken(:\n    x\n", "a.py")])
+def test_part_spans_are_part_span_for_every_part(text, path):
+    """One pass gives every part where part_span finds it (file recall orders by nearness with it)."""
+    spans = st.part_spans(text, path)
+    assert spans
+    lines = text.split("\n")
+    for name, span in spans.items():
+        assert st.part_span(lines, path, name) == span, name
+
+
+def test_part_spans_names():
+    assert sorted(st.part_spans(PY.decode(), "a.py")) == ["Auth", "Auth.other", "Auth.refresh", "other", "refresh"]
+    assert sorted(st.part_spans(RB, "a.rb")) == ["Auth", "Auth.refresh"]
+    assert st.part_spans("x = 1\n", "a.py") == {}
+
+
+@pytest.mark.parametrize("a, b, gap", [
+    ((3, 5), (3, 5), 0), ((3, 5), (5, 9), 0), ((0, 20), (4, 6), 0),   # overlapping (a class and its method)
+    ((0, 2), (10, 12), 8), ((10, 12), (0, 2), 8), ((0, 2), (3, 4), 1),
+])
+def test_span_gap(a, b, gap):
+    assert st.span_gap(a, b) == gap
+
+
 def test_a_part_changes_only_with_its_own_text():
     before = st.state_of(PY, "a.py", ("name", "Auth.refresh"))
     elsewhere = PY.replace(b"return 3", b"return 30").replace(b"import os", b"import os, sys")

@@ -19,9 +19,10 @@ Rules owned here:
   instruction the model could take for the user's task.
 - PostToolUse: nodes about the files or url just used (FILE_NODES, FILE_CHARS in all): the file's
   own nodes first; after an Edit, those linked by an edge to the knowledge about the part it changed
-  (`PATH#NAME`); those the last prompt pointed to (below recall's bar too); that part's own; then
-  the most recently written; and a nudge
-  to save what keeps being re-derived (kg/agents/nudges.py). Targets over TARGET_MAX chars are ignored.
+  (`PATH#NAME`); the parts the last prompt names; those it pointed to (below recall's bar too);
+  after an Edit, the parts nearest the edited one in the file, that part's own first; then the most
+  recently written; and a nudge to save what keeps being re-derived (kg/agents/nudges.py).
+  Targets over TARGET_MAX chars are ignored.
   For agents that read files through their shell, the files a shell command reads or a patch
   edits (kg/agents/shell_files.py) are the targets.
 - Stop: kg/agents/nudges.py.
@@ -41,7 +42,7 @@ import logging
 import os
 import threading
 
-from ..core import model
+from ..core import model, staleness
 from ..core.errors import KgError
 from . import dialects, nudges, preload, recall, recall_lines, shell_files, value
 from .nudges import CLIENTS_PER_TARGET, SESSION_TARGETS, STOP_TOOLS  # noqa: F401 (the loop's numbers, in one place)
@@ -52,6 +53,7 @@ log = logging.getLogger(__name__)
 PROMPT_NODES, PROMPT_CHARS = 5, 2500
 FILE_NODES, FILE_CHARS = 3, 1500
 NEAR_MAX = 40               # nodes the last prompt pointed to, kept to order file recall
+GAP_NONE = 10 ** 9          # a node with no part in the edited file: after every part that is
 TARGET_MAX = 65536          # characters of a file path, url or web query worth looking at
 WARM_INLINE = 2000          # nodes: a graph this small is indexed inline at session start
 
@@ -333,7 +335,7 @@ def _tool(mem, call, targets, env):
         return None
     parts, used = [], []
     found = _targets(call)  # may look at the file system: before the lock
-    focus = _edited(call, found)
+    focus, spans = _edited(call, found)
     with mem.store.lock:
         h = session.hook
         h["seen"] = mem.now()
@@ -344,7 +346,8 @@ def _tool(mem, call, targets, env):
             h["kg_writes"] = int(h.get("kg_writes", 0)) + 1
         for target in found:
             more, shown = _about_target(mem, session, payload, target, targets, env,
-                                        FILE_NODES - len(used), FILE_CHARS - sum(len(x) + 1 for x in parts), focus)
+                                        FILE_NODES - len(used), FILE_CHARS - sum(len(x) + 1 for x in parts), focus,
+                                        spans)
             parts.extend(more)
             used.extend(shown)
             mem.shown(session, shown)
@@ -356,28 +359,29 @@ def _tool(mem, call, targets, env):
 
 
 def _edited(call, found):
-    """The parts of the file an Edit or MultiEdit changed (innermost first), or []: they lead
-    file recall (contract section 12's part touches). Reads the file: before the lock."""
+    """(the parts of the file an Edit or MultiEdit changed, innermost first, and the spans of all
+    its parts), or ([], {}): they lead file recall (contract section 12's part touches). Reads the
+    file: before the lock."""
     ti = call.payload.get("tool_input")
     if call.payload.get("tool_name") not in ("Edit", "MultiEdit") or len(found) != 1 or not isinstance(ti, dict):
-        return []
+        return [], {}
     edits = ti.get("edits") if isinstance(ti.get("edits"), list) else [ti]
     first = edits[0] if edits and isinstance(edits[0], dict) else {}
     path, cwd = found[0][1], call.payload.get("cwd")
     if not os.path.isabs(path) and isinstance(cwd, str):
         path = os.path.join(cwd, path)
-    return shell_files.edited_parts(path, [first.get("new_string"), first.get("old_string")])
+    return shell_files.edit_site(path, [first.get("new_string"), first.get("old_string")])
 
 
 def _about_target(mem, session, payload, target, targets, env, max_nodes=FILE_NODES, max_chars=FILE_CHARS,
-                  focus=()):
+                  focus=(), spans=None):
     """(lines, hits shown) for one file or web target within what is left of the budget (lock held)."""
     kind, value = target
     indexes = mem.indexes(session)
     root = session.project_path
     if kind == "file":
         covered = recall.file_hits(indexes, value, root, limit=1000)
-        recall.order_file_hits(covered, _file_key(mem, session, focus, covered))  # the key needs the hits
+        recall.order_file_hits(covered, _file_key(mem, session, focus, covered, value, spans))  # needs the hits
     elif kind == "url":
         covered = recall.url_hits(indexes, value, limit=1000)
     else:
@@ -405,23 +409,36 @@ def _about_target(mem, session, payload, target, targets, env, max_nodes=FILE_NO
     return parts, used
 
 
-def _file_key(mem, session, focus, hits):
+def _file_key(mem, session, focus, hits, path=None, spans=None):
     """File recall's order after the file's own nodes (lock held): after an Edit, the knowledge
     linked by an edge to the knowledge about the part it changed (what was learnt together, e.g. a
     change that went with it, comes up while the work is there); then the parts the last prompt
     names (a touch `PATH#NAME` whose NAME it holds), most named first; then the nodes it pointed to;
-    then the part being edited; then the most recently written."""
+    then, after an Edit, the parts nearest the edited one in the file (`spans`: the next edit of a
+    task is mostly close to the last: bench/README.md, "File recall: near the edit"), the edited
+    part itself first; then the most recently written."""
     graphs = {g.level: g for g in mem.graphs(session)}
     near_rank = {k: i for i, k in enumerate(session.hook.get("near") or ()) if isinstance(k, str)}
     named = {k[0]: k[1] for k in session.hook.get("named") or ()
              if isinstance(k, list) and len(k) == 2 and isinstance(k[0], str) and isinstance(k[1], (int, float))}
+    here = (spans or {}).get(focus[0]) if focus else None
+    base = os.path.basename(path) if isinstance(path, str) else None
+
+    def parts_here(node):
+        """The part names of the node's touches on this file (by base name: the hits are about it)."""
+        for t in node.get("touches", ()):
+            tpath, part = staleness.split_touch(t)
+            if part is not None and part[0] == "name" and (base is None or os.path.basename(tpath) == base):
+                yield part[1]
 
     def about_focus(node):
-        for t in node.get("touches", ()):
-            name = t.rpartition("#")[2] if isinstance(t, str) and "#" in t else None
-            if name and name in focus:
-                return True
-        return False
+        return any(name in focus for name in parts_here(node))
+
+    def gap(node):
+        if here is None:
+            return 0
+        return min((staleness.span_gap(spans[name], here) for name in parts_here(node) if name in spans),
+                   default=GAP_NONE)
 
     focused, linked = set(), set()
     if focus:
@@ -440,7 +457,7 @@ def _file_key(mem, session, focus, hits):
         node = graphs[hit.level].nodes.get(hit.id) or {}
         w = node.get("_write_ts")
         k, nkey = (hit.level, hit.id), model.node_key(hit.level, hit.id)
-        return (k not in linked, -named.get(nkey, 0), near_rank.get(nkey, NEAR_MAX), k not in focused,
+        return (k not in linked, -named.get(nkey, 0), near_rank.get(nkey, NEAR_MAX), gap(node), k not in focused,
                 -w if isinstance(w, (int, float)) else 0)
     return key
 

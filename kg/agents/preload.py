@@ -3,11 +3,14 @@ memory before its first turn, laid out in a fixed room, neither level starved.
 
 Rules owned here:
 - The preload fits within PRELOAD_LIMIT characters. It gives gists of the most valuable active
-  nodes in all but CRUMB_SHARE of its room: in each level's half, recency first, and in value.SHARE
-  of it the nodes that order leaves out but that were used on many occasions or across many parts
-  of the project (kg/agents/value.py; up to value.LIFT_MAX archived ones are read back first); then
-  ids only (crumbs) of the active nodes left out and of the archived ones. It opens with the usage
-  guide kgd's MCP instructions give (an agent may not show its model those).
+  nodes: in each level's half of its room, recency first, and in value.SHARE of it the nodes that
+  order leaves out but that were used on many occasions or across many parts of the project
+  (kg/agents/value.py; up to value.LIFT_MAX archived ones are read back first); then, in the room
+  the gists leave, ids only (crumbs) of the active nodes left out and of the archived ones. A gist
+  line is knowledge in context, a crumb only a way to it: gists never give up room to crumbs
+  (bench/README.md, "The preload's room": on real history and the synthetic worlds a tenth of the
+  room kept for crumbs met fewer needs). It opens with the usage guide kgd's MCP instructions give
+  (an agent may not show its model those).
 - Stale knowledge (contract section 12) keeps its place but carries its mark on its gist line;
   at equal worth (the same rank in the order, the same worth in the reserve) current knowledge
   comes first.
@@ -19,7 +22,6 @@ from . import recall, value
 
 PRELOAD_LIMIT = 10000
 PRELOAD_GIST = 200
-CRUMB_SHARE = (1, 10)       # of the preload room kept for ids without gists (crumbs)
 CRUMB_HEAD = "Ids only (kg_read id=... gives one): "
 
 
@@ -109,16 +111,14 @@ def gist_cost(g, nid):
 
 def level_room(session):
     """Characters of one level's half of the preload's gist room."""
-    room = PRELOAD_LIMIT - sum(len(x) + 1 for x in _usage(session.id)) - 480
-    num, den = CRUMB_SHARE
-    return (room - room * num // den) // 2
+    return (PRELOAD_LIMIT - sum(len(x) + 1 for x in _usage(session.id)) - 480) // 2
 
 
 def preload(mem, session, orders=None):
     """The preload text, the keys it shows and counts. Gists of the most valuable active nodes
-    take the room but a CRUMB_SHARE of it, each level half of that (what one leaves goes to the
-    other); the rest lists, ids only, the active nodes left out and the archived ones: a crumb
-    costs a tenth of a gist line and one kg_read id=... brings its node back."""
+    take the room, each level half of it (what one leaves goes to the other); what they leave
+    lists, ids only, the active nodes left out and the archived ones: a crumb costs a tenth of a
+    gist line and one kg_read id=... brings its node back."""
     p = _Preload(mem, session, orders)
     p.keep_worth(mem.now())
     p.take_gists()
@@ -162,9 +162,8 @@ class _Preload:
                                recall.clip(self.graphs[level].nodes[nid].get("gist", ""), PRELOAD_GIST))
 
     def take_gists(self):
-        num, den = CRUMB_SHARE
         self.used = {lv: 0 for lv in _LEVELS}
-        self.taken = _share(self.room - self.room * num // den, self.ordered,
+        self.taken = _share(self.room, self.ordered,
                             lambda lv, nid: len(self.gist_line(lv, nid)) + 1, self.used)
 
     def gists(self, level):

@@ -23,6 +23,8 @@ import os
 import re
 import shlex
 
+from ..core import staleness
+
 MAX_COMMAND = 8192
 MAX_FILES = 3
 MAX_WORDS = 400
@@ -181,19 +183,26 @@ _DEF = re.compile(r"^([ \t]*)(?:export\s+)?(?:async\s+|pub\s+|static\s+|public\s
 def edited_parts(path, snippets):
     """Names of the parts (`NAME`, `Class.NAME`) the first found of `snippets` (texts an edit wrote
     or replaced) stands in, innermost first, then the class around it; [] when none is found."""
+    return edit_site(path, snippets)[0]
+
+
+def edit_site(path, snippets):
+    """(edited_parts, {NAME: (first, last)} of every part of the file: staleness.part_spans) for
+    one bounded read of the file; ([], {}) when no part is found."""
     try:
         if not os.path.isfile(path) or os.path.getsize(path) > PART_FILE_MAX:
-            return []
+            return [], {}
         with open(path, encoding="utf-8", errors="replace") as f:
             text = f.read()
     except OSError:
-        return []
+        return [], {}
     for snip in snippets:
         if isinstance(snip, str) and snip.strip():
             at = text.find(snip)
             if at >= 0:
-                return part_at(text, text.count("\n", 0, at))
-    return []
+                names = part_at(text, text.count("\n", 0, at))
+                return names, (staleness.part_spans(text, path) if names else {})
+    return [], {}
 
 
 def part_at(text, line):

@@ -189,6 +189,67 @@ def part_span(lines, path, name):
     return _keyword_span(lines, name)
 
 
+
+SPANS_AST_MAX = 128 * 1024  # characters: a bigger Python file is scanned by keywords (ast costs ~0.3 s there)
+
+
+def part_spans(text, path):
+    """{NAME: (first, last)} 0-based lines of every part of a file as part_span finds them (Python
+    through `ast`: top-level definitions and those in classes, `Class.method`; others by keyword,
+    nested ones `Outer.inner`). A name defined twice spans both. For ordering by nearness (file
+    recall after an Edit), where one pass over the file must give them all. A method is also
+    found by its name alone, as part_span finds it."""
+    out = {}
+
+    def put(name, first, last):
+        a, b = out.get(name, (first, last))
+        out[name] = (min(a, first), max(b, last))
+
+    tree = None
+    if path.endswith((".py", ".pyi", ".pyw")) and len(text) <= SPANS_AST_MAX:
+        try:  # not _parsed: an edited file's tree is not worth keeping in memory
+            tree = ast.parse(text)
+        except (SyntaxError, ValueError, RecursionError, MemoryError):
+            tree = None
+        if tree is not None:
+            kinds = (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)
+            todo, bare = collections.deque([(tree.body, "")]), {}
+            while todo:
+                body, prefix = todo.popleft()
+                for n in body:
+                    if isinstance(n, kinds) and getattr(n, "end_lineno", None) is not None:
+                        span = (min([n.lineno] + [d.lineno for d in n.decorator_list]) - 1, n.end_lineno - 1)
+                        put(prefix + n.name, *span)
+                        if prefix:  # `method` alone, as part_span finds it: in the first class that has it
+                            seen = bare.setdefault(n.name, [prefix, span[0], span[1]])
+                            if seen[0] == prefix:
+                                seen[1], seen[2] = min(seen[1], span[0]), max(seen[2], span[1])
+                        if isinstance(n, ast.ClassDef):
+                            todo.append((n.body, prefix + n.name + "."))
+            for name, (_, first, last) in bare.items():
+                out.setdefault(name, (first, last))
+            return out
+    lines = text.split("\n")
+    stack = []  # (name, last line) of the definitions around the line
+    for k, line in enumerate(lines):
+        m = _DEF.match(line)
+        if not m:
+            continue
+        while stack and stack[-1][1] < k:
+            stack.pop()
+        end = _extent(lines, k)
+        put(".".join([x[0] for x in stack] + [m.group(2)]), k, end)
+        stack.append((m.group(2), end))
+    return out
+
+
+def span_gap(a, b):
+    """Lines between two spans (first, last): 0 when they overlap."""
+    if a[0] <= b[1] and b[0] <= a[1]:
+        return 0
+    return min(abs(a[0] - b[1]), abs(b[0] - a[1]))
+
+
 # ---- states
 
 def state_of(data, path, part, recorded=None):
