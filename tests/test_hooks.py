@@ -710,6 +710,31 @@ def test_file_recall_puts_first_the_parts_the_prompt_names(env):
     assert _ids(text)[:1] == ["other-4"]
 
 
+def test_file_recall_puts_first_the_parts_whose_code_holds_the_prompt_words(env):
+    """The prompt names no part, but one part's code holds its words (`trim_blocks`): the knowledge
+    about that part comes before newer knowledge of the same file (kg/agents/part_code.py; measured
+    on real history: bench/README.md). A changed file is read again for the next prompt."""
+    src = ("def parse(x):\n    return x\n\n\ndef lex(source, opts):\n    return opts.trim_blocks and source\n\n\n"
+           "def other():\n    return 0\n")
+    (env.proj / "kg" / "lexer.py").write_text(src)
+    path = str(env.proj / "kg" / "lexer.py")
+    env.put("project", "lex-rules", "what the lexer keeps", touches=["kg/lexer.py#lex"])
+    for i in range(4):
+        env.advance(60)
+        env.put("project", "other-%d" % i, "other detail %d" % i, touches=["kg/lexer.py#other"])
+    env.prompt("whitespace control: blocks are not trimmed")  # "block", "trim": lex's code holds them
+    assert _ids(ctx(env.tool("Read", {"file_path": path}), "PostToolUse")) == ["lex-rules", "other-3", "other-2"]
+    (env.proj / "kg" / "lexer.py").write_text(src.replace("return 0", "return 'trimmed blocks'"))
+    env.advance(60)
+    env.put("project", "other-4", "other detail 4", touches=["kg/lexer.py#other"])
+    env.put("project", "lex-more", "more on the lexer", touches=["kg/lexer.py#lex"])
+    env.prompt("whitespace control: blocks are not trimmed")  # `other` now holds both words, exactly
+    assert _ids(ctx(env.tool("Read", {"file_path": path}), "PostToolUse")) == ["other-4", "other-1", "other-0"]
+    kept = env.session().hook["named"]  # node keys and scores only, never the prompt's words
+    assert all(k.startswith("project:") and isinstance(v, float) for k, v in kept)
+    assert "trim" not in repr(kept) and "whitespace" not in repr(kept)
+
+
 def test_prompt_recall_is_worded_as_memory_that_may_be_relevant(env):
     env.put("project", "ws-backoff", "websocket reconnect uses exponential backoff")
     text = ctx(env.prompt("why does the websocket reconnect so slowly"), "UserPromptSubmit")

@@ -44,7 +44,7 @@ import threading
 
 from ..core import model, staleness
 from ..core.errors import KgError
-from . import dialects, nudges, preload, recall, recall_lines, shell_files, value
+from . import dialects, nudges, part_code, preload, recall, recall_lines, shell_files, value
 from .nudges import CLIENTS_PER_TARGET, SESSION_TARGETS, STOP_TOOLS  # noqa: F401 (the loop's numbers, in one place)
 from .nudges import Targets as _Targets  # noqa: F401
 
@@ -260,9 +260,18 @@ def _prompt(mem, call, targets, env):
         near = recall.prompt_hits(indexes, text, limit=NEAR_MAX, near=True)
         session.hook["near"] = [model.node_key(h.level, h.id) for h in near]
         named = recall.named_hits(indexes, text, limit=NEAR_MAX)  # the parts it names: what will be edited
-        session.hook["named"] = [[model.node_key(h.level, h.id), h.score] for h in named]
+        touches = recall.part_touches(indexes)
         lines, used = _lines(mem, session, hits, PROMPT_NODES, PROMPT_CHARS - 120)
         mem.shown(session, used)
+    # the parts whose code holds its words (files read outside the lock): with the parts it names,
+    # they lead this session's file recall
+    score = part_code.node_scores(recall.part_files(touches, session.project_path), text)
+    for h in named:
+        k = model.node_key(h.level, h.id)
+        score[k] = score.get(k, 0.0) + h.score
+    best = sorted(score.items(), key=lambda kv: (-kv[1], kv[0]))[:part_code.SCORES_MAX]
+    with mem.store.lock:
+        session.hook["named"] = [[k, round(s, 3)] for k, s in best]
     mem.save(session)
     if not lines:
         return None

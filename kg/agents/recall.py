@@ -25,6 +25,7 @@ Rules owned here:
 
 import collections
 import math
+import os
 import re
 
 from ..core.model import node_key
@@ -164,7 +165,7 @@ class Index:
     one after a read (the store's reset after recency or a promotion) cheaper still. The store
     never edits a node's text in place: a put makes a new dict."""
 
-    __slots__ = ("n", "post", "files", "urls", "efiles", "eurls", "ids", "sig", "snap", "esnap", "parts")
+    __slots__ = ("n", "post", "files", "urls", "efiles", "eurls", "ids", "sig", "snap", "esnap", "parts", "named")
 
     def __init__(self, nodes, edges, prev=None):
         snap, esnap = dict(nodes), dict(edges)
@@ -172,11 +173,11 @@ class Index:
         if prev is not None:  # taken over: the old index is left empty
             (self.post, self.sig, self.ids, self.files, self.urls, self.efiles, self.eurls, old, eold) = (
                 prev.post, prev.sig, prev.ids, prev.files, prev.urls, prev.efiles, prev.eurls, prev.snap, prev.esnap)
-            self.parts, prev.parts = prev.parts, {}
+            self.parts, prev.parts, self.named, prev.named = prev.parts, {}, prev.named, {}
             prev.post, prev.sig, prev.ids, prev.files, prev.urls, prev.snap = {}, {}, {}, {}, {}, {}
         else:
             self.post, self.sig, self.ids, self.files, self.urls, self.efiles, self.eurls = {}, {}, {}, {}, {}, {}, {}
-            self.parts = {}
+            self.parts, self.named = {}, {}
             old, eold = None, None
         self.snap, self.esnap = snap, esnap
         # A put replaces the node's dict, a read changes it in place (never its text): when every
@@ -217,6 +218,9 @@ class Index:
             add_target(self.files, self.urls, t, nid)
         for w, wt in _part_weights(touches).items():
             self.parts.setdefault(w, {})[nid] = wt
+        named = _part_touches(touches)
+        if named:
+            self.named[nid] = named
 
     def _edges(self, nodes, edges):
         efiles, eurls = {}, {}
@@ -241,6 +245,7 @@ class Index:
             del self.ids[nid.lower()]
         for t in s.touches:
             drop_target(self.files, self.urls, t, nid)
+        self.named.pop(nid, None)
         for w in _part_weights(s.touches):
             p = self.parts.get(w)
             if p is not None and p.pop(nid, None) is not None and not p:
@@ -257,6 +262,16 @@ class Index:
         return set(self.urls.get(key, ())) | set(self.eurls.get(key, ()))
 
 
+def _part_touches(touches):
+    """((PATH, NAME), ...) of a node's part touches (`PATH#NAME`)."""
+    out = []
+    for t in touches:
+        path, part = split_touch(t)
+        if part is not None and part[0] == "name":
+            out.append((path, part[1]))
+    return tuple(out)
+
+
 def _part_weights(touches):
     """word -> weight of the parts a node's touches name (`PATH#NAME`): NAME's last component 2."""
     out = {}
@@ -270,9 +285,36 @@ def _part_weights(touches):
     return out
 
 
+def prompt_words(text):
+    """The set of words of a prompt that matching looks at."""
+    return _words_of(text[:PROMPT_SCAN])
+
+
+def part_touches(indexes, level="project"):
+    """[(level, {id: ((PATH, NAME), ...)})] of one level's nodes with part touches: a copy, taken
+    under the store's lock, for part_files outside it."""
+    return [(lv, dict(ix.named)) for lv, ix in indexes if lv == level]
+
+
+def part_files(touches, root):
+    """{absolute path: [(node key, NAME)]} of part touches (`PATH#NAME`: part_touches), PATH taken
+    from the project root: what kg/agents/part_code.py reads to score the parts' code."""
+    out = {}
+    if not isinstance(root, str) or not os.path.isabs(root):
+        return out
+    top = os.path.join(os.path.normpath(root), "")
+    for lv, named_of in touches:
+        for nid, named in named_of.items():
+            for path, name in named:
+                full = os.path.normpath(os.path.join(root, path))
+                if full.startswith(top):  # never a file outside the project (an absolute or ../ touch)
+                    out.setdefault(full, []).append((node_key(lv, nid), name))
+    return out
+
+
 def named_hits(indexes, text, limit=40):
     """The nodes about parts the text names, most named first: [Hit] (no bar: an order's hint)."""
-    qwords = _words_of(text[:PROMPT_SCAN])
+    qwords = prompt_words(text)
     out = []
     for level, ix in indexes:
         score = collections.Counter()

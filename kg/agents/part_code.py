@@ -1,0 +1,120 @@
+"""Which parts' code holds a prompt's words: the hint that puts first, in file recall, the knowledge
+about the functions a task is about to edit (contract section 8's file recall, section 12's part
+touches `PATH#NAME`).
+
+Rules owned here:
+- A part's words are recall's words (kg/agents/recall.py `words`: identifiers split, stemmed,
+  stopwords dropped) of its lines as kg/core/staleness.py `part_spans` finds them (a class holds its
+  methods' lines too).
+- A part's score for a prompt: the sum, over the prompt's words its code holds, of log(1 + n / df),
+  where n counts the file's parts and df those holding the word. A word every part of the file holds
+  says little about which part the task is in; one that a single part holds says much. Measured on
+  real history (bench/README.md, "The prompt's words in the parts' code"), this predicts the parts
+  a commit edits better than the words of their names alone.
+- Files are read outside the store's lock, by the prompt hook, and kept by path with their size and
+  modification time (CACHE_FILES): a prompt re-reads only files that changed. A prompt reads at most
+  SCAN_BYTES of files not yet kept (the ones most knowledge is about first) and no file over
+  FILE_MAX bytes, so its cost is bounded however big the project. Only the scores leave this module
+  (as node keys in the session): never the prompt's words.
+"""
+
+import collections
+import math
+import os
+import threading
+
+from ..core import staleness
+from . import recall
+
+FILE_MAX = 1024 * 1024        # bytes: a bigger file is not read for this hint
+SCAN_BYTES = 8 * 1024 * 1024  # bytes of files not yet kept that one prompt may read
+CACHE_FILES = 512             # files whose parts' words are kept
+SCORES_MAX = 200              # node keys kept per session (the best scores)
+
+
+def part_words(text, path):
+    """{NAME: frozenset of recall words} of every part of a source text."""
+    lines = text.split("\n")
+    out = {}
+    for name, (first, last) in staleness.part_spans(text, path).items():
+        out[name] = frozenset(recall.words("\n".join(lines[first:last + 1])))
+    return out
+
+
+def scores(parts, qwords):
+    """{NAME: score} of the parts (NAME -> words) whose code holds some of `qwords` (module doc)."""
+    n = len(parts)
+    if not n or not qwords:
+        return {}
+    df = collections.Counter()
+    for ws in parts.values():
+        for w in qwords:
+            if w in ws:
+                df[w] += 1
+    idf = {w: math.log(1.0 + n / c) for w, c in df.items()}
+    out = {}
+    for name, ws in parts.items():
+        s = sum(v for w, v in idf.items() if w in ws)
+        if s > 0:
+            out[name] = s
+    return out
+
+
+class Cache:
+    """Path -> (size, mtime_ns, part words), the CACHE_FILES least recently used dropped."""
+
+    def __init__(self, max_files=CACHE_FILES):
+        self.max_files = max_files
+        self.files = collections.OrderedDict()
+        self.lock = threading.Lock()
+
+    def get(self, path, budget):
+        """(part words of the file or None, bytes read): None for a file gone, unreadable, too big,
+        or not kept and bigger than what is left of `budget`."""
+        try:
+            st = os.stat(path)
+        except OSError:
+            return None, 0
+        key = (st.st_size, st.st_mtime_ns)
+        with self.lock:
+            got = self.files.get(path)
+            if got is not None and got[0] == key:
+                self.files.move_to_end(path)
+                return got[1], 0
+        if st.st_size > FILE_MAX or st.st_size > budget or not os.path.isfile(path):
+            return None, 0
+        try:
+            with open(path, encoding="utf-8", errors="replace") as f:
+                text = f.read(FILE_MAX + 1)
+        except OSError:
+            return None, 0
+        words = part_words(text, path)
+        with self.lock:
+            self.files[path] = (key, words)
+            self.files.move_to_end(path)
+            while len(self.files) > self.max_files:
+                self.files.popitem(last=False)
+        return words, st.st_size
+
+
+CACHE = Cache()
+
+
+def node_scores(wanted, text, cache=CACHE):
+    """{node key: score} for `wanted` ({absolute path: [(node key, NAME)]}) and a prompt's text: a
+    node about several parts takes its best. Reads files (outside the store's lock)."""
+    qwords = recall.prompt_words(text)
+    if not qwords or not wanted:
+        return {}
+    out, budget = {}, SCAN_BYTES
+    for path in sorted(wanted, key=lambda p: (-len(wanted[p]), p)):  # the most knowledge first
+        parts, cost = cache.get(path, budget)
+        budget -= cost
+        if not parts:
+            continue
+        got = scores(parts, qwords)
+        for key, name in wanted[path]:
+            s = got.get(name)
+            if s is not None and s > out.get(key, 0.0):
+                out[key] = s
+    return out
