@@ -735,6 +735,23 @@ def test_file_recall_puts_first_the_parts_whose_code_holds_the_prompt_words(env)
     assert "trim" not in repr(kept) and "whitespace" not in repr(kept)
 
 
+def test_after_an_edit_the_parts_whose_code_holds_the_edit_words_come_first(env):
+    """An Edit writes `retry_limit`: the knowledge about the part whose code also uses it comes
+    before the nearest parts and newer knowledge (kg/agents/part_code.py edit_scores)."""
+    names = ["fetch", "edited", "parse", "far"]
+    bodies = {"fetch": "    return retry_limit\n", "edited": "    return x\n", "parse": "    return x + 1\n",
+              "far": "    x += 1\n" * 30 + "    return x\n"}
+    src = "\n\n".join("def %s(x):\n%s" % (n, bodies[n]) for n in names)
+    (env.proj / "kg" / "net.py").write_text(src)
+    path = str(env.proj / "kg" / "net.py")
+    for n in ["fetch", "edited", "parse", "far"]:
+        env.put("project", "k-" + n, "about %s" % n, touches=["kg/net.py#%s" % n])
+        env.advance(60)
+    out = _ids(ctx(env.tool("Edit", {"file_path": path, "old_string": "def edited(x):\n    return x",
+                                     "new_string": "def edited(x):\n    return x or retry_limit"}), "PostToolUse"))
+    assert out[0] == "k-fetch"
+
+
 def test_prompt_recall_is_worded_as_memory_that_may_be_relevant(env):
     env.put("project", "ws-backoff", "websocket reconnect uses exponential backoff")
     text = ctx(env.prompt("why does the websocket reconnect so slowly"), "UserPromptSubmit")

@@ -121,3 +121,15 @@ def test_the_index_keeps_part_touches_through_a_rebuild():
     assert ix2.named == {"a": (("x.py", "g"),)}
     ix3 = recall.Index({}, {}, prev=ix2)
     assert ix3.named == {}
+
+
+def test_edit_scores_rank_the_parts_sharing_the_edit_words(tmp_path):
+    (tmp_path / "lexer.py").write_text(SRC)
+    path = str(tmp_path / "lexer.py")
+    cache = part_code.Cache()
+    got = part_code.edit_scores(path, [{"old_string": 'return [source, mode]', "new_string": "return [target]"}],
+                                cache=cache)
+    assert got and max(got, key=got.get) == "compile_templates"  # "target" is only there
+    assert part_code.edit_scores(path, [{"old_string": 3, "new_string": None}], cache=cache) == {}
+    assert part_code.edit_scores(path, [], cache=cache) == {}
+    assert part_code.edit_scores(str(tmp_path / "gone.py"), [{"new_string": "target"}], cache=cache) == {}

@@ -19,9 +19,11 @@ Rules owned here:
   instruction the model could take for the user's task.
 - PostToolUse: nodes about the files or url just used (FILE_NODES, FILE_CHARS in all): the file's
   own nodes first; after an Edit, those linked by an edge to the knowledge about the part it changed
-  (`PATH#NAME`); the parts the last prompt names; those it pointed to (below recall's bar too);
-  after an Edit, the parts nearest the edited one in the file, that part's own first; then the most
-  recently written; and a nudge to save what keeps being re-derived (kg/agents/nudges.py).
+  (`PATH#NAME`); the parts the work points to, best first (the last prompt's words in a part's name
+  and code, after an Edit also the edit's words in its code: kg/agents/part_code.py); those the
+  prompt pointed to (below recall's bar too); after an Edit, the parts nearest the edited one in
+  the file, that part's own first; then the most recently written; and a nudge to save what keeps
+  being re-derived (kg/agents/nudges.py).
   Targets over TARGET_MAX chars are ignored.
   For agents that read files through their shell, the files a shell command reads or a patch
   edits (kg/agents/shell_files.py) are the targets.
@@ -344,7 +346,7 @@ def _tool(mem, call, targets, env):
         return None
     parts, used = [], []
     found = _targets(call)  # may look at the file system: before the lock
-    focus, spans = _edited(call, found)
+    focus, spans, edit_score = _edited(call, found)
     with mem.store.lock:
         h = session.hook
         h["seen"] = mem.now()
@@ -356,7 +358,7 @@ def _tool(mem, call, targets, env):
         for target in found:
             more, shown = _about_target(mem, session, payload, target, targets, env,
                                         FILE_NODES - len(used), FILE_CHARS - sum(len(x) + 1 for x in parts), focus,
-                                        spans)
+                                        spans, edit_score)
             parts.extend(more)
             used.extend(shown)
             mem.shown(session, shown)
@@ -368,29 +370,31 @@ def _tool(mem, call, targets, env):
 
 
 def _edited(call, found):
-    """(the parts of the file an Edit or MultiEdit changed, innermost first, and the spans of all
-    its parts), or ([], {}): they lead file recall (contract section 12's part touches). Reads the
-    file: before the lock."""
+    """(the parts of the file an Edit or MultiEdit changed, innermost first; the spans of all its
+    parts; {NAME: score} of the parts whose code holds the edit's words), or ([], {}, {}): they lead
+    file recall (contract section 12's part touches). Reads the file: before the lock. The edit's
+    words are used here and kept nowhere."""
     ti = call.payload.get("tool_input")
     if call.payload.get("tool_name") not in ("Edit", "MultiEdit") or len(found) != 1 or not isinstance(ti, dict):
-        return [], {}
-    edits = ti.get("edits") if isinstance(ti.get("edits"), list) else [ti]
-    first = edits[0] if edits and isinstance(edits[0], dict) else {}
+        return [], {}, {}
+    edits = [e for e in (ti.get("edits") if isinstance(ti.get("edits"), list) else [ti]) if isinstance(e, dict)]
+    first = edits[0] if edits else {}
     path, cwd = found[0][1], call.payload.get("cwd")
     if not os.path.isabs(path) and isinstance(cwd, str):
         path = os.path.join(cwd, path)
-    return shell_files.edit_site(path, [first.get("new_string"), first.get("old_string")])
+    focus, spans = shell_files.edit_site(path, [first.get("new_string"), first.get("old_string")])
+    return focus, spans, part_code.edit_scores(path, edits)
 
 
 def _about_target(mem, session, payload, target, targets, env, max_nodes=FILE_NODES, max_chars=FILE_CHARS,
-                  focus=(), spans=None):
+                  focus=(), spans=None, edit_score=None):
     """(lines, hits shown) for one file or web target within what is left of the budget (lock held)."""
     kind, value = target
     indexes = mem.indexes(session)
     root = session.project_path
     if kind == "file":
         covered = recall.file_hits(indexes, value, root, limit=1000)
-        recall.order_file_hits(covered, _file_key(mem, session, focus, covered, value, spans))  # needs the hits
+        recall.order_file_hits(covered, _file_key(mem, session, focus, covered, value, spans, edit_score))
     elif kind == "url":
         covered = recall.url_hits(indexes, value, limit=1000)
     else:
@@ -418,14 +422,15 @@ def _about_target(mem, session, payload, target, targets, env, max_nodes=FILE_NO
     return parts, used
 
 
-def _file_key(mem, session, focus, hits, path=None, spans=None):
+def _file_key(mem, session, focus, hits, path=None, spans=None, edit_score=None):
     """File recall's order after the file's own nodes (lock held): after an Edit, the knowledge
     linked by an edge to the knowledge about the part it changed (what was learnt together, e.g. a
-    change that went with it, comes up while the work is there); then the parts the last prompt
-    names (a touch `PATH#NAME` whose NAME it holds), most named first; then the nodes it pointed to;
-    then, after an Edit, the parts nearest the edited one in the file (`spans`: the next edit of a
-    task is mostly close to the last: bench/README.md, "File recall: near the edit"), the edited
-    part itself first; then the most recently written."""
+    change that went with it, comes up while the work is there); then the parts the work points to,
+    best first: the words of the last prompt in a part's name (a touch `PATH#NAME`) and in its code,
+    plus, after an Edit, the edit's words in its code (`edit_score`, kg/agents/part_code.py); then
+    the nodes the prompt pointed to; then, after an Edit, the parts nearest the edited one in the
+    file (`spans`: the next edit of a task is mostly close to the last: bench/README.md, "File
+    recall: near the edit"), the edited part itself first; then the most recently written."""
     graphs = {g.level: g for g in mem.graphs(session)}
     near_rank = {k: i for i, k in enumerate(session.hook.get("near") or ()) if isinstance(k, str)}
     named = {k[0]: k[1] for k in session.hook.get("named") or ()
@@ -442,6 +447,9 @@ def _file_key(mem, session, focus, hits, path=None, spans=None):
 
     def about_focus(node):
         return any(name in focus for name in parts_here(node))
+
+    def by_edit(node):
+        return max((edit_score.get(name, 0.0) for name in parts_here(node)), default=0.0) if edit_score else 0.0
 
     def gap(node):
         if here is None:
@@ -466,8 +474,8 @@ def _file_key(mem, session, focus, hits, path=None, spans=None):
         node = graphs[hit.level].nodes.get(hit.id) or {}
         w = node.get("_write_ts")
         k, nkey = (hit.level, hit.id), model.node_key(hit.level, hit.id)
-        return (k not in linked, -named.get(nkey, 0), near_rank.get(nkey, NEAR_MAX), gap(node), k not in focused,
-                -w if isinstance(w, (int, float)) else 0)
+        return (k not in linked, -(named.get(nkey, 0) + by_edit(node)), near_rank.get(nkey, NEAR_MAX), gap(node),
+                k not in focused, -w if isinstance(w, (int, float)) else 0)
     return key
 
 

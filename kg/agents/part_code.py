@@ -1,6 +1,6 @@
-"""Which parts' code holds a prompt's words: the hint that puts first, in file recall, the knowledge
-about the functions a task is about to edit (contract section 8's file recall, section 12's part
-touches `PATH#NAME`).
+"""Which parts' code holds a prompt's words, or an edit's: the hint that puts first, in file recall,
+the knowledge about the functions a task is about to edit (contract section 8's file recall, section
+12's part touches `PATH#NAME`).
 
 Rules owned here:
 - A part's words are recall's words (kg/agents/recall.py `words`: identifiers split, stemmed,
@@ -11,6 +11,9 @@ Rules owned here:
   says little about which part the task is in; one that a single part holds says much. Measured on
   real history (bench/README.md, "The prompt's words in the parts' code"), this predicts the parts
   a commit edits better than the words of their names alone.
+- After an Edit, the parts of the edited file are scored the same way by the words the edit
+  replaced and wrote: code that shares the edit's identifiers is where the task goes next. Those
+  words are used within the one hook call and kept nowhere (an edit may hold anything).
 - Files are read outside the store's lock, by the prompt hook, and kept by path with their size and
   modification time (CACHE_FILES): a prompt re-reads only files that changed. A prompt reads at most
   SCAN_BYTES of files not yet kept (the ones most knowledge is about first) and no file over
@@ -30,6 +33,7 @@ FILE_MAX = 1024 * 1024        # bytes: a bigger file is not read for this hint
 SCAN_BYTES = 8 * 1024 * 1024  # bytes of files not yet kept that one prompt may read
 CACHE_FILES = 512             # files whose parts' words are kept
 SCORES_MAX = 200              # node keys kept per session (the best scores)
+EDITS_MAX = 20                # edits of one MultiEdit looked at
 
 
 def part_words(text, path):
@@ -98,6 +102,20 @@ class Cache:
 
 
 CACHE = Cache()
+
+
+def edit_scores(path, edits, cache=CACHE):
+    """{NAME: score} of the parts of the edited file whose code holds the words an edit replaced or
+    wrote (`edits`: Edit / MultiEdit inputs with old_string, new_string): code that shares the
+    edit's identifiers is where the task goes next. Reads the file (outside the store's lock); the
+    edit's words are kept nowhere."""
+    text = "\n".join(e.get(k) for e in edits[:EDITS_MAX] for k in ("old_string", "new_string")
+                     if isinstance(e.get(k), str))
+    qwords = recall.prompt_words(text)
+    if not qwords:
+        return {}
+    parts, _ = cache.get(path, FILE_MAX)
+    return scores(parts, qwords) if parts else {}
 
 
 def node_scores(wanted, text, cache=CACHE):
