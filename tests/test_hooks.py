@@ -752,6 +752,26 @@ def test_after_an_edit_the_parts_whose_code_holds_the_edit_words_come_first(env)
     assert out[0] == "k-fetch"
 
 
+def test_an_edit_words_lead_the_recall_of_the_next_file_until_a_new_prompt(env):
+    """An Edit in one file writes `retry_limit`: at the Read of another file, the knowledge about the
+    part whose code uses it comes first; a new prompt (a new task) drops that lead. Only node keys
+    are kept, never the edit's words."""
+    (env.proj / "kg" / "net.py").write_text("def edited(x):\n    return x\n")
+    (env.proj / "kg" / "cfg.py").write_text("def load(x):\n    return retry_limit\n\n\ndef other(x):\n    return x\n")
+    env.put("project", "k-edited", "about edited", touches=["kg/net.py#edited"])
+    env.put("project", "k-load", "about load", touches=["kg/cfg.py#load"])
+    for i in range(3):
+        env.advance(60)
+        env.put("project", "k-other-%d" % i, "about other %d" % i, touches=["kg/cfg.py#other"])
+    env.prompt("tune the network code")
+    env.tool("Edit", {"file_path": str(env.proj / "kg" / "net.py"), "old_string": "    return x",
+                      "new_string": "    return x or retry_limit"})
+    assert "retry" not in repr(env.session().hook.get("edited"))
+    assert _ids(ctx(env.tool("Read", {"file_path": str(env.proj / "kg" / "cfg.py")}), "PostToolUse"))[0] == "k-load"
+    env.prompt("now something else entirely")
+    assert "edited" not in env.session().hook
+
+
 def test_prompt_recall_is_worded_as_memory_that_may_be_relevant(env):
     env.put("project", "ws-backoff", "websocket reconnect uses exponential backoff")
     text = ctx(env.prompt("why does the websocket reconnect so slowly"), "UserPromptSubmit")

@@ -32,10 +32,13 @@ def test_part_words_cover_every_part_and_a_class_holds_its_methods():
 
 
 @pytest.mark.parametrize("parts, qwords, want", [
-    # a word only one part holds: log(1 + n / 1); every part holds it: log(2)
+    # a word only one part holds: log(1 + n / 1); one every part holds tells none apart: nothing
     ({"a": {"trim", "x"}, "b": {"x"}}, {"trim"}, {"a": math.log(3)}),
-    ({"a": {"trim", "x"}, "b": {"x"}}, {"x"}, {"a": math.log(2), "b": math.log(2)}),
-    ({"a": {"trim", "x"}, "b": {"x"}}, {"trim", "x"}, {"a": math.log(3) + math.log(2), "b": math.log(2)}),
+    ({"a": {"trim", "x"}, "b": {"x"}}, {"x"}, {}),
+    ({"a": {"trim", "x"}, "b": {"x"}}, {"trim", "x"}, {"a": math.log(3)}),
+    ({"a": {"trim", "x"}, "b": {"x", "y"}, "c": {"y"}}, {"trim", "y"}, {"a": math.log(4), "b": math.log(2.5),
+                                                                         "c": math.log(2.5)}),
+    ({"a": {"x"}}, {"x"}, {}),            # one part: nothing to tell apart
     ({"a": {"x"}}, {"y"}, {}),            # no word held: no score
     ({}, {"x"}, {}),                      # no parts
     ({"a": {"x"}}, set(), {}),            # no prompt words
@@ -123,13 +126,22 @@ def test_the_index_keeps_part_touches_through_a_rebuild():
     assert ix3.named == {}
 
 
-def test_edit_scores_rank_the_parts_sharing_the_edit_words(tmp_path):
+def test_an_edit_scores_the_parts_sharing_its_words():
+    edits = [{"old_string": "return [source, mode]", "new_string": "return [target]"}, {"new_string": 3}, "x"]
+    assert part_code.edit_text([e for e in edits if isinstance(e, dict)]) == "return [source, mode]\nreturn [target]"
+    assert part_code.edit_text([{"old_string": None}]) == ""
+    assert part_code.edit_text([{"new_string": "a"}] * (part_code.EDITS_MAX + 5)).count("a") == part_code.EDITS_MAX
+
+
+def test_an_edit_text_scores_parts_like_a_prompt(tmp_path):
     (tmp_path / "lexer.py").write_text(SRC)
     path = str(tmp_path / "lexer.py")
-    cache = part_code.Cache()
-    got = part_code.edit_scores(path, [{"old_string": 'return [source, mode]', "new_string": "return [target]"}],
-                                cache=cache)
-    assert got and max(got, key=got.get) == "compile_templates"  # "target" is only there
-    assert part_code.edit_scores(path, [{"old_string": 3, "new_string": None}], cache=cache) == {}
-    assert part_code.edit_scores(path, [], cache=cache) == {}
-    assert part_code.edit_scores(str(tmp_path / "gone.py"), [{"new_string": "target"}], cache=cache) == {}
+    wanted = {path: [("project:k-comp", "compile_templates"), ("project:k-iter", "Lexer.tokeniter")]}
+    got = part_code.node_scores(wanted, part_code.edit_text([{"old_string": "x", "new_string": "return [target]"}]),
+                                cache=part_code.Cache())
+    assert list(got) == ["project:k-comp"]  # "target" is only there; "return" every part holds
+
+
+def test_best_keeps_the_highest_scores_ties_by_key(monkeypatch):
+    monkeypatch.setattr(part_code, "SCORES_MAX", 2)
+    assert part_code.best({"b": 1.0, "a": 1.0, "c": 3.0}) == [("c", 3.0), ("a", 1.0)]

@@ -271,9 +271,9 @@ def _prompt(mem, call, targets, env):
     for h in named:
         k = model.node_key(h.level, h.id)
         score[k] = score.get(k, 0.0) + h.score
-    best = sorted(score.items(), key=lambda kv: (-kv[1], kv[0]))[:part_code.SCORES_MAX]
     with mem.store.lock:
-        session.hook["named"] = [[k, round(s, 3)] for k, s in best]
+        session.hook["named"] = [[k, round(s, 3)] for k, s in part_code.best(score)]
+        session.hook.pop("edited", None)  # a new prompt, a new task: the last edit no longer leads
     mem.save(session)
     if not lines:
         return None
@@ -346,9 +346,16 @@ def _tool(mem, call, targets, env):
         return None
     parts, used = [], []
     found = _targets(call)  # may look at the file system: before the lock
-    focus, spans, edit_score = _edited(call, found)
+    focus, spans, edit_text = _edited(call, found)
+    edit_score = None
+    if edit_text:  # the parts whose code holds the edit's words (files read outside the lock)
+        with mem.store.lock:
+            touches = recall.part_touches(mem.indexes(session))
+        edit_score = part_code.node_scores(recall.part_files(touches, session.project_path), edit_text)
     with mem.store.lock:
         h = session.hook
+        if edit_score is not None:  # node keys only, never the edit's words; they lead later recalls too
+            h["edited"] = [[k, round(v, 3)] for k, v in part_code.best(edit_score)]
         h["seen"] = mem.now()
         h["tools"] = int(h.get("tools", 0)) + 1
         if tool in EDIT_TOOLS:
@@ -358,7 +365,7 @@ def _tool(mem, call, targets, env):
         for target in found:
             more, shown = _about_target(mem, session, payload, target, targets, env,
                                         FILE_NODES - len(used), FILE_CHARS - sum(len(x) + 1 for x in parts), focus,
-                                        spans, edit_score)
+                                        spans)
             parts.extend(more)
             used.extend(shown)
             mem.shown(session, shown)
@@ -371,30 +378,29 @@ def _tool(mem, call, targets, env):
 
 def _edited(call, found):
     """(the parts of the file an Edit or MultiEdit changed, innermost first; the spans of all its
-    parts; {NAME: score} of the parts whose code holds the edit's words), or ([], {}, {}): they lead
-    file recall (contract section 12's part touches). Reads the file: before the lock. The edit's
-    words are used here and kept nowhere."""
+    parts; the text it replaced and wrote), or ([], {}, ""): they lead file recall (contract section
+    12's part touches). Reads the file: before the lock."""
     ti = call.payload.get("tool_input")
     if call.payload.get("tool_name") not in ("Edit", "MultiEdit") or len(found) != 1 or not isinstance(ti, dict):
-        return [], {}, {}
+        return [], {}, ""
     edits = [e for e in (ti.get("edits") if isinstance(ti.get("edits"), list) else [ti]) if isinstance(e, dict)]
     first = edits[0] if edits else {}
     path, cwd = found[0][1], call.payload.get("cwd")
     if not os.path.isabs(path) and isinstance(cwd, str):
         path = os.path.join(cwd, path)
     focus, spans = shell_files.edit_site(path, [first.get("new_string"), first.get("old_string")])
-    return focus, spans, part_code.edit_scores(path, edits)
+    return focus, spans, part_code.edit_text(edits)
 
 
 def _about_target(mem, session, payload, target, targets, env, max_nodes=FILE_NODES, max_chars=FILE_CHARS,
-                  focus=(), spans=None, edit_score=None):
+                  focus=(), spans=None):
     """(lines, hits shown) for one file or web target within what is left of the budget (lock held)."""
     kind, value = target
     indexes = mem.indexes(session)
     root = session.project_path
     if kind == "file":
         covered = recall.file_hits(indexes, value, root, limit=1000)
-        recall.order_file_hits(covered, _file_key(mem, session, focus, covered, value, spans, edit_score))
+        recall.order_file_hits(covered, _file_key(mem, session, focus, covered, value, spans))
     elif kind == "url":
         covered = recall.url_hits(indexes, value, limit=1000)
     else:
@@ -422,19 +428,22 @@ def _about_target(mem, session, payload, target, targets, env, max_nodes=FILE_NO
     return parts, used
 
 
-def _file_key(mem, session, focus, hits, path=None, spans=None, edit_score=None):
+def _file_key(mem, session, focus, hits, path=None, spans=None):
     """File recall's order after the file's own nodes (lock held): after an Edit, the knowledge
     linked by an edge to the knowledge about the part it changed (what was learnt together, e.g. a
     change that went with it, comes up while the work is there); then the parts the work points to,
     best first: the words of the last prompt in a part's name (a touch `PATH#NAME`) and in its code,
-    plus, after an Edit, the edit's words in its code (`edit_score`, kg/agents/part_code.py); then
+    plus the last Edit's words in its code (since the prompt: kg/agents/part_code.py); then
     the nodes the prompt pointed to; then, after an Edit, the parts nearest the edited one in the
     file (`spans`: the next edit of a task is mostly close to the last: bench/README.md, "File
     recall: near the edit"), the edited part itself first; then the most recently written."""
     graphs = {g.level: g for g in mem.graphs(session)}
     near_rank = {k: i for i, k in enumerate(session.hook.get("near") or ()) if isinstance(k, str)}
-    named = {k[0]: k[1] for k in session.hook.get("named") or ()
-             if isinstance(k, list) and len(k) == 2 and isinstance(k[0], str) and isinstance(k[1], (int, float))}
+    named = collections.Counter()
+    for field in ("named", "edited"):  # the prompt's words, the last edit's: in a part's name and code
+        for k in session.hook.get(field) or ():
+            if isinstance(k, list) and len(k) == 2 and isinstance(k[0], str) and isinstance(k[1], (int, float)):
+                named[k[0]] += k[1]
     here = (spans or {}).get(focus[0]) if focus else None
     base = os.path.basename(path) if isinstance(path, str) else None
 
@@ -448,8 +457,6 @@ def _file_key(mem, session, focus, hits, path=None, spans=None, edit_score=None)
     def about_focus(node):
         return any(name in focus for name in parts_here(node))
 
-    def by_edit(node):
-        return max((edit_score.get(name, 0.0) for name in parts_here(node)), default=0.0) if edit_score else 0.0
 
     def gap(node):
         if here is None:
@@ -474,7 +481,7 @@ def _file_key(mem, session, focus, hits, path=None, spans=None, edit_score=None)
         node = graphs[hit.level].nodes.get(hit.id) or {}
         w = node.get("_write_ts")
         k, nkey = (hit.level, hit.id), model.node_key(hit.level, hit.id)
-        return (k not in linked, -(named.get(nkey, 0) + by_edit(node)), near_rank.get(nkey, NEAR_MAX), gap(node),
+        return (k not in linked, -named.get(nkey, 0), near_rank.get(nkey, NEAR_MAX), gap(node),
                 k not in focused, -w if isinstance(w, (int, float)) else 0)
     return key
 

@@ -8,17 +8,18 @@ Rules owned here:
   methods' lines too).
 - A part's score for a prompt: the sum, over the prompt's words its code holds, of log(1 + n / df),
   where n counts the file's parts and df those holding the word. A word every part of the file holds
-  says little about which part the task is in; one that a single part holds says much. Measured on
+  says nothing about which part the task is in (it counts 0), one that few parts hold says much. Measured on
   real history (bench/README.md, "The prompt's words in the parts' code"), this predicts the parts
   a commit edits better than the words of their names alone.
-- After an Edit, the parts of the edited file are scored the same way by the words the edit
-  replaced and wrote: code that shares the edit's identifiers is where the task goes next. Those
-  words are used within the one hook call and kept nowhere (an edit may hold anything).
-- Files are read outside the store's lock, by the prompt hook, and kept by path with their size and
+- After an Edit, parts are scored the same way by the words the edit replaced and wrote: code that
+  shares the edit's identifiers is where the task goes next, in that file and others. The scores
+  lead file recall until the next Edit or prompt; the edit's words are kept nowhere (an edit may
+  hold anything).
+- Files are read outside the store's lock, by the prompt and edit hooks, and kept by path with their size and
   modification time (CACHE_FILES): a prompt re-reads only files that changed. A prompt reads at most
   SCAN_BYTES of files not yet kept (the ones most knowledge is about first) and no file over
   FILE_MAX bytes, so its cost is bounded however big the project. Only the scores leave this module
-  (as node keys in the session): never the prompt's words.
+  (as node keys in the session): never the prompt's or the edit's words.
 """
 
 import collections
@@ -55,7 +56,7 @@ def scores(parts, qwords):
         for w in qwords:
             if w in ws:
                 df[w] += 1
-    idf = {w: math.log(1.0 + n / c) for w, c in df.items()}
+    idf = {w: math.log(1.0 + n / c) for w, c in df.items() if c < n}  # one every part holds tells none apart
     out = {}
     for name, ws in parts.items():
         s = sum(v for w, v in idf.items() if w in ws)
@@ -104,18 +105,15 @@ class Cache:
 CACHE = Cache()
 
 
-def edit_scores(path, edits, cache=CACHE):
-    """{NAME: score} of the parts of the edited file whose code holds the words an edit replaced or
-    wrote (`edits`: Edit / MultiEdit inputs with old_string, new_string): code that shares the
-    edit's identifiers is where the task goes next. Reads the file (outside the store's lock); the
-    edit's words are kept nowhere."""
-    text = "\n".join(e.get(k) for e in edits[:EDITS_MAX] for k in ("old_string", "new_string")
+def edit_text(edits):
+    """The text Edit / MultiEdit inputs (old_string, new_string) replaced and wrote, bounded."""
+    return "\n".join(e.get(k) for e in edits[:EDITS_MAX] for k in ("old_string", "new_string")
                      if isinstance(e.get(k), str))
-    qwords = recall.prompt_words(text)
-    if not qwords:
-        return {}
-    parts, _ = cache.get(path, FILE_MAX)
-    return scores(parts, qwords) if parts else {}
+
+
+def best(score):
+    """The SCORES_MAX best (node key, score) pairs, best first (ties by key)."""
+    return sorted(score.items(), key=lambda kv: (-kv[1], kv[0]))[:SCORES_MAX]
 
 
 def node_scores(wanted, text, cache=CACHE):
