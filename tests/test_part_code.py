@@ -44,7 +44,9 @@ def test_part_words_cover_every_part_and_a_class_holds_its_methods():
     ({"a": {"x"}}, set(), {}),            # no prompt words
 ])
 def test_scores_table(parts, qwords, want):
-    got = part_code.scores({k: frozenset(v) for k, v in parts.items()}, qwords)
+    parts = {k: frozenset(v) for k, v in parts.items()}
+    got = part_code.scores(parts, qwords)
+    assert part_code.scores(None, qwords, part_code.inverted(parts)) == got
     assert set(got) == set(want)
     for k, v in want.items():
         assert got[k] == pytest.approx(v)
@@ -64,13 +66,13 @@ def test_the_cache_reads_a_file_again_only_when_it_changed(tmp_path, monkeypatch
     (tmp_path / "lexer.py").write_text(SRC)
     path = str(tmp_path / "lexer.py")
     cache = part_code.Cache(max_files=1)
-    words, cost = cache.get(path, part_code.SCAN_BYTES)
-    assert cost == os.path.getsize(path) and "Lexer" in words
-    assert cache.get(path, part_code.SCAN_BYTES) == (words, 0)  # kept: nothing read
-    (tmp_path / "lexer.py").write_text(SRC + "\n\ndef trim_blocks_again():\n    return 1\n")
+    inv, cost = cache.get(path, part_code.SCAN_BYTES)
+    assert cost == os.path.getsize(path) and inv == part_code.inverted(part_code.part_words(SRC, path))
+    assert cache.get(path, part_code.SCAN_BYTES) == (inv, 0)  # kept: nothing read
+    (tmp_path / "lexer.py").write_text(SRC + "\n\ndef rewind_blocks():\n    return 1\n")
     os.utime(path, ns=(1, 1))
-    words2, cost2 = cache.get(path, part_code.SCAN_BYTES)
-    assert cost2 > 0 and "trim_blocks_again" in words2
+    inv2, cost2 = cache.get(path, part_code.SCAN_BYTES)
+    assert cost2 > 0 and inv2[1]["rewind"] == ("rewind_blocks",)
     (tmp_path / "other.py").write_text("def f():\n    return 1\n")
     cache.get(str(tmp_path / "other.py"), part_code.SCAN_BYTES)
     assert list(cache.files) == [str(tmp_path / "other.py")]  # one file kept: the oldest dropped

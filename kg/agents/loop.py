@@ -154,8 +154,11 @@ class _Memory:
                     g.recall_prev = ix
         except Exception:
             log.exception("building the recall index failed")
+            return
         finally:
             g.recall_warming = False
+        if g.level == "project":  # then the files its part touches name (_warm_parts), on this thread
+            part_code.warm(recall.part_files(recall.part_touches([(g.level, ix)]), g.project_path))
 
     def indexes(self, session):
         return [(g.level, self.index(g)) for g in self.graphs(session)]
@@ -233,11 +236,26 @@ def _session_start(mem, call, targets, env):
     mem.mark(session, keys)
     mem.save(session)
     mem.warm(session)
+    _warm_parts(mem, session)
     out = _context("SessionStart", text)
     if source in ("startup", "fork") or not known:
         out["systemMessage"] = "kg memory: %d of %d active nodes loaded (user %d, project %d)" % (
             stats["shown"], stats["active"], stats["user"], stats["project"])
     return out
+
+
+def _warm_parts(mem, session):
+    """Read the files the project's part touches name on a thread (kg/agents/part_code.py), so the
+    first prompt's hint costs no more than the next one's. A graph whose index is still being built
+    has them read by that thread, once it is done (_Memory._warm)."""
+    with mem.store.lock:
+        try:
+            touches = recall.part_touches(mem.indexes(session))
+        except _Warming:
+            return
+    if any(named for _, named in touches):
+        wanted = recall.part_files(touches, session.project_path)
+        threading.Thread(target=part_code.warm, args=(wanted,), name="kgd-part-code", daemon=True).start()
 
 
 def _context(event, text):

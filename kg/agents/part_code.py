@@ -46,27 +46,31 @@ def part_words(text, path):
     return out
 
 
-def scores(parts, qwords):
-    """{NAME: score} of the parts (NAME -> words) whose code holds some of `qwords` (module doc)."""
-    n = len(parts)
-    if not n or not qwords:
-        return {}
-    df = collections.Counter()
-    for ws in parts.values():
-        for w in qwords:
-            if w in ws:
-                df[w] += 1
-    idf = {w: math.log(1.0 + n / c) for w, c in df.items() if c < n}  # one every part holds tells none apart
-    out = {}
+def inverted(parts):
+    """(n, {word: (NAME, ...)}) of a file's parts (NAME -> words): what scoring looks words up in."""
+    inv = collections.defaultdict(list)
     for name, ws in parts.items():
-        s = sum(v for w, v in idf.items() if w in ws)
-        if s > 0:
-            out[name] = s
+        for w in ws:
+            inv[w].append(name)
+    return len(parts), {w: tuple(names) for w, names in inv.items()}
+
+
+def scores(parts, qwords, inv=None):
+    """{NAME: score} of the parts (NAME -> words) whose code holds some of `qwords` (module doc);
+    inv: inverted(parts), when already made."""
+    n, inv = inv if inv is not None else inverted(parts)
+    out = {}
+    for w in qwords:
+        names = inv.get(w)
+        if names and len(names) < n:  # a word every part holds tells none apart
+            v = math.log(1.0 + n / len(names))
+            for name in names:
+                out[name] = out.get(name, 0.0) + v
     return out
 
 
 class Cache:
-    """Path -> (size, mtime_ns, part words), the CACHE_FILES least recently used dropped."""
+    """Path -> ((size, mtime_ns), inverted part words), the CACHE_FILES least recently used dropped."""
 
     def __init__(self, max_files=CACHE_FILES):
         self.max_files = max_files
@@ -74,8 +78,8 @@ class Cache:
         self.lock = threading.Lock()
 
     def get(self, path, budget):
-        """(part words of the file or None, bytes read): None for a file gone, unreadable, too big,
-        or not kept and bigger than what is left of `budget`."""
+        """(inverted(part words) of the file or None, bytes read): None for a file gone, unreadable,
+        too big, or not kept and bigger than what is left of `budget`."""
         try:
             st = os.stat(path)
         except OSError:
@@ -93,7 +97,7 @@ class Cache:
                 text = f.read(FILE_MAX + 1)
         except OSError:
             return None, 0
-        words = part_words(text, path)
+        words = inverted(part_words(text, path))
         with self.lock:
             self.files[path] = (key, words)
             self.files.move_to_end(path)
@@ -116,6 +120,14 @@ def best(score):
     return sorted(score.items(), key=lambda kv: (-kv[1], kv[0]))[:SCORES_MAX]
 
 
+def warm(wanted, cache=CACHE):
+    """Read the files of `wanted` ({absolute path: [...]}) into the cache, most knowledge first,
+    within SCAN_BYTES: run on a thread at a session's start, so that its first prompt finds them."""
+    budget = SCAN_BYTES
+    for path in sorted(wanted, key=lambda p: (-len(wanted[p]), p)):
+        budget -= cache.get(path, budget)[1]
+
+
 def node_scores(wanted, text, cache=CACHE):
     """{node key: score} for `wanted` ({absolute path: [(node key, NAME)]}) and a prompt's text: a
     node about several parts takes its best. Reads files (outside the store's lock)."""
@@ -124,11 +136,11 @@ def node_scores(wanted, text, cache=CACHE):
         return {}
     out, budget = {}, SCAN_BYTES
     for path in sorted(wanted, key=lambda p: (-len(wanted[p]), p)):  # the most knowledge first
-        parts, cost = cache.get(path, budget)
+        inv, cost = cache.get(path, budget)
         budget -= cost
-        if not parts:
+        if not inv or not inv[0]:
             continue
-        got = scores(parts, qwords)
+        got = scores(None, qwords, inv)
         for key, name in wanted[path]:
             s = got.get(name)
             if s is not None and s > out.get(key, 0.0):

@@ -303,11 +303,15 @@ def part_files(touches, root):
     if not isinstance(root, str) or not os.path.isabs(root):
         return out
     top = os.path.join(os.path.normpath(root), "")
+    full_of = {}  # touch path -> absolute path inside the project, or None: many nodes share a file
     for lv, named_of in touches:
         for nid, named in named_of.items():
             for path, name in named:
-                full = os.path.normpath(os.path.join(root, path))
-                if full.startswith(top):  # never a file outside the project (an absolute or ../ touch)
+                full = full_of.get(path, False)
+                if full is False:
+                    full = os.path.normpath(os.path.join(root, path))
+                    full = full_of[path] = full if full.startswith(top) else None  # never outside the project
+                if full is not None:
                     out.setdefault(full, []).append((node_key(lv, nid), name))
     return out
 
