@@ -44,9 +44,9 @@ import logging
 import os
 import threading
 
-from ..core import model, staleness
+from ..core import model
 from ..core.errors import KgError
-from . import dialects, nudges, part_code, preload, recall, recall_lines, shell_files, value
+from . import dialects, file_order, nudges, part_code, preload, recall, recall_lines, shell_files, value
 from .nudges import CLIENTS_PER_TARGET, SESSION_TARGETS, STOP_TOOLS  # noqa: F401 (the loop's numbers, in one place)
 from .nudges import Targets as _Targets  # noqa: F401
 
@@ -54,8 +54,7 @@ log = logging.getLogger(__name__)
 
 PROMPT_NODES, PROMPT_CHARS = 5, 2500
 FILE_NODES, FILE_CHARS = 3, 1500
-NEAR_MAX = 40               # nodes the last prompt pointed to, kept to order file recall
-GAP_NONE = 10 ** 9          # a node with no part in the edited file: after every part that is
+NEAR_MAX = file_order.NEAR_MAX  # nodes the last prompt pointed to, kept to order file recall
 TARGET_MAX = 65536          # characters of a file path, url or web query worth looking at
 WARM_INLINE = 2000          # nodes: a graph this small is indexed inline at session start
 
@@ -447,61 +446,8 @@ def _about_target(mem, session, payload, target, targets, env, max_nodes=FILE_NO
 
 
 def _file_key(mem, session, focus, hits, path=None, spans=None):
-    """File recall's order after the file's own nodes (lock held): after an Edit, the knowledge
-    linked by an edge to the knowledge about the part it changed (what was learnt together, e.g. a
-    change that went with it, comes up while the work is there); then the parts the work points to,
-    best first: the words of the last prompt in a part's name (a touch `PATH#NAME`) and in its code,
-    plus the last Edit's words in its code (since the prompt: kg/agents/part_code.py); then
-    the nodes the prompt pointed to; then, after an Edit, the parts nearest the edited one in the
-    file (`spans`: the next edit of a task is mostly close to the last: bench/README.md, "File
-    recall: near the edit"), the edited part itself first; then the most recently written."""
-    graphs = {g.level: g for g in mem.graphs(session)}
-    near_rank = {k: i for i, k in enumerate(session.hook.get("near") or ()) if isinstance(k, str)}
-    named = collections.Counter()
-    for field in ("named", "edited"):  # the prompt's words, the last edit's: in a part's name and code
-        for k in session.hook.get(field) or ():
-            if isinstance(k, list) and len(k) == 2 and isinstance(k[0], str) and isinstance(k[1], (int, float)):
-                named[k[0]] += k[1]
-    here = (spans or {}).get(focus[0]) if focus else None
-    base = os.path.basename(path) if isinstance(path, str) else None
-
-    def parts_here(node):
-        """The part names of the node's touches on this file (by base name: the hits are about it)."""
-        for t in node.get("touches", ()):
-            tpath, part = staleness.split_touch(t)
-            if part is not None and part[0] == "name" and (base is None or os.path.basename(tpath) == base):
-                yield part[1]
-
-    def about_focus(node):
-        return any(name in focus for name in parts_here(node))
-
-
-    def gap(node):
-        if here is None:
-            return 0
-        return min((staleness.span_gap(spans[name], here) for name in parts_here(node) if name in spans),
-                   default=GAP_NONE)
-
-    focused, linked = set(), set()
-    if focus:
-        for h in hits:
-            g = graphs.get(h.level)
-            node = g.nodes.get(h.id) if g is not None else None
-            if node is None or not about_focus(node):
-                continue
-            focused.add((h.level, h.id))
-            for e in g.edges_of(h.id):
-                other = e["to"] if e["from"] == h.id else e["from"]
-                if other != h.id and other in g.nodes:
-                    linked.add((h.level, other))
-
-    def key(hit):
-        node = graphs[hit.level].nodes.get(hit.id) or {}
-        w = node.get("_write_ts")
-        k, nkey = (hit.level, hit.id), model.node_key(hit.level, hit.id)
-        return (k not in linked, -named.get(nkey, 0), near_rank.get(nkey, NEAR_MAX), gap(node),
-                k not in focused, -w if isinstance(w, (int, float)) else 0)
-    return key
+    """File recall's order (lock held): kg/agents/file_order.py."""
+    return file_order.file_key({g.level: g for g in mem.graphs(session)}, session.hook, focus, hits, path, spans)
 
 
 def _stop(mem, call, targets, env):
