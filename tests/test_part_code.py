@@ -147,3 +147,16 @@ def test_an_edit_text_scores_parts_like_a_prompt(tmp_path):
 def test_best_keeps_the_highest_scores_ties_by_key(monkeypatch):
     monkeypatch.setattr(part_code, "SCORES_MAX", 2)
     assert part_code.best({"b": 1.0, "a": 1.0, "c": 3.0}) == [("c", 3.0), ("a", 1.0)]
+
+
+def test_warm_reads_the_files_into_the_cache_and_never_raises(tmp_path, caplog):
+    (tmp_path / "a.py").write_text(SRC)
+    cache = part_code.Cache()
+    part_code.warm({str(tmp_path / "a.py"): [("project:k", "Lexer")], str(tmp_path / "gone.py"): []}, cache)
+    assert list(cache.files) == [str(tmp_path / "a.py")]
+
+    class Broken(part_code.Cache):
+        def get(self, path, budget):
+            raise RuntimeError("disk on fire")
+    part_code.warm({str(tmp_path / "a.py"): []}, Broken())  # logged, not raised
+    assert "part touches failed" in caplog.text

@@ -23,12 +23,15 @@ Rules owned here:
 """
 
 import collections
+import logging
 import math
 import os
 import threading
 
 from ..core import staleness
 from . import recall
+
+log = logging.getLogger(__name__)
 
 FILE_MAX = 1024 * 1024        # bytes: a bigger file is not read for this hint
 SCAN_BYTES = 8 * 1024 * 1024  # bytes of files not yet kept that one prompt may read
@@ -124,8 +127,11 @@ def warm(wanted, cache=CACHE):
     """Read the files of `wanted` ({absolute path: [...]}) into the cache, most knowledge first,
     within SCAN_BYTES: run on a thread at a session's start, so that its first prompt finds them."""
     budget = SCAN_BYTES
-    for path in sorted(wanted, key=lambda p: (-len(wanted[p]), p)):
-        budget -= cache.get(path, budget)[1]
+    try:
+        for path in sorted(wanted, key=lambda p: (-len(wanted[p]), p)):
+            budget -= cache.get(path, budget)[1]
+    except Exception:  # a thread of its own: say what went wrong, never die loudly on stderr
+        log.exception("reading the files of part touches failed")
 
 
 def node_scores(wanted, text, cache=CACHE):
