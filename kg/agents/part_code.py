@@ -123,12 +123,17 @@ def best(score):
     return sorted(score.items(), key=lambda kv: (-kv[1], kv[0]))[:SCORES_MAX]
 
 
+def _most_known_first(wanted):
+    """The paths of `wanted`, those most knowledge is about first: what a bounded read takes first."""
+    return sorted(wanted, key=lambda p: (-len(wanted[p]), p))
+
+
 def warm(wanted, cache=CACHE):
     """Read the files of `wanted` ({absolute path: [...]}) into the cache, most knowledge first,
     within SCAN_BYTES: run on a thread at a session's start, so that its first prompt finds them."""
     budget = SCAN_BYTES
     try:
-        for path in sorted(wanted, key=lambda p: (-len(wanted[p]), p)):
+        for path in _most_known_first(wanted):
             budget -= cache.get(path, budget)[1]
     except Exception:  # a thread of its own: say what went wrong, never die loudly on stderr
         log.exception("reading the files of part touches failed")
@@ -141,7 +146,7 @@ def node_scores(wanted, text, cache=CACHE):
     if not qwords or not wanted:
         return {}
     out, budget = {}, SCAN_BYTES
-    for path in sorted(wanted, key=lambda p: (-len(wanted[p]), p)):  # the most knowledge first
+    for path in _most_known_first(wanted):
         inv, cost = cache.get(path, budget)
         budget -= cost
         if not inv or not inv[0]:
