@@ -770,6 +770,13 @@ def test_an_edit_words_lead_the_recall_of_the_next_file_until_a_new_prompt(env):
     assert _ids(ctx(env.tool("Read", {"file_path": str(env.proj / "kg" / "cfg.py")}), "PostToolUse"))[0] == "k-load"
     env.prompt("now something else entirely")
     assert "edited" not in env.session().hook
+    env.tool("Edit", {"file_path": str(env.proj / "kg" / "net.py"), "old_string": "    return x",
+                      "new_string": "    return x or retry_limit"})
+    assert env.session().hook.get("named") is not None and env.session().hook.get("edited")
+    env.stop()  # the turn ended: the hints leave the saved session, the next prompt makes them again
+    assert "named" not in env.session().hook and "edited" not in env.session().hook
+    assert env.store.client_session("never-seen") is None  # a look-up starts nothing
+    assert env.store.client_session("") is None and env.store.client_session(None) is None
 
 
 def test_prompt_recall_is_worded_as_memory_that_may_be_relevant(env):

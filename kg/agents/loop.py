@@ -450,8 +450,24 @@ def _file_key(mem, session, focus, hits, path=None, spans=None):
     return file_order.file_key({g.level: g for g in mem.graphs(session)}, session.hook, focus, hits, path, spans)
 
 
+HINTS = ("named", "edited")  # the last prompt's and edit's: made again by the next prompt
+
+
 def _stop(mem, call, targets, env):
+    _drop_hints(mem, call.payload)
     return nudges.stop(mem, call.payload, targets, env)
+
+
+def _drop_hints(mem, payload):
+    """A turn ended: the next prompt makes the hints that order file recall again, so they leave the
+    session and the saved sessions stay small. An unknown client id starts nothing."""
+    find = getattr(mem.store, "client_session", None)
+    session = find(payload.get("session_id")) if find is not None else None
+    if session is not None and any(k in session.hook for k in HINTS):
+        with mem.store.lock:
+            for k in HINTS:
+                session.hook.pop(k, None)
+        mem.save(session)
 
 
 _EVENTS = {dialects.START: _session_start, dialects.PROMPT: _prompt, dialects.TOOL: _tool, dialects.STOP: _stop}

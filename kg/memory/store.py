@@ -209,6 +209,15 @@ class Store:
                 self._sessions.unbind(s)
             return self._start(project_path, client_id), False
 
+    def client_session(self, client_id):
+        """The live session bound to a client's session id, or None: never starts one."""
+        try:
+            client_id = check_client_id(client_id)
+        except BadInput:
+            return None
+        with self.lock:
+            return self._sessions.for_client(client_id, self.clock())
+
     def mark_shown(self, session, keys, now=None):
         """Record that this client session was shown the "level:id" keys (bounded, oldest dropped)."""
         with self.lock:
