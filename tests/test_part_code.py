@@ -133,6 +133,9 @@ def test_an_edit_scores_the_parts_sharing_its_words():
     assert part_code.edit_text([e for e in edits if isinstance(e, dict)]) == "return [source, mode]\nreturn [target]"
     assert part_code.edit_text([{"old_string": None}]) == ""
     assert part_code.edit_text([{"new_string": "a"}] * (part_code.EDITS_MAX + 5)).count("a") == part_code.EDITS_MAX
+    huge = part_code.edit_text([{"old_string": "x" * 10 ** 6, "new_string": "retry_limit"}])
+    assert len(huge) == part_code.EDIT_CHARS + 1 + len("retry_limit")
+    assert "retry" in recall.prompt_words(huge)  # the new text still counts
 
 
 def test_an_edit_text_scores_parts_like_a_prompt(tmp_path):

@@ -38,6 +38,7 @@ SCAN_BYTES = 8 * 1024 * 1024  # bytes of files not yet kept that one prompt may 
 CACHE_FILES = 512             # files whose parts' words are kept
 SCORES_MAX = 200              # node keys kept per session (the best scores)
 EDITS_MAX = 20                # edits of one MultiEdit looked at
+EDIT_CHARS = 2000             # characters of each of an edit's strings looked at
 
 
 def part_words(text, path):
@@ -113,8 +114,9 @@ CACHE = Cache()
 
 
 def edit_text(edits):
-    """The text Edit / MultiEdit inputs (old_string, new_string) replaced and wrote, bounded."""
-    return "\n".join(e.get(k) for e in edits[:EDITS_MAX] for k in ("old_string", "new_string")
+    """The text Edit / MultiEdit inputs (old_string, new_string) replaced and wrote: EDITS_MAX edits,
+    EDIT_CHARS of each string, so a huge old_string cannot hide the new_string after it."""
+    return "\n".join(e.get(k)[:EDIT_CHARS] for e in edits[:EDITS_MAX] for k in ("old_string", "new_string")
                      if isinstance(e.get(k), str))
 
 
